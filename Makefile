@@ -1,0 +1,40 @@
+# The two commands of the README:
+#   make test   unit tests of lecturelib + every notebook executed with nbval in the smoke profile
+#   make book   execute every chapter once (profile auto: gpu on CUDA, else cpu) and render the book
+PYTHON  ?= python3
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+PROFILE ?= auto
+
+.PHONY: env test unit notebooks book record clean
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is needed"'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test,book]"
+	touch $@
+
+env: $(VENV)/.installed
+
+test: unit notebooks
+
+unit: env
+	$(PY) -m pytest -q tests
+
+notebooks: env
+	LECTURELIB_PROFILE=smoke LECTURELIB_PROGRESS=summary MPLBACKEND=agg \
+	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
+
+book: env
+	$(PY) -m lecturelib.build --profile $(PROFILE)
+
+# Keep this build's run times as a committed record shown in "Running the notebooks".
+record:
+	@test -f _build/record.json || (echo "run make book first" && exit 1)
+	$(PY) -c 'import json,shutil; r=json.load(open("_build/record.json")); \
+	  p={n["profile"] for n in r["notebooks"]}; assert len(p)==1, p; \
+	  shutil.copy("_build/record.json", f"benchmarks/results/book-{p.pop()}.json")'
+
+clean:
+	rm -rf _build

@@ -1,0 +1,30 @@
+"""lecturelib: the tested helper package of the executable textbook on sequence models.
+
+Names used throughout the book and this package:
+
+- widths and counts: ``d_model, n_heads, d_head, n_layers, seq_len, vocab_size, d_state, d_inner``;
+- tensor axes: ``b`` batch, ``t`` time (sequence position), ``d`` width, ``h`` heads,
+  ``v`` vocabulary, ``n`` state.
+
+Plumbing modules (import no topic module): ``runtime``, ``data``, ``tasks``, ``train``,
+``metrics``, ``plot``, ``check``, ``sync``, ``build``. Topic modules, in book order, import only
+earlier ones: ``lm`` (chapter 1), ``rnn`` (chapter 2), ...
+"""
+
+__version__ = "0.1.0"
+
+from lecturelib.runtime import Run, setup  # noqa: E402
+
+
+def glue(name: str, value, display: bool = False):
+    """Store ``value`` under ``name`` for the book's prose (myst-nb ``glue``); a no-op where
+    myst-nb is not installed (e.g. on Colab), so notebooks run anywhere."""
+    try:
+        from myst_nb import glue as _glue
+    except ImportError:
+        return value
+    _glue(name, value, display=display)
+    return value
+
+
+__all__ = ["Run", "setup", "glue", "__version__"]

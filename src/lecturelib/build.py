@@ -1,0 +1,277 @@
+"""Build the book: execute every chapter once, record it, render the Jupyter Book from the copies.
+
+``python -m lecturelib.build`` (what ``make book`` runs), from the repository root:
+
+1. copies the book's sources (``_config.yml``, ``_toc.yml``, ``book/``, ``notebooks/``) into
+   ``_build/src``;
+2. executes every notebook named in ``_toc.yml`` with papermill, in order, each in its own process
+   (profile ``auto`` unless ``--profile`` says otherwise), into that copy; a failing notebook stops
+   the build with the notebook, the cell and the error;
+3. writes ``_build/record.json``: per notebook wall time, profile, device, peak memory, status;
+4. writes the generated pages (measured run times) and bundles MathJax 3 for offline reading;
+5. renders the copy with ``jupyter-book build -W -n --keep-going`` (execution off) and prints
+   where ``index.html`` is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks")
+MATHJAX_VERSION = "3.2.2"
+RECORDS = Path("benchmarks/results")  # committed build records: book-<profile>.json
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def toc_files(root: Path) -> list[str]:
+    """Every ``file`` entry of ``_toc.yml``, in reading order (``root`` first)."""
+    import yaml
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    files: list[str] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key in ("root", "file"):
+                if key in node:
+                    files.append(node[key])
+            for value in node.values():
+                if isinstance(value, (list, dict)):
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(toc)
+    return files
+
+
+def toc_notebooks(root: Path) -> list[Path]:
+    """The notebooks of the table of contents, as paths relative to ``root``."""
+    found = []
+    for f in toc_files(root):
+        p = Path(f if f.endswith(".ipynb") else f"{f}.ipynb")
+        if (root / p).is_file():
+            found.append(p)
+    return found
+
+
+def execute_one(src: Path, dst: Path, profile: str) -> dict:
+    """Execute one notebook with papermill in this process; report status, wall time and the
+    kernel's peak resident memory. Run as a child of the build so that the peak is per notebook."""
+    import papermill as pm
+
+    report_file = Path(tempfile.mkstemp(suffix=".json")[1])
+    os.environ.update(LECTURELIB_RECORD=str(report_file), LECTURELIB_PROGRESS="summary")
+    os.environ.pop("LECTURELIB_PROFILE", None)  # --profile decides, through the parameters cell
+    t0 = time.perf_counter()
+    result: dict = {"status": "ok"}
+    try:
+        pm.execute_notebook(str(src), str(dst), parameters={"PROFILE": profile},
+                            progress_bar=False, cwd=str(src.parent), kernel_name="python3")
+    except pm.PapermillExecutionError as err:
+        result = {"status": "failed", "cell": err.cell_index, "execution_count": err.exec_count,
+                  "error": f"{err.ename}: {err.evalue}", "source": err.source}
+    except Exception as err:  # kernel died, notebook unreadable, ...
+        result = {"status": "failed", "error": f"{type(err).__name__}: {err}"}
+    result["wall_s"] = round(time.perf_counter() - t0, 1)
+    # ru_maxrss of waited-for children: the kernel. Linux reports KiB, macOS bytes.
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    result["peak_rss_mb"] = round(rss / (2**20 if sys.platform == "darwin" else 2**10), 1)
+    try:
+        result.update(json.loads(report_file.read_text() or "{}"))
+    except json.JSONDecodeError:
+        pass
+    report_file.unlink(missing_ok=True)
+    return result
+
+
+def execute_all(root: Path, stage: Path, profile: str, only: str | None) -> dict:
+    notebooks = [nb for nb in toc_notebooks(root) if not only or only in nb.name]
+    if not notebooks:
+        raise BuildError(f"no notebook in _toc.yml matches {only!r}" if only
+                         else "no notebook is listed in _toc.yml")
+    record = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "profile_requested": profile,
+        "machine": machine(),
+        "notebooks": [],
+    }
+    t0 = time.perf_counter()
+    for nb in notebooks:
+        print(f"executing {nb} ...", flush=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "lecturelib.build", "--execute-one", str(root / nb),
+             str(stage / nb), profile], capture_output=True, text=True)
+        try:
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            raise BuildError(f"executing {nb} crashed:\n{out.stderr[-3000:]}") from None
+        record["notebooks"].append({"path": str(nb), **result})
+        if result["status"] != "ok":
+            record["total_s"] = round(time.perf_counter() - t0, 1)
+            write_record(root, record)
+            where = f"cell {result['cell']}" if "cell" in result else "before any cell ran"
+            source = "\n".join("    " + s for s in result.get("source", "").splitlines()[:15])
+            raise BuildError(f"{nb} failed in {where}:\n{source}\n{result['error']}")
+        print(f"  {result['wall_s']:.1f} s, profile {result.get('profile')}, "
+              f"device {result.get('device')}, peak {result['peak_rss_mb']:.0f} MB", flush=True)
+    record["total_s"] = round(time.perf_counter() - t0, 1)
+    write_record(root, record)
+    return record
+
+
+def machine() -> dict:
+    import torch
+
+    info = {"platform": platform.platform(), "python": platform.python_version(),
+            "cpu_count": os.cpu_count(), "torch": torch.__version__}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def write_record(root: Path, record: dict) -> None:
+    path = root / "_build" / "record.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n")
+
+
+def _title(root: Path, nb: str) -> str:
+    cells = json.loads((root / nb).read_text(encoding="utf-8"))["cells"]
+    for cell in cells:
+        for line in "".join(cell["source"]).splitlines():
+            if cell["cell_type"] == "markdown" and line.startswith("# "):
+                return line[2:].strip()
+    return Path(nb).stem
+
+
+def times_table(root: Path, records: list[dict]) -> str:
+    """A Markdown table of measured run times per chapter, one column per record."""
+    if not records:
+        return "*No build record yet.*\n"
+    heads = []
+    for r in records:
+        profiles = {n.get("profile") for n in r["notebooks"]} - {None}
+        where = r["machine"].get("gpu") or f"{r['machine']['cpu_count']} CPU cores"
+        heads.append(f"{'/'.join(sorted(profiles)) or r['profile_requested']} ({where})")
+    rows = [["Chapter", *heads], ["---", *["---:"] * len(records)]]
+    paths = list(dict.fromkeys(n["path"] for r in records for n in r["notebooks"]))
+    for p in paths:
+        cells = []
+        for r in records:
+            n = next((n for n in r["notebooks"] if n["path"] == p), None)
+            cells.append(f"{n['wall_s']:.0f} s, {n['peak_rss_mb']:.0f} MB" if n else "–")
+        rows.append([f"[{_title(root, p)}](../{Path(p).with_suffix('')}.ipynb)", *cells])
+    rows.append(["**Whole book**", *[f"**{r['total_s'] / 60:.1f} min**" for r in records]])
+    notes = "\n".join(f"- {h}: measured {r['created'][:10]} with torch {r['machine']['torch']} "
+                      f"on {r['machine']['platform']}" for h, r in zip(heads, records))
+    return "\n".join("| " + " | ".join(row) + " |" for row in rows) + "\n\n" + notes + "\n"
+
+
+def generated_pages(root: Path, stage: Path, record: dict) -> None:
+    """Pages made from build records: the run-time table of *Running the notebooks*."""
+    committed = [json.loads(p.read_text()) for p in sorted((root / RECORDS).glob("book-*.json"))]
+    profiles_now = {n.get("profile") for n in record["notebooks"]}
+    others = [r for r in committed if {n.get("profile") for n in r["notebooks"]} != profiles_now]
+    out = stage / "book" / "_generated"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "run_times.md").write_text(times_table(root, [record, *others]), encoding="utf-8")
+
+
+def bundle_mathjax(root: Path, stage: Path) -> None:
+    """Install MathJax 3 from the npm registry (once) and ship it with the site, so that formulas
+    render without internet. ``_config.yml`` points ``mathjax_path`` at it."""
+    npm_dir = root / "_build" / "npm"
+    es5 = npm_dir / "node_modules" / "mathjax" / "es5"
+    if not (es5 / "tex-mml-chtml.js").is_file():
+        npm = shutil.which("npm")
+        if npm is None:
+            raise BuildError("npm is needed once to fetch MathJax for offline math; install "
+                             "Node.js (https://nodejs.org) and run make book again")
+        print(f"fetching MathJax {MATHJAX_VERSION} from the npm registry ...", flush=True)
+        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(npm_dir),
+                        f"mathjax@{MATHJAX_VERSION}"], check=True, stdout=subprocess.DEVNULL)
+    target = stage / "_mathjax" / "mathjax"
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(es5 / "tex-mml-chtml.js", target)
+    for part in ("a11y", "adaptors", "input", "output", "ui"):  # loaded on demand by the page
+        shutil.copytree(es5 / part, target / part, dirs_exist_ok=True)
+
+
+def stage_sources(root: Path, stage: Path) -> None:
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
+    for name in SOURCES:
+        src = root / name
+        if src.is_dir():
+            shutil.copytree(src, stage / name, ignore=shutil.ignore_patterns(
+                ".ipynb_checkpoints", "__pycache__", "_generated"))
+        elif src.is_file():
+            shutil.copy2(src, stage / name)
+
+
+def render(stage: Path, site: Path) -> Path:
+    cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build",
+           str(stage), "--path-output", str(site), "--builder", "html", "-W", "-n", "--keep-going"]
+    index = site / "_build" / "html" / "index.html"
+    index.unlink(missing_ok=True)
+    if subprocess.run(cmd).returncode != 0 or not index.is_file():
+        raise BuildError("jupyter-book reported warnings or errors (see above); the book is "
+                         "built with -W, so every warning must be fixed")
+    return index
+
+
+def build(root: Path, profile: str, only: str | None = None, render_site: bool = True) -> Path:
+    build_dir = root / "_build"
+    stage = build_dir / "src"
+    stage_sources(root, stage)
+    record = execute_all(root, stage, profile, only)
+    print(f"executed {len(record['notebooks'])} notebook(s) in {record['total_s']:.0f} s; "
+          f"record: {build_dir / 'record.json'}")
+    if not render_site:
+        return build_dir / "record.json"
+    generated_pages(root, stage, record)
+    bundle_mathjax(root, stage)
+    return render(stage, build_dir / "site")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lecturelib.build", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="auto", choices=["auto", "smoke", "cpu", "gpu"])
+    parser.add_argument("--only", help="execute only notebooks whose file name contains this")
+    parser.add_argument("--no-render", action="store_true", help="execute and record only")
+    parser.add_argument("--execute-one", nargs=3, metavar=("SRC", "DST", "PROFILE"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.execute_one:
+        src, dst, profile = args.execute_one
+        print(json.dumps(execute_one(Path(src), Path(dst), profile)))
+        return 0
+    try:
+        index = build(Path.cwd(), args.profile, args.only, not args.no_render)
+    except BuildError as err:
+        print(f"\nBUILD FAILED: {err}", file=sys.stderr)
+        return 1
+    print(f"\nThe book is at {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

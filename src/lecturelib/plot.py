@@ -1,0 +1,176 @@
+"""The book's figure style and the plots every chapter reuses.
+
+Every helper takes ``ax=None`` (a new figure is made) and returns the axes, so a chapter can
+compose panels. One colour per model family throughout the book (:data:`FAMILY_COLORS`), from the
+colour-blind-safe Okabe–Ito palette.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+
+# Okabe & Ito (2008), "Color Universal Design": distinguishable with all common colour deficiencies.
+OKABE_ITO = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky": "#56B4E9",
+    "green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "purple": "#CC79A7",
+    "grey": "#999999",
+}
+
+FAMILY_COLORS = {
+    "uniform": OKABE_ITO["grey"],
+    "unigram": OKABE_ITO["grey"],
+    "ngram": OKABE_ITO["yellow"],
+    "bigram": OKABE_ITO["yellow"],
+    "ffnn": OKABE_ITO["orange"],
+    "rnn": OKABE_ITO["sky"],
+    "lstm": OKABE_ITO["blue"],
+    "gru": OKABE_ITO["green"],
+    "attention": OKABE_ITO["purple"],
+    "transformer": OKABE_ITO["vermillion"],
+    "ssm": OKABE_ITO["black"],
+}
+
+FIGSIZE = (6.0, 3.5)
+
+
+def family_color(name: str) -> str:
+    """The book colour of a model family (``"rnn"``, ``"lstm"``, ...)."""
+    key = name.lower()
+    if key not in FAMILY_COLORS:
+        raise ValueError(f"unknown model family {name!r}; expected one of {sorted(FAMILY_COLORS)}")
+    return FAMILY_COLORS[key]
+
+
+def use_book_style() -> None:
+    """Set matplotlib defaults for the book: SVG output in notebooks, size, palette, grid."""
+    mpl.rcParams.update(
+        {
+            "figure.figsize": FIGSIZE,
+            "figure.dpi": 100,
+            "savefig.bbox": "tight",
+            "axes.prop_cycle": mpl.cycler(color=[OKABE_ITO[c] for c in (
+                "blue", "orange", "green", "vermillion", "purple", "sky", "yellow", "black")]),
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "font.size": 10,
+            "axes.titlesize": 11,
+            "legend.frameon": False,
+            "svg.fonttype": "none",
+            "image.cmap": "viridis",
+        }
+    )
+    try:  # only inside IPython; plain scripts and tests keep their backend
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("svg")
+    except Exception:  # pragma: no cover - no inline backend outside a kernel
+        pass
+
+
+def _axes(ax):
+    if ax is None:
+        _, ax = plt.subplots(figsize=FIGSIZE)
+    return ax
+
+
+def curves(
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    ax=None,
+    *,
+    xlabel: str = "step",
+    ylabel: str = "loss (nats/token)",
+    logy: bool = False,
+    colors: Mapping[str, str] | None = None,
+    styles: Mapping[str, str] | None = None,
+):
+    """Plot named ``(x, y)`` series, e.g. learning curves: ``{"train": (steps, losses)}``."""
+    ax = _axes(ax)
+    if not series:
+        raise ValueError("curves needs at least one named (x, y) series")
+    for name, (x, y) in series.items():
+        if len(x) != len(y):
+            raise ValueError(f"series {name!r}: x has {len(x)} points but y has {len(y)}")
+        kw = {}
+        if colors and name in colors:
+            kw["color"] = colors[name]
+        ax.plot(x, y, (styles or {}).get(name, "-"), label=name, **kw)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    if logy:
+        ax.set_yscale("log")
+    ax.legend()
+    return ax
+
+
+def history(hist, ax=None, *, metric: str = "loss", logy: bool = False, label: str = ""):
+    """Learning curves of a :class:`lecturelib.train.History`: training loss and, if it was
+    evaluated, the evaluation metric of the same name."""
+    prefix = f"{label} " if label else ""
+    series = {f"{prefix}train": (hist.steps, hist.train_loss)}
+    if metric in hist.evals:
+        series[f"{prefix}eval"] = (hist.eval_steps, hist.evals[metric])
+    return curves(series, ax, logy=logy, styles={f"{prefix}eval": "o-"})
+
+
+def heatmap(
+    matrix,
+    ax=None,
+    *,
+    xticklabels: Sequence[str] | None = None,
+    yticklabels: Sequence[str] | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
+    cbar_label: str = "",
+    cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    annotate: bool = False,
+):
+    """A labelled heatmap of a 2-D array (attention weights, gate activations, ...)."""
+    m = np.asarray(matrix.detach().cpu() if hasattr(matrix, "detach") else matrix, dtype=float)
+    if m.ndim != 2:
+        raise ValueError(f"heatmap needs a 2-D matrix; got shape {m.shape}")
+    ax = _axes(ax)
+    im = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    for labels, setter, n in ((xticklabels, "x", m.shape[1]), (yticklabels, "y", m.shape[0])):
+        if labels is not None:
+            if len(labels) != n:
+                raise ValueError(f"{setter}ticklabels has {len(labels)} labels for {n} columns/rows")
+            getattr(ax, f"set_{setter}ticks")(range(n))
+            getattr(ax, f"set_{setter}ticklabels")(labels, rotation=90 if setter == "x" else 0)
+    if annotate:
+        for (i, j), v in np.ndenumerate(m):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w")
+    ax.grid(False)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.figure.colorbar(im, ax=ax, label=cbar_label)
+    return ax
+
+
+def bars(values: Mapping[str, float], ax=None, *, ylabel: str = "", colors=None, fmt="{:.2f}",
+         logy: bool = False):
+    """A labelled bar chart of named values, each bar annotated with its value."""
+    if not values:
+        raise ValueError("bars needs at least one named value")
+    ax = _axes(ax)
+    names = list(values)
+    heights = [float(values[n]) for n in names]
+    colors = [(colors or {}).get(n, OKABE_ITO["blue"]) for n in names]
+    rects = ax.bar(names, heights, color=colors)
+    ax.bar_label(rects, labels=[fmt.format(h) for h in heights], padding=2)
+    ax.set(ylabel=ylabel)
+    if logy:
+        ax.set_yscale("log")
+    ax.grid(axis="x", visible=False)
+    return ax

@@ -1,0 +1,163 @@
+"""Set up a chapter: profile, device, seeds, threads, plot style, one line about the environment.
+
+Every notebook calls :func:`setup` once, right after its ``parameters`` cell::
+
+    run = setup(PROFILE, SEED, sizes={
+        "smoke": dict(n_steps=20,   d_model=32),
+        "cpu":   dict(n_steps=800,  d_model=64),
+        "gpu":   dict(n_steps=4000, d_model=256),
+    })
+    run.n_steps, run.device, run.profile
+
+Profiles: ``smoke`` (seconds, any CPU; the test suite), ``cpu`` (minutes on a laptop),
+``gpu`` (one CUDA device), ``auto`` (``gpu`` when CUDA is available, else ``cpu``). The
+environment variable ``LECTURELIB_PROFILE`` overrides whatever the notebook asks for, which is
+how ``make test`` runs every notebook in ``smoke``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import platform
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+PROFILES = ("smoke", "cpu", "gpu")
+PROFILE_ENV = "LECTURELIB_PROFILE"
+RECORD_ENV = "LECTURELIB_RECORD"  # set by the book build: where setup() reports profile and device
+
+
+@dataclass(frozen=True)
+class Run:
+    """What :func:`setup` resolved: the profile, device and seed, and the chapter's sizes.
+
+    Sizes are readable as attributes (``run.n_steps``) or as the dict ``run.sizes``.
+    """
+
+    profile: str
+    device: torch.device
+    seed: int
+    sizes: dict[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        sizes = self.__dict__.get("sizes", {})
+        if name in sizes:
+            return sizes[name]
+        raise AttributeError(
+            f"this chapter has no size {name!r}; its sizes are {sorted(sizes)}"
+        )
+
+
+def resolve_profile(profile: str = "auto") -> str:
+    """``smoke``, ``cpu`` or ``gpu``: the environment override, else ``profile``, with ``auto``
+    meaning ``gpu`` when CUDA is available and ``cpu`` otherwise."""
+    requested = os.environ.get(PROFILE_ENV) or profile
+    if not isinstance(requested, str) or requested not in (*PROFILES, "auto"):
+        source = f"${PROFILE_ENV}" if os.environ.get(PROFILE_ENV) else "profile"
+        raise ValueError(
+            f"{source} must be one of {', '.join((*PROFILES, 'auto'))}; got {requested!r}"
+        )
+    if requested == "auto":
+        return "gpu" if torch.cuda.is_available() else "cpu"
+    return requested
+
+
+def pick_device(profile: str) -> torch.device:
+    """CUDA, then Apple MPS, then CPU; ``smoke`` always runs on the CPU so tests are comparable."""
+    if profile == "smoke":
+        return torch.device("cpu")
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and PyTorch (all devices)."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int; got {type(seed).__name__}")
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _check_sizes(sizes: dict[str, dict[str, Any]] | None) -> None:
+    if sizes is None:
+        return
+    if not isinstance(sizes, dict):
+        raise TypeError(f"sizes must be a dict of profile -> dict; got {type(sizes).__name__}")
+    missing = [p for p in PROFILES if p not in sizes]
+    extra = [p for p in sizes if p not in PROFILES]
+    if missing or extra:
+        raise ValueError(
+            f"sizes needs exactly the profiles {list(PROFILES)}; missing {missing}, unknown {extra}"
+        )
+    keys = {p: set(sizes[p]) for p in PROFILES}
+    if len({frozenset(k) for k in keys.values()}) != 1:
+        raise ValueError(f"every profile must set the same sizes; got {keys}")
+
+
+def _report_to_build(run: Run) -> None:
+    """Tell the book build which profile and device this notebook ran with, and its GPU peak."""
+    path = os.environ.get(RECORD_ENV)
+    if not path:
+        return
+    record = {"profile": run.profile, "device": str(run.device), "seed": run.seed}
+    if run.device.type == "cuda":
+        record["device_name"] = torch.cuda.get_device_name(run.device)
+    Path(path).write_text(json.dumps(record))
+
+    def _add_gpu_peak() -> None:
+        if run.device.type == "cuda":
+            record["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+            Path(path).write_text(json.dumps(record))
+
+    atexit.register(_add_gpu_peak)
+
+
+def environment_line(run: Run) -> str:
+    """One line that says where and how a chapter runs."""
+    from lecturelib import __version__
+
+    device = str(run.device)
+    if run.device.type == "cuda":
+        device += f" ({torch.cuda.get_device_name(run.device)})"
+    return (
+        f"lecturelib {__version__} | profile {run.profile} | device {device} | "
+        f"torch {torch.__version__} | {torch.get_num_threads()} CPU threads | "
+        f"Python {platform.python_version()} | seed {run.seed}"
+    )
+
+
+def setup(
+    profile: str = "auto",
+    seed: int = 0,
+    sizes: dict[str, dict[str, Any]] | None = None,
+    *,
+    quiet: bool = False,
+) -> Run:
+    """Resolve the profile, pick the device, seed everything, set threads and plot style.
+
+    Prints one line describing the environment and returns a :class:`Run` whose attributes
+    include the chapter's sizes for the resolved profile.
+    """
+    _check_sizes(sizes)
+    resolved = resolve_profile(profile)
+    seed_everything(seed)
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    from lecturelib import plot  # plotting is set up here so every chapter looks the same
+
+    plot.use_book_style()
+    run = Run(resolved, pick_device(resolved), seed, dict(sizes[resolved]) if sizes else {})
+    _report_to_build(run)
+    if not quiet:
+        print(environment_line(run))
+    return run
