@@ -5,6 +5,8 @@ PYTHON  ?= python3
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 PROFILE ?= auto
+# see src/lecturelib/__init__.py: spinning OpenMP threads stall small models on shared cores
+export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: env test unit notebooks book record clean
 

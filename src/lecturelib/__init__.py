@@ -11,6 +11,13 @@ Plumbing modules (import no topic module): ``runtime``, ``data``, ``tasks``, ``t
 earlier ones: ``lm`` (chapter 1), ``rnn`` (chapter 2), ...
 """
 
+import os
+
+# OpenMP threads that spin while they wait make small models up to a hundred times slower when
+# another process shares the cores (a laptop with a browser open, a CI runner). Passive waiting
+# avoids that; it only takes effect when lecturelib is imported before torch, as every chapter does.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 __version__ = "0.1.0"
 
 from lecturelib.runtime import Run, setup  # noqa: E402

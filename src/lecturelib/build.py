@@ -70,6 +70,17 @@ def toc_notebooks(root: Path) -> list[Path]:
     return found
 
 
+def _source_cell(src: Path, index: int) -> int:
+    """The index in ``src`` of cell ``index`` of papermill's copy, which holds one more cell: the
+    injected parameters, after the ``parameters`` cell (at the top without one)."""
+    tags = [c.get("metadata", {}).get("tags", [])
+            for c in json.loads(src.read_text(encoding="utf-8"))["cells"]]
+    if any("injected-parameters" in t for t in tags):  # papermill replaces it in place
+        return index
+    injected = next((i + 1 for i, t in enumerate(tags) if "parameters" in t), 0)
+    return index - 1 if index > injected else index
+
+
 def execute_one(src: Path, dst: Path, profile: str) -> dict:
     """Execute one notebook with papermill in this process; report status, wall time and the
     kernel's peak resident memory. Run as a child of the build so that the peak is per notebook."""
@@ -84,7 +95,8 @@ def execute_one(src: Path, dst: Path, profile: str) -> dict:
         pm.execute_notebook(str(src), str(dst), parameters={"PROFILE": profile},
                             progress_bar=False, cwd=str(src.parent), kernel_name="python3")
     except pm.PapermillExecutionError as err:
-        result = {"status": "failed", "cell": err.cell_index, "execution_count": err.exec_count,
+        result = {"status": "failed", "cell": _source_cell(src, err.cell_index),
+                  "execution_count": err.exec_count,
                   "error": f"{err.ename}: {err.evalue}", "source": err.source}
     except Exception as err:  # kernel died, notebook unreadable, ...
         result = {"status": "failed", "error": f"{type(err).__name__}: {err}"}

@@ -72,10 +72,13 @@ def close(actual: Tensor, expected: Tensor, *, atol: float = 1e-5, rtol: float =
         )
     a, e = actual.detach().double().cpu(), expected.detach().double().cpu()
     if torch.equal(torch.isnan(a), torch.isnan(e)):
-        a, e = torch.nan_to_num(a, nan=0.0), torch.nan_to_num(e, nan=0.0)
-    bad = ~((a - e).abs() <= atol + rtol * e.abs()) & ~((a == e))
+        a = a.nan_to_num(0.0, posinf=float("inf"), neginf=float("-inf"))  # keep infinities
+        e = e.nan_to_num(0.0, posinf=float("inf"), neginf=float("-inf"))
+    # an infinity matches only the same infinity (the tolerance test would pass 5 vs inf)
+    finite = torch.isfinite(a) & torch.isfinite(e)
+    bad = ~((a == e) | (finite & ((a - e).abs() <= atol + rtol * e.abs())))
     if bad.any():
-        diff = (a - e).abs().nan_to_num(float("inf"))
+        diff = (a - e).abs().nan_to_num(float("inf"), posinf=float("inf")).masked_fill(~bad, -1.0)
         flat = int(diff.argmax())
         where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), a.shape))
         raise AssertionError(

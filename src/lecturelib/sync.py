@@ -121,7 +121,8 @@ def normalise(notebook: str | Path) -> bool:
     nb["nbformat_minor"] = max(nb.get("nbformat_minor", 5), 5)
     for i, cell in enumerate(nb["cells"]):
         cell.setdefault("id", f"c{i:03d}")
-        cell["metadata"] = {k: v for k, v in cell.get("metadata", {}).items() if k == "tags"}
+        cell["metadata"] = {k: v for k, v in cell.get("metadata", {}).items()
+                            if k in ("tags", "mystnb")}  # mystnb: figure captions
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
     new = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"

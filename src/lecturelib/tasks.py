@@ -13,7 +13,7 @@ output after reading ``x[:, : i + 1]``, so causal models (RNNs, decoders) can be
 
 >>> x, y = copy_task(2, 3, vocab_size=6, seed=0)
 >>> x.shape, y.shape
-(torch.Size([2, 7]), torch.Size([2, 7]))
+(torch.Size([2, 6]), torch.Size([2, 6]))
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ tensors; they are moved to the model's device.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import os
 import time
@@ -96,8 +95,26 @@ def _batch_source(batches: Callable[[int], Batch] | Iterable[Batch]) -> Callable
             f"batches must be a function step -> batch or an iterable of batches; "
             f"got {type(batches).__name__}"
         )
-    iterator = itertools.chain.from_iterable(itertools.repeat(batches))
+    def cycle():  # re-iterates each pass (a DataLoader reshuffles); caches nothing
+        while True:
+            empty = True
+            for batch in batches:
+                empty = False
+                yield batch
+            if empty:  # an empty iterable, or an iterator already used up: never loop forever
+                raise ValueError("batches yielded nothing; an iterator can be read only once, so "
+                                 "pass a list, a DataLoader or a function step -> batch")
+
+    iterator = cycle()
     return lambda step: next(iterator)
+
+
+@torch.no_grad()
+def grad_norm(params: list[torch.Tensor]) -> torch.Tensor:
+    """The global L2 norm of the gradients, sparse ones (from ``nn.Embedding(sparse=True)``) too."""
+    norms = [(p.grad.coalesce().values() if p.grad.is_sparse else p.grad).float().norm()
+             for p in params if p.grad is not None]
+    return torch.stack(norms).norm() if norms else torch.tensor(0.0)
 
 
 @torch.no_grad()
@@ -178,6 +195,8 @@ def fit(
         raise ValueError(f"steps must be a positive int; got {steps!r}")
     if clip is not None and clip <= 0:
         raise ValueError(f"clip must be a positive gradient norm or None; got {clip}")
+    if clip is not None and any(getattr(m, "sparse", False) for m in model.modules()):
+        raise ValueError("clip cannot be used with sparse embedding gradients; pass clip=None")
     if eval_every is not None and eval_fn is None:
         raise ValueError("eval_every is set but there is no eval_fn to run")
     if resume and checkpoint is None:
@@ -210,7 +229,9 @@ def fit(
         (scaler.scale(loss) if scaler else loss).backward()
         if scaler:
             scaler.unscale_(optimizer)
-        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip is not None else math.inf)
+        norm = grad_norm(params)
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(params, clip)
         (scaler.step(optimizer), scaler.update()) if scaler else optimizer.step()
         if scheduler is not None:
             scheduler.step()
@@ -272,3 +293,17 @@ def _progress(iterable, total, initial, desc, enabled):
 def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
     """Number of (trainable) parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+def warmup_cosine(optimizer: torch.optim.Optimizer, steps: int, warmup: int = 0):
+    """Linear warm-up over ``warmup`` steps, then cosine decay to zero at ``steps``; pass the
+    result as ``fit(..., optimizer=optimizer, scheduler=...)``."""
+    if not 0 <= warmup < steps:
+        raise ValueError(f"need 0 <= warmup < steps; got warmup={warmup}, steps={steps}")
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / (steps - warmup))))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

@@ -1,0 +1,250 @@
+"""Chapter 1: language models and word embeddings.
+
+- :class:`Vocab` maps symbols (characters or words) to ids and back;
+- :func:`split_ids` makes contiguous train/validation splits of a token stream;
+- :class:`BigramLM` counts bigrams with add-k smoothing (Jurafsky & Martin, ch. 3);
+- :class:`WindowLM` is the fixed-window feed-forward neural LM of Bengio et al. (2003),
+  without the direct input-to-output connections of the paper;
+- :func:`sgns_loss` and :class:`SkipGram` are word2vec's skip-gram with negative sampling
+  (Mikolov et al., 2013, arXiv:1310.4546), with frequent-word subsampling and the unigram^0.75
+  noise distribution, trained with Adam instead of plain SGD with a decaying rate.
+
+Shapes use ``b`` batch, ``t`` time, ``d`` width, ``v`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Vocab:
+    """A bijection between symbols and ids ``0..len-1``, most frequent symbols first.
+
+    >>> v = Vocab("hello")
+    >>> v.decode(v.encode("hole"))
+    'hole'
+    """
+
+    def __init__(self, symbols: Iterable[str], *, min_count: int = 1, unk: str | None = None):
+        counts = Counter(symbols)
+        kept = sorted((s for s, c in counts.items() if c >= min_count),
+                      key=lambda s: (-counts[s], s))
+        if unk is not None:
+            kept = [unk] + [s for s in kept if s != unk]
+        if not kept:
+            raise ValueError("cannot build a vocabulary from no symbols")
+        self.itos: list[str] = kept
+        self.stoi: dict[str, int] = {s: i for i, s in enumerate(kept)}
+        self.counts = counts
+        self.unk = unk
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, symbols: Iterable[str]) -> torch.Tensor:
+        """Ids of ``symbols`` as a LongTensor ``(t,)``; unknown symbols map to ``unk``."""
+        if self.unk is None:
+            try:
+                return torch.tensor([self.stoi[s] for s in symbols], dtype=torch.long)
+            except KeyError as err:
+                raise KeyError(f"symbol {err.args[0]!r} is not in the vocabulary and there is "
+                               "no unknown symbol") from None
+        u = self.stoi[self.unk]
+        return torch.tensor([self.stoi.get(s, u) for s in symbols], dtype=torch.long)
+
+    def decode(self, ids: Iterable[int] | torch.Tensor, sep: str = "") -> str:
+        """The symbols of ``ids`` joined with ``sep`` (``""`` for characters, ``" "`` for words)."""
+        return sep.join(self.itos[int(i)] for i in ids)
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words and punctuation marks: ``"Don't stop!"`` → ``["don't", "stop", "!"]``."""
+    return re.findall(r"[a-z]+(?:'[a-z]+)?|[0-9]+|[^\sa-z0-9]", text.lower())
+
+
+def split_ids(ids: torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split a token stream into a training part and the last ``val_fraction`` for validation.
+
+    The split is contiguous, not random: neighbouring windows overlap, so a random split would
+    leak validation text into training.
+    """
+    if ids.dim() != 1:
+        raise ValueError(f"ids must be a 1-D token stream (t,); got shape {tuple(ids.shape)}")
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction must be in (0, 1); got {val_fraction}")
+    n_val = max(1, int(len(ids) * val_fraction))
+    return ids[:-n_val], ids[-n_val:]
+
+
+def random_windows(ids: torch.Tensor, batch_size: int, length: int,
+                   generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch_size`` random windows of a token stream and the same windows shifted by one.
+
+    Shapes: ids ``(t,)`` → x, y ``(b, length)`` with ``y[:, i] = x[:, i + 1]`` in the stream.
+    """
+    if len(ids) <= length:
+        raise ValueError(f"the stream ({len(ids)} tokens) must be longer than a window ({length})")
+    starts = torch.randint(0, len(ids) - length, (batch_size,), generator=generator)
+    offsets = torch.arange(length)
+    x = ids[starts[:, None] + offsets]
+    y = ids[starts[:, None] + offsets + 1]
+    return x, y
+
+
+def context_windows(ids: torch.Tensor, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every window of ``context`` tokens and the token that follows it.
+
+    Shapes: ids ``(t,)`` → x ``(t - context, context)``, y ``(t - context,)``.
+    """
+    if not isinstance(context, int) or context < 1:
+        raise ValueError(f"context must be a positive int; got {context!r}")
+    if len(ids) <= context:
+        raise ValueError(f"the stream ({len(ids)} tokens) must be longer than the context")
+    windows = ids.unfold(0, context + 1, 1)  # (t - context, context + 1), a view
+    return windows[:, :-1], windows[:, -1]
+
+
+class BigramLM:
+    """``P(x_t = j | x_{t-1} = i) = (N_ij + k) / (N_i + k·V)``: counted bigrams, add-k smoothed.
+
+    ``k = 0`` is the maximum-likelihood estimate, which gives probability 0 (infinite perplexity)
+    to any bigram never seen in training.
+    """
+
+    def __init__(self, vocab_size: int, k: float = 1.0):
+        if k < 0:
+            raise ValueError(f"the smoothing constant k must be >= 0; got {k}")
+        self.vocab_size, self.k = vocab_size, k
+        self.counts = torch.zeros(vocab_size, vocab_size)
+
+    def fit(self, ids: torch.Tensor) -> "BigramLM":
+        """Count the bigrams of a token stream ``(t,)``."""
+        self.counts = torch.zeros(self.vocab_size, self.vocab_size)
+        self.counts.index_put_((ids[:-1], ids[1:]), torch.ones(len(ids) - 1), accumulate=True)
+        return self
+
+    @property
+    def probs(self) -> torch.Tensor:
+        """The ``(v, v)`` matrix of ``P(next = column | previous = row)``; rows sum to 1."""
+        smoothed = self.counts + self.k
+        total = smoothed.sum(dim=1, keepdim=True)
+        # with k = 0 a context never seen in training has no estimate: probability 0 everywhere
+        return torch.where(total > 0, smoothed / total.clamp_min(1e-30), 0.0)
+
+    def nll(self, ids: torch.Tensor) -> float:
+        """Mean negative log-likelihood (nats per token) of a stream's bigrams."""
+        prev, nxt = ids[:-1], ids[1:]
+        total = self.counts.sum(dim=1)[prev] + self.k * self.vocab_size
+        p = torch.where(total > 0, (self.counts[prev, nxt] + self.k) / total.clamp_min(1e-30), 0.0)
+        return -p.log().mean().item()
+
+
+class WindowLM(nn.Module):
+    """A fixed-window neural language model (Bengio et al., 2003): embed the previous
+    ``context`` tokens, concatenate, one tanh hidden layer, a softmax over the vocabulary.
+
+    Shapes: x ``(b, context)`` → logits ``(b, v)``.
+    """
+
+    def __init__(self, vocab_size: int, context: int, d_embed: int, d_hidden: int):
+        super().__init__()
+        self.context = context
+        self.embed = nn.Embedding(vocab_size, d_embed)
+        self.hidden = nn.Linear(context * d_embed, d_hidden)
+        self.out = nn.Linear(d_hidden, vocab_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 2 or x.shape[1] != self.context:
+            raise ValueError(f"x must be (batch, {self.context}) token ids; got {tuple(x.shape)}")
+        e = self.embed(x)                        # (b, context, d_embed)
+        h = torch.tanh(self.hidden(e.flatten(1)))  # (b, d_hidden): the window, concatenated
+        return self.out(h)                       # (b, v)
+
+
+def subsample(ids: torch.Tensor, counts: torch.Tensor, t: float = 1e-4,
+              generator: torch.Generator | None = None) -> torch.Tensor:
+    """Drop each occurrence of word ``w`` with probability ``1 - sqrt(t / f(w))`` (word2vec's
+    subsampling of frequent words; ``f`` is the relative frequency). Shapes: ``(n,)`` → ``(m,)``."""
+    freq = counts.float() / counts.sum()
+    keep = (t / freq).sqrt().clamp(max=1.0)
+    return ids[torch.rand(len(ids), generator=generator) < keep[ids]]
+
+
+def skipgram_pairs(ids: torch.Tensor, window: int) -> torch.Tensor:
+    """All ``(center, context)`` pairs with the context at most ``window`` positions away.
+
+    Shapes: ids ``(n,)`` → pairs ``(p, 2)``.
+    """
+    if not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be a positive int; got {window!r}")
+    pairs = []
+    for offset in range(1, window + 1):
+        pairs.append(torch.stack([ids[:-offset], ids[offset:]], dim=1))  # context to the right
+        pairs.append(torch.stack([ids[offset:], ids[:-offset]], dim=1))  # context to the left
+    return torch.cat(pairs)
+
+
+def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tensor:
+    """word2vec's distribution for negative samples: unigram counts raised to ``power``, normalised."""
+    weights = counts.float() ** power
+    return weights / weights.sum()
+
+
+def sgns_loss(center: torch.Tensor, context: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
+    """Skip-gram negative-sampling loss ``-[log σ(w·c) + Σ_k log σ(-w·c̃_k)]``, batch mean.
+
+    Shapes: center ``(b, d)``, context ``(b, d)``, negatives ``(b, k, d)`` → scalar.
+    """
+    positive = F.logsigmoid((center * context).sum(-1))                               # (b,)
+    negative = F.logsigmoid(-torch.einsum("bd,bkd->bk", center, negatives)).sum(-1)  # (b,)
+    return -(positive + negative).mean()
+
+
+class SkipGram(nn.Module):
+    """Two embedding tables: ``center`` (the word vectors we keep) and ``context``.
+
+    Shapes: center ids ``(b,)``, context ids ``(b,)``, negative ids ``(b, k)`` → scalar loss.
+    """
+
+    def __init__(self, vocab_size: int, d_embed: int, sparse: bool = False):
+        super().__init__()
+        # sparse=True: each step updates only the rows it used (with torch.optim.SparseAdam)
+        self.center = nn.Embedding(vocab_size, d_embed, sparse=sparse)
+        self.context = nn.Embedding(vocab_size, d_embed, sparse=sparse)
+        nn.init.uniform_(self.center.weight, -0.5 / d_embed, 0.5 / d_embed)  # as word2vec does
+        nn.init.zeros_(self.context.weight)
+
+    def forward(self, center, context, negatives) -> torch.Tensor:
+        return sgns_loss(self.center(center), self.context(context), self.context(negatives))
+
+
+def nearest(vectors: torch.Tensor, query: int, k: int = 5) -> list[tuple[int, float]]:
+    """The ``k`` rows most cosine-similar to row ``query`` (itself excluded): ``(id, cosine)``.
+
+    Shapes: vectors ``(v, d)``.
+    """
+    unit = F.normalize(vectors, dim=1)
+    sims = unit @ unit[query]
+    sims[query] = -math.inf
+    top = sims.topk(k)
+    return list(zip(top.indices.tolist(), top.values.tolist()))
+
+
+def project_2d(vectors: torch.Tensor) -> torch.Tensor:
+    """Project rows onto their first two principal components. Shapes: ``(n, d)`` → ``(n, 2)``."""
+    centred = vectors - vectors.mean(dim=0)
+    _, _, v = torch.linalg.svd(centred, full_matrices=False)
+    return centred @ v[:2].T
+
+
+def ngram_counts_table(vocab: Vocab, rows: Sequence[str], cols: Sequence[str],
+                       counts: torch.Tensor) -> list[list[str]]:
+    """A small printable table of bigram counts for the given row and column symbols."""
+    return [[r, *[str(int(counts[vocab.stoi[r], vocab.stoi[c]])) for c in cols]] for r in rows]

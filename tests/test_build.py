@@ -1,0 +1,160 @@
+"""lecturelib.build: the table of contents, the run-time table, executing one notebook."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from lecturelib import build
+from lecturelib.sync import METADATA
+
+TOC = """\
+format: jb-book
+root: book/index
+parts:
+  - caption: Using this book
+    chapters:
+      - file: book/running
+  - caption: Part I
+    numbered: true
+    chapters:
+      - file: notebooks/01_first
+        sections:
+          - file: notebooks/01b_aside.ipynb
+      - file: notebooks/02_second
+      - file: notebooks/03_not_written_yet
+"""
+
+
+def notebook(*cells: tuple[str, str, list[str]]) -> dict:
+    return {"cells": [
+        {"cell_type": kind, "id": f"c{i}", "metadata": {"tags": tags}, "source": source,
+         **({"outputs": [], "execution_count": None} if kind == "code" else {})}
+        for i, (kind, source, tags) in enumerate(cells)
+    ], "metadata": METADATA, "nbformat": 4, "nbformat_minor": 5}
+
+
+def write(path: Path, nb: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def book(tmp_path) -> Path:
+    (tmp_path / "_toc.yml").write_text(TOC, encoding="utf-8")
+    write(tmp_path / "notebooks/01_first.ipynb", notebook(("markdown", "# First chapter\ntext", [])))
+    write(tmp_path / "notebooks/01b_aside.ipynb", notebook(("code", "x = 1", [])))
+    write(tmp_path / "notebooks/02_second.ipynb",
+          notebook(("markdown", "intro", []), ("markdown", "# Second chapter", [])))
+    return tmp_path
+
+
+def test_toc_files_in_reading_order(book):
+    assert build.toc_files(book) == [
+        "book/index", "book/running", "notebooks/01_first", "notebooks/01b_aside.ipynb",
+        "notebooks/02_second", "notebooks/03_not_written_yet",
+    ]
+
+
+def test_toc_notebooks_are_the_existing_ones(book):
+    assert build.toc_notebooks(book) == [Path("notebooks/01_first.ipynb"),
+                                         Path("notebooks/01b_aside.ipynb"),
+                                         Path("notebooks/02_second.ipynb")]
+
+
+def test_the_real_toc_lists_the_chapters():
+    root = Path(__file__).resolve().parents[1]
+    notebooks = build.toc_notebooks(root)
+    assert notebooks and all(p.parent == Path("notebooks") for p in notebooks)
+    assert set(notebooks) == {p.relative_to(root) for p in (root / "notebooks").glob("*.ipynb")}
+
+
+def record(total_s, walls, profile="cpu", gpu=None):
+    machine = {"platform": "Linux-x86_64", "python": "3.11", "cpu_count": 2, "torch": "2.13.0"}
+    if gpu:
+        machine["gpu"] = gpu
+    return {
+        "created": "2026-01-02T03:04:05+00:00", "profile_requested": "auto", "machine": machine,
+        "total_s": total_s,
+        "notebooks": [{"path": p, "status": "ok", "wall_s": w, "peak_rss_mb": 512.4,
+                       "profile": profile, "device": "cpu"} for p, w in walls.items()],
+    }
+
+
+def test_times_table(book):
+    cpu = record(150.0, {"notebooks/01_first.ipynb": 61.2, "notebooks/02_second.ipynb": 88.8})
+    gpu = record(42.0, {"notebooks/01_first.ipynb": 42.0}, profile="gpu", gpu="Tesla T4")
+    table = build.times_table(book, [cpu, gpu])
+    lines = table.splitlines()
+    assert lines[0] == "| Chapter | cpu (2 CPU cores) | gpu (Tesla T4) |"
+    assert lines[1] == "| --- | ---: | ---: |"
+    assert lines[2] == ("| [First chapter](../notebooks/01_first.ipynb) | 61 s, 512 MB | "
+                        "42 s, 512 MB |")
+    assert lines[3] == "| [Second chapter](../notebooks/02_second.ipynb) | 89 s, 512 MB | – |"
+    assert lines[4] == "| **Whole book** | **2.5 min** | **0.7 min** |"
+    assert "- cpu (2 CPU cores): measured 2026-01-02 with torch 2.13.0 on Linux-x86_64" in table
+
+
+def test_times_table_without_records(book):
+    assert build.times_table(book, []) == "*No build record yet.*\n"
+
+
+@pytest.fixture
+def executing(monkeypatch, tmp_path):
+    """execute_one sets environment variables for the kernel; restore them afterwards, and keep its
+    temporary files and the kernel's connection file in tmp_path."""
+    for name in ("LECTURELIB_RECORD", "LECTURELIB_PROGRESS"):
+        monkeypatch.setenv(name, "unset-by-test")
+    monkeypatch.delenv("LECTURELIB_PROFILE", raising=False)
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_execute_one_ok(executing):
+    src = write(executing / "ok.ipynb", notebook(
+        ("code", 'PROFILE = "auto"', ["parameters"]),
+        ("code", "import lecturelib\nrun = lecturelib.setup(PROFILE, 0)\nassert run.profile == 'smoke'",
+         []),
+    ))
+    dst = executing / "out" / "ok.ipynb"
+    dst.parent.mkdir()
+    result = build.execute_one(src, dst, "smoke")
+    assert result["status"] == "ok", result
+    assert result["profile"] == "smoke" and result["device"] == "cpu"  # reported by setup()
+    assert result["wall_s"] > 0 and result["peak_rss_mb"] > 0
+    cells = json.loads(dst.read_text(encoding="utf-8"))["cells"]
+    printed = "".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", []))
+    assert "profile smoke" in printed
+    assert not list(executing.glob("tmp*.json"))  # the report file is removed
+
+
+@pytest.mark.slow
+def test_execute_one_failed_names_the_cell_and_the_error(executing):
+    src = write(executing / "bad.ipynb", notebook(
+        ("code", 'PROFILE = "auto"', ["parameters"]),
+        ("markdown", "# A chapter", []),
+        ("code", "x = 1\nraise ValueError(f'boom {x}')", []),
+        ("code", "never = True", []),
+    ))
+    result = build.execute_one(src, executing / "bad_out.ipynb", "smoke")
+    assert result["status"] == "failed"
+    assert result["cell"] == 2  # the index in bad.ipynb, not in papermill's parameterised copy
+    assert result["error"] == "ValueError: boom 1"
+    assert "raise ValueError" in result["source"]
+
+
+@pytest.mark.parametrize("tags, executed, source", [
+    ([[], ["parameters"], [], []], 3, 2),  # injected after the parameters cell
+    ([[], ["parameters"], [], []], 1, 1),  # before it: no shift
+    ([[], [], []], 2, 1),  # no parameters cell: injected at the top
+    ([["injected-parameters"], [], []], 2, 2),  # an injected cell is replaced in place
+])
+def test_failed_cell_index_refers_to_the_source_notebook(tmp_path, tags, executed, source):
+    src = write(tmp_path / "nb.ipynb", notebook(*[("code", "", t) for t in tags]))
+    assert build._source_cell(src, executed) == source

@@ -1,0 +1,152 @@
+"""lecturelib.runtime: profiles, sizes, seeding, the environment line, the build record."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from lecturelib import runtime
+from lecturelib.runtime import PROFILE_ENV, RECORD_ENV, resolve_profile, setup
+
+SIZES = {
+    "smoke": {"n_steps": 2, "d_model": 8},
+    "cpu": {"n_steps": 20, "d_model": 16},
+    "gpu": {"n_steps": 200, "d_model": 64},
+}
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+    monkeypatch.delenv(RECORD_ENV, raising=False)
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu"])
+def test_resolve_explicit_profile(profile):
+    assert resolve_profile(profile) == profile
+
+
+def test_resolve_auto_follows_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_profile("auto") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_profile("auto") == "gpu"
+
+
+def test_resolve_auto_is_cpu_on_this_machine():
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    assert resolve_profile() == "cpu"
+
+
+def test_env_override_wins(monkeypatch):
+    monkeypatch.setenv(PROFILE_ENV, "smoke")
+    assert resolve_profile("gpu") == "smoke"
+    assert resolve_profile("auto") == "smoke"
+
+
+def test_unknown_profile_names_the_valid_ones():
+    with pytest.raises(ValueError, match="smoke, cpu, gpu, auto") as err:
+        resolve_profile("fast")
+    assert "'fast'" in str(err.value)
+
+
+def test_bad_env_value_is_reported_as_the_env_variable(monkeypatch):
+    monkeypatch.setenv(PROFILE_ENV, "tpu")
+    with pytest.raises(ValueError, match="smoke, cpu, gpu, auto") as err:
+        resolve_profile("cpu")
+    assert PROFILE_ENV in str(err.value) and "'tpu'" in str(err.value)
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu"])
+def test_setup_exposes_the_sizes_of_the_resolved_profile(profile):
+    run = setup(profile, 0, sizes=SIZES, quiet=True)
+    assert run.profile == profile
+    assert run.sizes == SIZES[profile]
+    assert (run.n_steps, run.d_model) == (SIZES[profile]["n_steps"], SIZES[profile]["d_model"])
+
+
+def test_setup_follows_the_env_override(monkeypatch):
+    monkeypatch.setenv(PROFILE_ENV, "smoke")
+    run = setup("cpu", 0, sizes=SIZES, quiet=True)
+    assert run.profile == "smoke" and run.n_steps == SIZES["smoke"]["n_steps"]
+
+
+def test_unknown_size_lists_the_sizes():
+    run = setup("smoke", 0, sizes=SIZES, quiet=True)
+    with pytest.raises(AttributeError, match="lr") as err:
+        _ = run.lr
+    assert "['d_model', 'n_steps']" in str(err.value)
+
+
+def test_setup_without_sizes():
+    run = setup("smoke", 3, quiet=True)
+    assert run.sizes == {} and run.seed == 3
+
+
+def test_sizes_missing_a_profile():
+    sizes = {k: v for k, v in SIZES.items() if k != "gpu"}
+    with pytest.raises(ValueError, match="missing \\['gpu'\\]"):
+        setup("smoke", 0, sizes=sizes, quiet=True)
+
+
+def test_sizes_with_an_unknown_profile():
+    with pytest.raises(ValueError, match="unknown \\['tpu'\\]"):
+        setup("smoke", 0, sizes={**SIZES, "tpu": SIZES["gpu"]}, quiet=True)
+
+
+def test_sizes_with_unequal_keys():
+    sizes = {**SIZES, "cpu": {"n_steps": 20}}
+    with pytest.raises(ValueError, match="same sizes"):
+        setup("smoke", 0, sizes=sizes, quiet=True)
+
+
+def test_seed_makes_torch_rand_reproducible():
+    setup("smoke", 7, quiet=True)
+    a = torch.rand(5)
+    setup("smoke", 7, quiet=True)
+    b = torch.rand(5)
+    setup("smoke", 8, quiet=True)
+    c = torch.rand(5)
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+
+
+def test_seed_must_be_an_int():
+    with pytest.raises(TypeError):
+        runtime.seed_everything(1.5)
+
+
+def test_setup_prints_one_line_with_profile_and_device(capsys):
+    run = setup("smoke", 0, sizes=SIZES)
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) == 1 and out.endswith("\n")
+    assert "profile smoke" in lines[0] and f"device {run.device}" in lines[0]
+    assert "seed 0" in lines[0]
+
+
+def test_quiet_setup_prints_nothing(capsys):
+    setup("smoke", 0, quiet=True)
+    assert capsys.readouterr().out == ""
+
+
+def test_setup_writes_the_build_record(monkeypatch, tmp_path):
+    record = tmp_path / "record.json"
+    monkeypatch.setenv(RECORD_ENV, str(record))
+    setup("smoke", 5, quiet=True)
+    assert json.loads(record.read_text()) == {"profile": "smoke", "device": "cpu", "seed": 5}
+
+
+def test_no_record_without_the_env_variable(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    setup("smoke", 0, quiet=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_smoke_runs_on_cpu_even_with_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert runtime.pick_device("smoke") == torch.device("cpu")
+    assert setup("smoke", 0, quiet=True).device == torch.device("cpu")
