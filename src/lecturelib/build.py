@@ -196,13 +196,17 @@ def times_table(root: Path, records: list[dict]) -> str:
 
 
 def generated_pages(root: Path, stage: Path, record: dict) -> None:
-    """Pages made from build records: the run-time table of *Running the notebooks*."""
+    """Pages made at build time: the run-time table of *Running the notebooks* (from the build
+    records) and the chapter map of the landing page (from ``book/chapters.yml``)."""
     committed = [json.loads(p.read_text()) for p in sorted((root / RECORDS).glob("book-*.json"))]
     profiles_now = {n.get("profile") for n in record["notebooks"]}
     others = [r for r in committed if {n.get("profile") for n in r["notebooks"]} != profiles_now]
     out = stage / "book" / "_generated"
     out.mkdir(parents=True, exist_ok=True)
     (out / "run_times.md").write_text(times_table(root, [record, *others]), encoding="utf-8")
+    from lecturelib.bookpages import write_chapter_map
+
+    write_chapter_map(root, out)
 
 
 def bundle_mathjax(root: Path, stage: Path) -> None:

@@ -7,7 +7,8 @@
   without the direct input-to-output connections of the paper;
 - :func:`sgns_loss` and :class:`SkipGram` are word2vec's skip-gram with negative sampling
   (Mikolov et al., 2013, arXiv:1310.4546), with frequent-word subsampling and the unigram^0.75
-  noise distribution, trained with Adam instead of plain SGD with a decaying rate.
+  noise distribution, trained with (sparse) Adam instead of plain SGD with a decaying rate, and
+  with both embedding tables initialised at small random values.
 
 Shapes use ``b`` batch, ``t`` time, ``d`` width, ``v`` vocabulary.
 """
@@ -218,8 +219,11 @@ class SkipGram(nn.Module):
         # sparse=True: each step updates only the rows it used (with torch.optim.SparseAdam)
         self.center = nn.Embedding(vocab_size, d_embed, sparse=sparse)
         self.context = nn.Embedding(vocab_size, d_embed, sparse=sparse)
-        nn.init.uniform_(self.center.weight, -0.5 / d_embed, 0.5 / d_embed)  # as word2vec does
-        nn.init.zeros_(self.context.weight)
+        # word2vec starts the context table at zero; with Adam, whose first steps move every row
+        # by about the learning rate whatever its gradient, that start makes all vectors share one
+        # direction, so both tables start small and random here.
+        nn.init.normal_(self.center.weight, std=0.1)
+        nn.init.normal_(self.context.weight, std=0.1)
 
     def forward(self, center, context, negatives) -> torch.Tensor:
         return sgns_loss(self.center(center), self.context(context), self.context(negatives))

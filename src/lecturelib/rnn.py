@@ -15,7 +15,7 @@
   (truncated backpropagation through time, Werbos 1990; Williams and Peng 1990);
 - :class:`CharRNN` and :func:`sample` are a character-level language model in the spirit of
   Karpathy's char-rnn (2015), using the fast ``torch.nn.RNN``;
-- :func:`pool` and :class:`RNNClassifier` turn hidden states into one vector per sequence (last
+- :func:`pad_sequences`, :func:`pool` and :class:`RNNClassifier` turn hidden states into one vector per sequence (last
   state, mean or max over the real, unpadded positions).
 
 Shapes use ``b`` batch, ``t`` time, ``d`` width, ``v`` vocabulary, ``l`` layers.
@@ -280,6 +280,20 @@ def sample(model: nn.Module, prompt: torch.Tensor, n_new: int, temperature: floa
             break
         logits, h = model(torch.tensor([[token]], device=h.device), h)
     return torch.tensor(out)
+
+
+def pad_sequences(seqs: list[torch.Tensor], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad id sequences of different lengths into one batch, with the mask of real tokens.
+
+    Shapes: ``b`` tensors ``(t_i,)`` → x ``(b, max t_i)`` long, mask ``(b, max t_i)`` bool.
+    """
+    if not seqs or any(s.dim() != 1 or len(s) == 0 for s in seqs):
+        raise ValueError("pad_sequences needs a non-empty list of non-empty 1-D id tensors")
+    x = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=torch.long)
+    mask = torch.zeros(x.shape, dtype=torch.bool)
+    for i, s in enumerate(seqs):
+        x[i, : len(s)], mask[i, : len(s)] = s, True
+    return x, mask
 
 
 def pool(states: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:

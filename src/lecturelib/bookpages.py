@@ -1,0 +1,98 @@
+"""Book pages generated from data at build time: the chapter map of the landing page.
+
+``book/chapters.yml`` lists every chapter with its part and prerequisites; from it the build draws
+the dependency graph (``chapter_map.svg``) and the map table (``chapter_map.md``), both written to
+``book/_generated/`` of the staged sources.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from lecturelib.plot import OKABE_ITO  # noqa: E402
+
+PART_COLORS = [OKABE_ITO[c] for c in ("sky", "vermillion", "orange", "green", "purple", "grey")]
+
+
+def load_chapters(root: Path) -> list[dict]:
+    """The parts of ``book/chapters.yml``, each with its chapters; checks the prerequisites."""
+    import yaml
+
+    parts = yaml.safe_load((root / "book" / "chapters.yml").read_text(encoding="utf-8"))["parts"]
+    numbers = [c["n"] for p in parts for c in p["chapters"]]
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise ValueError(f"book/chapters.yml: chapters must be numbered 1, 2, ...; got {numbers}")
+    for part in parts:
+        for c in part["chapters"]:
+            if any(n >= c["n"] for n in c["needs"]):
+                raise ValueError(f"chapter {c['n']} needs a later chapter: {c['needs']}")
+    return parts
+
+
+def chapter_map_table(parts: list[dict]) -> str:
+    """Markdown: one table per part, chapters linked where written."""
+    out = []
+    for part in parts:
+        out += [f"**{part['title']}**", "", "| | Chapter | Builds on |", "|---:|---|---|"]
+        for c in part["chapters"]:
+            title = f"[{c['title']}](../{c['file']}.ipynb)" if c.get("file") else \
+                f"{c['title']} *(in preparation)*"
+            needs = ", ".join(str(n) for n in c["needs"]) or "–"
+            out.append(f"| {c['n']} | {title} | {needs} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def chapter_map_figure(parts: list[dict], path: Path) -> None:
+    """Draw the chapters as boxes in one column per part, with an arrow from each prerequisite."""
+    boxes, fig = {}, plt.figure(figsize=(11, 4.4))
+    ax = fig.add_axes([0, 0, 1, 1])
+    ax.set_axis_off()
+    for col, part in enumerate(parts):
+        ax.text(col, 0.6, part["title"].replace(". ", ".\n"), ha="center", va="bottom",
+                fontsize=9, fontweight="bold", color=PART_COLORS[col])
+        for row, c in enumerate(part["chapters"]):
+            written = bool(c.get("file"))
+            boxes[c["n"]] = (col, ax.text(
+                col, -row, f"{c['n']}. {_wrap(c['title'])}", ha="center", va="center",
+                fontsize=7.5, bbox=dict(boxstyle="round,pad=0.35", lw=1.2, ec=PART_COLORS[col],
+                                        fc=PART_COLORS[col] + ("40" if written else "10"))))
+    for part in parts:
+        for c in part["chapters"]:
+            col, target = boxes[c["n"]]
+            for n in c["needs"]:
+                src_col, source = boxes[n]
+                same = src_col == col  # within a column: bottom to top; else right edge to left
+                ax.annotate("", xy=(0.5, 1) if same else (0, 0.5), xycoords=target,
+                            xytext=(0.5, 0) if same else (1, 0.5), textcoords=source,
+                            arrowprops=dict(arrowstyle="->", color="#777777", lw=0.7,
+                                            shrinkA=4, shrinkB=4,
+                                            connectionstyle="arc3,rad=0.0" if same
+                                            else "arc3,rad=0.06"))
+    ax.set_xlim(-0.55, len(parts) - 0.45)
+    ax.set_ylim(-max(len(p["chapters"]) for p in parts) + 0.55, 1.05)
+    fig.savefig(path, format="svg")
+    plt.close(fig)
+
+
+def _wrap(title: str, width: int = 24) -> str:
+    lines, line = [], ""
+    for word in title.split():
+        if line and len(line) + len(word) + 1 > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return "\n".join([*lines, line])
+
+
+def write_chapter_map(root: Path, out: Path) -> None:
+    parts = load_chapters(root)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "chapter_map.md").write_text(chapter_map_table(parts), encoding="utf-8")
+    chapter_map_figure(parts, out / "chapter_map.svg")
