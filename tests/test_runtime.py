@@ -150,3 +150,18 @@ def test_smoke_runs_on_cpu_even_with_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert runtime.pick_device("smoke") == torch.device("cpu")
     assert setup("smoke", 0, quiet=True).device == torch.device("cpu")
+
+
+def test_glue_stores_plain_python_numbers(monkeypatch):
+    import numpy as np
+    import torch
+
+    import lecturelib
+
+    stored = {}
+    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True: stored.update({name: value}))
+    lecturelib.glue("a", np.float64(1.5))
+    lecturelib.glue("b", torch.tensor(2))
+    lecturelib.glue("c", 3.25)
+    assert stored == {"a": 1.5, "b": 2, "c": 3.25}
+    assert all(type(v) in (float, int) for v in stored.values())

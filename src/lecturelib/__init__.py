@@ -23,15 +23,16 @@ __version__ = "0.1.0"
 from lecturelib.runtime import Run, setup  # noqa: E402
 
 
-def glue(name: str, value, display: bool = False):
+def glue(name: str, value, display: bool = False) -> None:
     """Store ``value`` under ``name`` for the book's prose (myst-nb ``glue``); a no-op where
     myst-nb is not installed (e.g. on Colab), so notebooks run anywhere."""
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        value = value.item()  # numpy and 0-d torch scalars: glue formats plain Python numbers
     try:
         from myst_nb import glue as _glue
     except ImportError:
-        return value
+        return
     _glue(name, value, display=display)
-    return value
 
 
 __all__ = ["Run", "setup", "glue", "__version__"]

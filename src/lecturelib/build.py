@@ -28,7 +28,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks")
+SOURCES = ("_config.yml", "_toc.yml", "_static", "book", "notebooks")
 MATHJAX_VERSION = "3.2.2"
 RECORDS = Path("benchmarks/results")  # committed build records: book-<profile>.json
 
@@ -81,6 +81,17 @@ def _source_cell(src: Path, index: int) -> int:
     return index - 1 if index > injected else index
 
 
+def hide_injected_parameters(path: Path) -> None:
+    """Tag papermill's injected parameters cell ``remove-cell``: the book shows the profile in
+    the chapter's first output line instead."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
+
+
 def execute_one(src: Path, dst: Path, profile: str) -> dict:
     """Execute one notebook with papermill in this process; report status, wall time and the
     kernel's peak resident memory. Run as a child of the build so that the peak is per notebook."""
@@ -101,6 +112,8 @@ def execute_one(src: Path, dst: Path, profile: str) -> dict:
     except Exception as err:  # kernel died, notebook unreadable, ...
         result = {"status": "failed", "error": f"{type(err).__name__}: {err}"}
     result["wall_s"] = round(time.perf_counter() - t0, 1)
+    if dst.is_file():
+        hide_injected_parameters(dst)
     # ru_maxrss of waited-for children: the kernel. Linux reports KiB, macOS bytes.
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     result["peak_rss_mb"] = round(rss / (2**20 if sys.platform == "darwin" else 2**10), 1)

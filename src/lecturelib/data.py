@@ -307,6 +307,13 @@ def gutenberg_text(book: str) -> str:
     return text[start.end():end.start()].strip() + "\n"
 
 
+def gutenberg_title(book: str) -> str:
+    """Author and title of a Project Gutenberg book, e.g. ``"Herman Melville, Moby Dick; ..."``."""
+    if book not in _GUTENBERG:
+        raise KeyError(f"unknown book {book!r}; available: {', '.join(GUTENBERG_BOOKS)}")
+    return _GUTENBERG[book][4]
+
+
 def sentiment_sentences(source: str = "all") -> list[tuple[str, int]]:
     """``(sentence, label)`` pairs of the UCI sentiment sentences (1 positive, 0 negative).
 

@@ -79,6 +79,18 @@ def use_book_style() -> None:
         pass
 
 
+def plain_log_ticks(ax, axis: str = "y"):
+    """Label a log-scaled axis with plain numbers (``6``, ``10``, ``20``) instead of ``6×10⁰``."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    fmt = FuncFormatter(lambda v, _: f"{v:g}")
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    target.set_major_formatter(fmt)
+    target.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    return ax
+
+
 def _axes(ax):
     if ax is None:
         _, ax = plt.subplots(figsize=FIGSIZE)
@@ -109,6 +121,7 @@ def curves(
     ax.set(xlabel=xlabel, ylabel=ylabel)
     if logy:
         ax.set_yscale("log")
+        plain_log_ticks(ax)
     ax.legend()
     return ax
 
@@ -172,5 +185,6 @@ def bars(values: Mapping[str, float], ax=None, *, ylabel: str = "", colors=None,
     ax.set(ylabel=ylabel)
     if logy:
         ax.set_yscale("log")
+        plain_log_ticks(ax)
     ax.grid(axis="x", visible=False)
     return ax

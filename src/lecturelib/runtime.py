@@ -131,9 +131,9 @@ def environment_line(run: Run) -> str:
     if run.device.type == "cuda":
         device += f" ({torch.cuda.get_device_name(run.device)})"
     return (
-        f"lecturelib {__version__} | profile {run.profile} | device {device} | "
-        f"torch {torch.__version__} | {torch.get_num_threads()} CPU threads | "
-        f"Python {platform.python_version()} | seed {run.seed}"
+        f"profile {run.profile} · device {device} · seed {run.seed} · "
+        f"{torch.get_num_threads()} threads · torch {torch.__version__} · "
+        f"Python {platform.python_version()} · lecturelib {__version__}"
     )
 
 
