@@ -85,3 +85,12 @@ def test_exercises_have_solutions_and_checks(nb):
         later = [c for c in all_cells[i + 1:] if c["cell_type"] == "code"]
         assert later and ("assert" in source(later[0]) or "check." in source(later[0])), (
             "the cell after a solution checks it")
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_code_fits_the_book_column(nb):
+    """The book shows about 90 characters of code; library code in marker cells may scroll."""
+    long = [(i, line) for i, c in enumerate(cells(nb)) if c["cell_type"] == "code"
+            and not source(c).startswith("# Same code as") and "remove-cell" not in tags(c)
+            for line in source(c).split("\n") if len(line) > 88]
+    assert not long, f"code lines over 88 characters: {long[:5]}"

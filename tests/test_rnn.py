@@ -140,6 +140,10 @@ def test_consecutive_chunks_are_contiguous_in_the_stream():
         rnn.batchify(ids.view(1, -1), 2)
     with pytest.raises(ValueError, match="too few"):
         rnn.batchify(torch.arange(5), 4)
+    with pytest.raises(ValueError, match="batch_size"):
+        rnn.batchify(ids, 0)
+    with pytest.raises(ValueError, match="seq_len"):
+        rnn.chunk(streams, 0, 0)
 
 
 def test_truncated_bptt_carries_the_state_and_equals_one_long_pass():

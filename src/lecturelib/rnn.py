@@ -13,10 +13,12 @@
 - :func:`batchify`, :func:`chunk` and :class:`TruncatedBPTT` lay a long text out as parallel
   streams and train on consecutive chunks, carrying the hidden state over but not its gradient
   (truncated backpropagation through time, Werbos 1990; Williams and Peng 1990);
-- :class:`CharRNN` and :func:`sample` are a character-level language model in the spirit of
+- :class:`CharRNN`, :func:`stream_nll` and :func:`sample` are a character-level language model
+  (with its validation loss and a sampler) in the spirit of
   Karpathy's char-rnn (2015), using the fast ``torch.nn.RNN``;
-- :func:`pad_sequences`, :func:`pool` and :class:`RNNClassifier` turn hidden states into one vector per sequence (last
-  state, mean or max over the real, unpadded positions).
+- :func:`pad_sequences`, :func:`pool` and :class:`RNNClassifier` classify variable-length
+  sequences from one vector per sequence: the last state, or the mean or max of the states over
+  the real (unpadded) positions.
 
 Shapes use ``b`` batch, ``t`` time, ``d`` width, ``v`` vocabulary, ``l`` layers.
 """
@@ -68,7 +70,7 @@ class ElmanRNN(nn.Module):
             [ElmanCell(d_in if i == 0 else d_model, d_model) for i in range(n_layers)])
 
     def forward(self, x: torch.Tensor, h0: torch.Tensor | None = None):
-        b, t, _ = _check_input(x, self.d_in, h0, len(self.cells), self.d_model)
+        b, t, _ = self._check(x, h0)
         inputs, h_last = x, []
         for layer, cell in enumerate(self.cells):
             h = x.new_zeros(b, self.d_model) if h0 is None else h0[layer]
@@ -80,14 +82,13 @@ class ElmanRNN(nn.Module):
             h_last.append(h)
         return inputs, torch.stack(h_last)
 
-
-def _check_input(x, d_in, h0, n_layers, d_model) -> tuple[int, int, int]:
-    if x.dim() != 3 or x.shape[-1] != d_in:
-        raise ValueError(f"x must be (b, t, d_in={d_in}); got shape {tuple(x.shape)}")
-    if h0 is not None and tuple(h0.shape) != (n_layers, x.shape[0], d_model):
-        raise ValueError(f"h0 must be (l, b, d_model) = {(n_layers, x.shape[0], d_model)}; "
-                         f"got {tuple(h0.shape)}")
-    return tuple(x.shape)
+    def _check(self, x: torch.Tensor, h0: torch.Tensor | None) -> tuple[int, int, int]:
+        if x.dim() != 3 or x.shape[-1] != self.d_in:
+            raise ValueError(f"x must be (b, t, d_in={self.d_in}); got shape {tuple(x.shape)}")
+        expected = (len(self.cells), x.shape[0], self.d_model)
+        if h0 is not None and tuple(h0.shape) != expected:
+            raise ValueError(f"h0 must be (l, b, d_model) = {expected}; got {tuple(h0.shape)}")
+        return tuple(x.shape)
 
 
 @torch.no_grad()
@@ -175,6 +176,8 @@ def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
     """
     if ids.dim() != 1:
         raise ValueError(f"ids must be a 1-D token stream (n_tokens,); got {tuple(ids.shape)}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int; got {batch_size!r}")
     n = len(ids) // batch_size
     if n < 2:
         raise ValueError(f"{len(ids)} tokens are too few for {batch_size} streams")
@@ -186,6 +189,8 @@ def chunk(streams: torch.Tensor, k: int, seq_len: int) -> tuple[torch.Tensor, to
 
     Shapes: streams ``(b, n)`` → x, y ``(b, seq_len)``; there are ``(n - 1) // seq_len`` chunks.
     """
+    if not isinstance(seq_len, int) or seq_len < 1:
+        raise ValueError(f"seq_len must be a positive int; got {seq_len!r}")
     n_chunks = (streams.shape[1] - 1) // seq_len
     if not 0 <= k < n_chunks:
         raise ValueError(f"chunk index must be in 0..{n_chunks - 1}; got {k}")
@@ -201,6 +206,8 @@ class TruncatedBPTT:
     """
 
     def __init__(self, ids: torch.Tensor, batch_size: int, seq_len: int):
+        if not isinstance(seq_len, int) or seq_len < 1:
+            raise ValueError(f"seq_len must be a positive int; got {seq_len!r}")
         self.streams, self.seq_len = batchify(ids, batch_size), seq_len
         self.n_chunks = (self.streams.shape[1] - 1) // seq_len
         if self.n_chunks < 1:
