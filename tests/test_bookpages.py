@@ -18,12 +18,12 @@ def test_the_book_has_twenty_chapters_in_six_parts():
 
 
 def test_table_links_written_chapters_only():
-    parts = [{"title": "Part I", "chapters": [
+    parts = [{"title": "Part. I", "chapters": [
         {"n": 1, "title": "One", "needs": [], "file": "notebooks/01_one"},
         {"n": 2, "title": "Two", "needs": [1]}]}]
     table = bookpages.chapter_map_table(parts)
-    assert "| 1 | [One](../notebooks/01_one.ipynb) | – |" in table
-    assert "| 2 | Two *(in preparation)* | 1 |" in table
+    assert "| I | 1 | [One](../notebooks/01_one.ipynb) | – |" in table
+    assert "|  | 2 | Two *(in preparation)* | 1 |" in table
 
 
 def test_prerequisites_must_come_first(tmp_path):

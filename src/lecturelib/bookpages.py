@@ -35,33 +35,34 @@ def load_chapters(root: Path) -> list[dict]:
 
 
 def chapter_map_table(parts: list[dict]) -> str:
-    """Markdown: one table per part, chapters linked where written."""
-    out = []
+    """Markdown: one table of every chapter, linked where written, with its part and
+    prerequisites."""
+    out = ["| Part | | Chapter | Builds on |", "|---|---:|---|---|"]
     for part in parts:
-        out += [f"**{part['title']}**", "", "| | Chapter | Builds on |", "|---:|---|---|"]
-        for c in part["chapters"]:
+        for i, c in enumerate(part["chapters"]):
             title = f"[{c['title']}](../{c['file']}.ipynb)" if c.get("file") else \
                 f"{c['title']} *(in preparation)*"
             needs = ", ".join(str(n) for n in c["needs"]) or "–"
-            out.append(f"| {c['n']} | {title} | {needs} |")
-        out.append("")
-    return "\n".join(out)
+            label = part["title"].split(". ", 1)[-1] if i == 0 else ""
+            out.append(f"| {label} | {c['n']} | {title} | {needs} |")
+    return "\n".join(out) + "\n"
 
 
 def chapter_map_figure(parts: list[dict], path: Path) -> None:
-    """Draw the chapters as boxes in one column per part, with an arrow from each prerequisite."""
-    boxes, fig = {}, plt.figure(figsize=(11, 4.4))
+    """Draw the chapters as boxes, one column per part, with an arrow from each prerequisite."""
+    boxes, fig = {}, plt.figure(figsize=(7.4, 6.0))
     ax = fig.add_axes([0, 0, 1, 1])
     ax.set_axis_off()
     for col, part in enumerate(parts):
-        ax.text(col, 0.6, part["title"].replace(". ", ".\n"), ha="center", va="bottom",
-                fontsize=9, fontweight="bold", color=PART_COLORS[col])
+        ax.text(col, 0.75, part["title"].replace(". ", ".\n"), ha="center", va="bottom",
+                fontsize=8, fontweight="bold", color=PART_COLORS[col])
         for row, c in enumerate(part["chapters"]):
             written = bool(c.get("file"))
             boxes[c["n"]] = (col, ax.text(
-                col, -row, f"{c['n']}. {_wrap(c['title'])}", ha="center", va="center",
-                fontsize=7.5, bbox=dict(boxstyle="round,pad=0.35", lw=1.2, ec=PART_COLORS[col],
-                                        fc=PART_COLORS[col] + ("40" if written else "10"))))
+                col, -row * 1.2, f"{c['n']}. {_wrap(c['title'], 15)}", ha="center",
+                va="center", fontsize=7, bbox=dict(
+                    boxstyle="round,pad=0.3", lw=1.2, ec=PART_COLORS[col],
+                    fc=PART_COLORS[col] + ("40" if written else "10"))))
     for part in parts:
         for c in part["chapters"]:
             col, target = boxes[c["n"]]
@@ -70,12 +71,12 @@ def chapter_map_figure(parts: list[dict], path: Path) -> None:
                 same = src_col == col  # within a column: bottom to top; else right edge to left
                 ax.annotate("", xy=(0.5, 1) if same else (0, 0.5), xycoords=target,
                             xytext=(0.5, 0) if same else (1, 0.5), textcoords=source,
-                            arrowprops=dict(arrowstyle="->", color="#777777", lw=0.7,
-                                            shrinkA=4, shrinkB=4,
+                            arrowprops=dict(arrowstyle="->", color="#888888", lw=0.6,
+                                            shrinkA=2, shrinkB=2,
                                             connectionstyle="arc3,rad=0.0" if same
-                                            else "arc3,rad=0.06"))
+                                            else "arc3,rad=0.05"))
     ax.set_xlim(-0.55, len(parts) - 0.45)
-    ax.set_ylim(-max(len(p["chapters"]) for p in parts) + 0.55, 1.05)
+    ax.set_ylim(-(max(len(p["chapters"]) for p in parts) - 1) * 1.2 - 0.55, 1.3)
     fig.savefig(path, format="svg")
     plt.close(fig)
 

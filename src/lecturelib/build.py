@@ -177,12 +177,15 @@ def write_record(root: Path, record: dict) -> None:
 
 
 def _title(root: Path, nb: str) -> str:
+    """``"1. Language models and word embeddings"`` for ``notebooks/01_language_models.ipynb``."""
+    stem = Path(nb).stem
+    number = f"{int(stem[:2])}. " if stem[:2].isdigit() else ""
     cells = json.loads((root / nb).read_text(encoding="utf-8"))["cells"]
     for cell in cells:
         for line in "".join(cell["source"]).splitlines():
             if cell["cell_type"] == "markdown" and line.startswith("# "):
-                return line[2:].strip()
-    return Path(nb).stem
+                return number + line[2:].strip()
+    return stem
 
 
 def times_table(root: Path, records: list[dict]) -> str:
