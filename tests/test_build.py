@@ -92,9 +92,9 @@ def test_times_table(book):
     lines = table.splitlines()
     assert lines[0] == "| Chapter | cpu (2 CPU cores) | gpu (Tesla T4) |"
     assert lines[1] == "| --- | ---: | ---: |"
-    assert lines[2] == ("| [First chapter](../notebooks/01_first.ipynb) | 61 s, 512 MB | "
+    assert lines[2] == ("| [1. First chapter](../notebooks/01_first.ipynb) | 61 s, 512 MB | "
                         "42 s, 512 MB |")
-    assert lines[3] == "| [Second chapter](../notebooks/02_second.ipynb) | 89 s, 512 MB | – |"
+    assert lines[3] == "| [2. Second chapter](../notebooks/02_second.ipynb) | 89 s, 512 MB | – |"
     assert lines[4] == "| **Whole book** | **2.5 min** | **0.7 min** |"
     assert "- cpu (2 CPU cores): measured 2026-01-02 with torch 2.13.0 on Linux-x86_64" in table
 
