@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -158,3 +159,30 @@ def test_execute_one_failed_names_the_cell_and_the_error(executing):
 def test_failed_cell_index_refers_to_the_source_notebook(tmp_path, tags, executed, source):
     src = write(tmp_path / "nb.ipynb", notebook(*[("code", "", t) for t in tags]))
     assert build._source_cell(src, executed) == source
+
+
+def test_a_failing_notebook_stops_the_build_naming_notebook_cell_and_error(book, monkeypatch):
+    failed = {"status": "failed", "cell": 7, "execution_count": 5, "wall_s": 1.0,
+              "peak_rss_mb": 100.0, "error": "ValueError: bad size", "source": "x = f(3)"}
+
+    def fake_run(cmd, **kw):
+        return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(failed) + "\n", stderr="")
+
+    monkeypatch.setattr(build.subprocess, "run", fake_run)
+    with pytest.raises(build.BuildError) as err:
+        build.execute_all(book, book / "_build" / "src", "smoke", None)
+    message = str(err.value)
+    assert "notebooks/01_first.ipynb failed in cell 7" in message
+    assert "x = f(3)" in message and "ValueError: bad size" in message
+    record = json.loads((book / "_build" / "record.json").read_text())
+    assert [n["status"] for n in record["notebooks"]] == ["failed"]  # stopped at the first
+
+
+def test_injected_parameters_are_hidden_in_the_book(tmp_path):
+    path = write(tmp_path / "nb.ipynb", notebook(
+        ("code", 'PROFILE = "auto"', ["parameters"]),
+        ("code", 'PROFILE = "cpu"', ["injected-parameters"]),
+    ))
+    build.hide_injected_parameters(path)
+    tags = [c["metadata"]["tags"] for c in json.loads(path.read_text())["cells"]]
+    assert tags == [["parameters"], ["injected-parameters", "remove-cell"]]
