@@ -31,15 +31,22 @@ def tags(cell: dict) -> list[str]:
     return cell.get("metadata", {}).get("tags", [])
 
 
-def test_toc_and_notebooks_agree():
-    listed = {ROOT / p for p in toc_notebooks(ROOT)}
-    assert listed == set(NOTEBOOKS), "every notebook must be in _toc.yml and vice versa"
+def test_toc_holds_the_chapters_that_can_be_numbered():
+    """Jupyter Book numbers chapters by their position in the toc, so a chapter enters the toc
+    exactly when every earlier chapter exists: chapters 01..k, where k+1 is the first missing."""
+    numbers = sorted(int(nb.stem[:2]) for nb in NOTEBOOKS)
+    first_gap = next(n for n in range(1, len(numbers) + 2) if n not in numbers)
+    expected = {nb for nb in NOTEBOOKS if int(nb.stem[:2]) < first_gap}
+    listed = [ROOT / p for p in toc_notebooks(ROOT)]
+    assert set(listed) == expected, "the toc must list chapters 1.. up to the first missing one"
+    assert listed == sorted(listed), "chapters appear in the toc in order"
 
 
 def test_chapter_map_lists_every_notebook():
     chapters = yaml.safe_load((ROOT / "book/chapters.yml").read_text())["parts"]
-    files = {c["file"] for p in chapters for c in p["chapters"] if c.get("file")}
-    assert files == {f"notebooks/{nb.stem}" for nb in NOTEBOOKS}
+    files = {c["n"]: c["file"] for p in chapters for c in p["chapters"] if c.get("file")}
+    assert set(files.values()) == {f"notebooks/{nb.stem}" for nb in NOTEBOOKS}
+    assert all(int(Path(f).name[:2]) == n for n, f in files.items())
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)

@@ -165,3 +165,14 @@ def test_glue_stores_plain_python_numbers(monkeypatch):
     lecturelib.glue("c", 3.25)
     assert stored == {"a": 1.5, "b": 2, "c": 3.25}
     assert all(type(v) in (float, int) for v in stored.values())
+
+
+def test_setup_caps_cpu_threads():
+    import torch
+
+    import lecturelib
+
+    lecturelib.setup("smoke", 0, cpu_threads=1, quiet=True)
+    assert torch.get_num_threads() == 1
+    with pytest.raises(ValueError, match="cpu_threads"):
+        lecturelib.setup("smoke", 0, cpu_threads=0, quiet=True)

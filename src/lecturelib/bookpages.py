@@ -34,13 +34,14 @@ def load_chapters(root: Path) -> list[dict]:
     return parts
 
 
-def chapter_map_table(parts: list[dict]) -> str:
-    """Markdown: one table of every chapter, linked where written, with its part and
-    prerequisites."""
+def chapter_map_table(parts: list[dict], in_book: set[str] | None = None) -> str:
+    """Markdown: one table of every chapter, linked where it is in the book (``in_book``: the
+    toc's files; by default every chapter with a ``file``), with its part and prerequisites."""
     out = ["| Part | | Chapter | Builds on |", "|---|---:|---|---|"]
     for part in parts:
         for i, c in enumerate(part["chapters"]):
-            title = f"[{c['title']}](../{c['file']}.ipynb)" if c.get("file") else \
+            linked = c.get("file") and (in_book is None or c["file"] in in_book)
+            title = f"[{c['title']}](../{c['file']}.ipynb)" if linked else \
                 f"{c['title']} *(in preparation)*"
             needs = ", ".join(str(n) for n in c["needs"]) or "–"
             label = part["title"].split(". ", 1)[-1] if i == 0 else ""
@@ -93,7 +94,14 @@ def _wrap(title: str, width: int = 24) -> str:
 
 
 def write_chapter_map(root: Path, out: Path) -> None:
+    from lecturelib.build import toc_files
+
     parts = load_chapters(root)
+    in_book = set(toc_files(root))
+    for part in parts:  # a chapter is drawn as available only once it is in the book
+        for c in part["chapters"]:
+            if c.get("file") not in in_book:
+                c.pop("file", None)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "chapter_map.md").write_text(chapter_map_table(parts), encoding="utf-8")
+    (out / "chapter_map.md").write_text(chapter_map_table(parts, in_book), encoding="utf-8")
     chapter_map_figure(parts, out / "chapter_map.svg")
