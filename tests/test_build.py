@@ -71,7 +71,8 @@ def test_the_real_toc_lists_the_chapters():
     root = Path(__file__).resolve().parents[1]
     notebooks = build.toc_notebooks(root)
     assert notebooks and all(p.parent == Path("notebooks") for p in notebooks)
-    assert set(notebooks) == {p.relative_to(root) for p in (root / "notebooks").glob("*.ipynb")}
+    # every toc notebook exists; which ones are listed is tests/test_notebooks.py's numbering rule
+    assert set(notebooks) <= {p.relative_to(root) for p in (root / "notebooks").glob("*.ipynb")}
 
 
 def record(total_s, walls, profile="cpu", gpu=None):

@@ -311,3 +311,16 @@ def test_count_parameters():
     assert train.count_parameters(model) == 8
     model.bias.requires_grad_(False)
     assert train.count_parameters(model) == 6 and train.count_parameters(model, False) == 8
+
+
+def test_to_device_keeps_named_tuples():
+    from typing import NamedTuple
+
+    from lecturelib.train import to_device
+
+    class Pair(NamedTuple):
+        x: torch.Tensor
+        y: torch.Tensor
+
+    moved = to_device(Pair(torch.ones(2), torch.zeros(3)), torch.device("cpu"))
+    assert isinstance(moved, Pair) and moved.y.shape == (3,)

@@ -64,6 +64,8 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
     """Move a tensor, or nested tuples/lists/dicts of tensors, to ``device``."""
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=True)
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a NamedTuple
+        return type(batch)(*(to_device(b, device) for b in batch))
     if isinstance(batch, (list, tuple)):
         return type(batch)(to_device(b, device) for b in batch)
     if isinstance(batch, dict):

@@ -1,0 +1,200 @@
+"""Chapter 5: attention, a differentiable soft lookup of values by query–key similarity.
+
+``attention(q, K, V) = Σ_i softmax_i(score(q, k_i)) · v_i`` in three steps: a score per
+key → :func:`masked_softmax` (padded keys get weight exactly 0) → the weighted sum
+(:func:`attend`); :func:`lookup` runs all three.
+
+Scores (queries ``q``, keys ``k``):
+
+- :class:`DotScore` ``q·k`` (Luong et al., 2015, arXiv:1508.04025, "dot"): no
+  parameters, needs ``d_q = d_k``;
+- :class:`BilinearScore` ``q^T W k`` (Luong et al., "general"): ``d_q·d_k`` parameters;
+- :class:`AdditiveScore` ``u^T tanh(W_1 k + W_2 q)`` (Bahdanau, Cho and Bengio, 2015,
+  arXiv:1409.0473): a one-hidden-layer network on every query–key pair.
+
+:class:`AttentionDecoder` is a GRU decoder that attends over the encoder states with its
+current state ``s_t`` and predicts from ``[s_t; c_t]``, the arrangement of Luong et al.
+(2015) without input feeding. Bahdanau et al. query with ``s_{t-1}`` and feed ``c_t`` into
+the recurrence, which forces a loop over target steps even in training; this order lets
+the GRU run over all teacher-forced steps at once. It plugs into ``seq2seq.Seq2Seq`` like
+``seq2seq.Decoder``.
+
+Shapes use ``b`` batch, ``t`` queries (target positions), ``s`` keys (source positions),
+``d`` width, ``v`` vocabulary, ``l`` layers.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from einops import einsum, rearrange, repeat
+from torch import nn
+
+from lecturelib import seq2seq
+from lecturelib.translation import PAD_ID
+
+SCORES = ("dot", "bilinear", "additive")
+
+
+def check_qk(q: torch.Tensor, k: torch.Tensor, d_q: int | None = None,
+              d_k: int | None = None) -> None:
+    """Raise ValueError unless queries are ``(b, t, d_q)`` and keys ``(b, s, d_k)``."""
+    if q.dim() != 3 or k.dim() != 3 or q.shape[0] != k.shape[0]:
+        raise ValueError(f"queries must be (b, t, d_q) and keys (b, s, d_k) with one b; "
+                         f"got {tuple(q.shape)} and {tuple(k.shape)}")
+    if d_q is not None and q.shape[-1] != d_q or d_k is not None and k.shape[-1] != d_k:
+        raise ValueError(f"expected d_q={d_q}, d_k={d_k}; got queries {tuple(q.shape)} "
+                         f"and keys {tuple(k.shape)}")
+
+
+class DotScore(nn.Module):
+    """``score(q, k) = q·k``.
+
+    Shapes: q ``(b, t, d)``, k ``(b, s, d)`` → ``(b, t, s)``.
+    """
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        check_qk(q, k)
+        if q.shape[-1] != k.shape[-1]:
+            raise ValueError(f"a dot-product score needs d_q == d_k; got queries "
+                             f"{tuple(q.shape)} and keys {tuple(k.shape)}")
+        return einsum(q, k, "b t d, b s d -> b t s")
+
+
+class BilinearScore(nn.Module):
+    """``score(q, k) = q^T W k``.
+
+    Shapes: q ``(b, t, d_q)``, k ``(b, s, d_k)`` → ``(b, t, s)``.
+    """
+
+    def __init__(self, d_q: int, d_k: int):
+        super().__init__()
+        self.W = nn.Parameter(torch.randn(d_q, d_k) / d_q**0.5)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        check_qk(q, k, *self.W.shape)
+        return einsum(q, self.W, k, "b t e, e d, b s d -> b t s")
+
+
+class AdditiveScore(nn.Module):
+    """``score(q, k) = u^T tanh(W_1 k + W_2 q)`` with a hidden width ``d_att``.
+
+    Shapes: q ``(b, t, d_q)``, k ``(b, s, d_k)`` → ``(b, t, s)``; the hidden layer is
+    ``(b, t, s, d_att)``, the cost of this score's expressiveness.
+    """
+
+    def __init__(self, d_q: int, d_k: int, d_att: int):
+        super().__init__()
+        self.d_q, self.d_k = d_q, d_k
+        self.W1 = nn.Linear(d_k, d_att, bias=False)
+        self.W2 = nn.Linear(d_q, d_att)
+        self.u = nn.Linear(d_att, 1, bias=False)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        check_qk(q, k, self.d_q, self.d_k)
+        keys = rearrange(self.W1(k), "b s a -> b 1 s a")
+        queries = rearrange(self.W2(q), "b t a -> b t 1 a")
+        hidden = torch.tanh(keys + queries)       # (b, t, s, d_att): every pair
+        return self.u(hidden).squeeze(-1)         # (b, t, s)
+
+
+def make_score(kind: str, d_q: int, d_k: int, d_att: int | None = None) -> nn.Module:
+    """One of the three score functions by name (``"dot"`` needs ``d_q == d_k``)."""
+    if kind == "dot":
+        if d_q != d_k:
+            raise ValueError(f"a dot-product score needs d_q == d_k; got {d_q} and "
+                             f"{d_k}")
+        return DotScore()
+    if kind == "bilinear":
+        return BilinearScore(d_q, d_k)
+    if kind == "additive":
+        return AdditiveScore(d_q, d_k, d_att or d_q)
+    raise ValueError(f"score must be one of {SCORES}; got {kind!r}")
+
+
+def masked_softmax(scores: torch.Tensor,
+                   mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax over the last axis (the keys); keys with ``mask`` False get weight 0.
+
+    Shapes: scores ``(..., s)``, mask broadcastable to it, e.g. ``(b, 1, s)``
+    → ``(..., s)``.
+    """
+    if mask is None:
+        return F.softmax(scores, -1)
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be bool (True = attend); got {mask.dtype}")
+    if not mask.any(-1).all():
+        raise ValueError("every query needs at least one key that is not masked")
+    return F.softmax(scores.masked_fill(~mask, float("-inf")), -1)  # exp(-inf) = 0
+
+
+def attend(scores: torch.Tensor, values: torch.Tensor,
+           mask: torch.Tensor | None = None):
+    """Weights ``α = masked_softmax(scores)`` and the weighted sums ``c = α V``.
+
+    Shapes: scores ``(b, t, s)``, values ``(b, s, d_v)``, mask ``(b, s)`` or None
+    → context ``(b, t, d_v)``, weights ``(b, t, s)``.
+    """
+    if scores.dim() != 3 or values.dim() != 3 or scores.shape[::2] != values.shape[:2]:
+        raise ValueError(f"scores must be (b, t, s) and values (b, s, d_v); got "
+                         f"{tuple(scores.shape)} and {tuple(values.shape)}")
+    if mask is not None and mask.shape != values.shape[:2]:
+        raise ValueError(f"mask must be (b, s) = {tuple(values.shape[:2])}; got "
+                         f"{tuple(mask.shape)}")
+    weights = masked_softmax(scores, None if mask is None else mask[:, None, :])
+    return einsum(weights, values, "b t s, b s d -> b t d"), weights
+
+
+def lookup(q, k, v, score: nn.Module, mask: torch.Tensor | None = None):
+    """The soft lookup: score the keys with the queries, then :func:`attend` to the
+    values.
+
+    Shapes: q ``(b, t, d_q)``, k ``(b, s, d_k)``, v ``(b, s, d_v)``, mask ``(b, s)``
+    → context ``(b, t, d_v)``, weights ``(b, t, s)``.
+    """
+    return attend(score(q, k), v, mask)
+
+
+class AttentionDecoder(nn.Module):
+    """A GRU decoder with a new context ``c_t`` for every target step:
+    ``s_t = GRU(E y_{t-1}, s_{t-1})``, ``α_t = softmax_i(score(s_t, h_i))``,
+    ``c_t = Σ_i α_{t,i} h_i``, ``p(y_t | y_<t, x) = softmax(W_o tanh(W_c [s_t; c_t]))``.
+
+    Shapes: tgt_in ``(b, t)``, enc (``seq2seq.Encoded``), h ``(l, b, d_model)`` or None
+    → logits ``(b, t, v)``, h ``(l, b, d_model)``, weights ``(b, t, s)``.
+    """
+
+    def __init__(self, vocab_size: int, d_emb: int, d_model: int, d_enc: int,
+                 n_layers: int = 1, score: str = "additive"):
+        super().__init__()
+        self.n_layers = n_layers
+        self.embed = nn.Embedding(vocab_size, d_emb, padding_idx=PAD_ID)
+        self.bridge = nn.Linear(d_enc, d_model)
+        self.rnn = nn.GRU(d_emb, d_model, n_layers, batch_first=True)
+        self.score = make_score(score, d_model, d_enc)
+        self.combine = nn.Linear(d_model + d_enc, d_emb)
+        self.readout = nn.Linear(d_emb, vocab_size)
+
+    def init_state(self, enc: seq2seq.Encoded) -> torch.Tensor:
+        h0 = torch.tanh(self.bridge(enc.context))                 # (b, d_model)
+        return repeat(h0, "b d -> l b d", l=self.n_layers)       # (l, b, d_model)
+
+    def forward(self, tgt_in: torch.Tensor, enc: seq2seq.Encoded,
+                h: torch.Tensor | None = None):
+        h = self.init_state(enc) if h is None else h
+        s, h = self.rnn(self.embed(tgt_in), h)                    # (b, t, d_model)
+        scores = self.score(s, enc.states)                        # (b, t, s)
+        c, weights = attend(scores, enc.states, enc.mask)         # (b, t, d_enc)
+        out = torch.tanh(self.combine(torch.cat([s, c], -1)))     # (b, t, d_emb)
+        return self.readout(out), h, weights                      # (b, t, v)
+
+
+def make_model(src_vocab_size: int, tgt_vocab_size: int, d_emb: int = 128,
+               d_model: int = 256, n_layers: int = 1, bidirectional: bool = True,
+               score: str = "additive", context: str = "last") -> seq2seq.Seq2Seq:
+    """The chapter's encoder–decoder with attention (the encoder of
+    ``seq2seq.make_model``)."""
+    enc = seq2seq.Encoder(src_vocab_size, d_emb, d_model, n_layers, bidirectional,
+                          context)
+    dec = AttentionDecoder(tgt_vocab_size, d_emb, d_model, enc.d_enc, n_layers, score)
+    return seq2seq.Seq2Seq(enc, dec)
