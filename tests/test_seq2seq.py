@@ -11,18 +11,9 @@ import torch.nn.functional as F
 
 from lecturelib import metrics, plot, seq2seq, train
 from lecturelib import translation as tr
-from lecturelib.translation import BOS_ID, EOS_ID, PAD_ID
+from lecturelib.translation import EOS_ID, PAD_ID
 
-V_SRC, V_TGT = 11, 13
-
-
-def toy_batch(lengths=(5, 3, 4), tgt_lengths=(4, 2, 6), seed=0) -> tr.Batch:
-    gen = torch.Generator().manual_seed(seed)
-    src = [torch.randint(4, V_SRC, (n,), generator=gen) for n in lengths]
-    tgt = [torch.cat([torch.tensor([BOS_ID]), torch.randint(4, V_TGT, (n,), generator=gen),
-                      torch.tensor([EOS_ID])]) for n in tgt_lengths]
-    return tr.Batch(tr.pad(src), torch.tensor(lengths), tr.pad([t[:-1] for t in tgt]),
-                    tr.pad([t[1:] for t in tgt]))
+from translation_helpers import V_SRC, V_TGT, toy_batch  # noqa: E402
 
 
 def tiny_model(seed=0, **kw) -> seq2seq.Seq2Seq:

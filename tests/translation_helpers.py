@@ -1,0 +1,20 @@
+"""A tiny random translation batch shared by the seq2seq and attention tests."""
+
+from __future__ import annotations
+
+import torch
+
+from lecturelib import translation as tr
+from lecturelib.translation import BOS_ID, EOS_ID
+
+V_SRC, V_TGT = 11, 13
+
+
+def toy_batch(lengths=(5, 3, 4), tgt_lengths=(4, 2, 6), seed=0) -> tr.Batch:
+    """Random sources of the given lengths and targets wrapped in <s> ... </s>, padded."""
+    gen = torch.Generator().manual_seed(seed)
+    src = [torch.randint(4, V_SRC, (n,), generator=gen) for n in lengths]
+    tgt = [torch.cat([torch.tensor([BOS_ID]), torch.randint(4, V_TGT, (n,), generator=gen),
+                      torch.tensor([EOS_ID])]) for n in tgt_lengths]
+    return tr.Batch(tr.pad(src), torch.tensor(lengths), tr.pad([t[:-1] for t in tgt]),
+                    tr.pad([t[1:] for t in tgt]))
