@@ -33,6 +33,7 @@ from typing import NamedTuple
 import torch
 
 from lecturelib import data, lm
+from lecturelib.rnn import pad_sequences
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
@@ -169,10 +170,7 @@ def pad(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
 
     Shapes: ``b`` tensors ``(t_i,)`` → ``(b, max t_i)``.
     """
-    if not seqs or any(s.dim() != 1 for s in seqs):
-        raise ValueError("pad() needs a non-empty list of 1-D id tensors")
-    return torch.nn.utils.rnn.pad_sequence(list(seqs), batch_first=True,
-                                           padding_value=PAD_ID)
+    return pad_sequences(list(seqs), pad_id=PAD_ID)[0]  # chapter 2's padding, without the mask
 
 
 class Batch(NamedTuple):
