@@ -178,3 +178,77 @@ def test_one_batch_overfit_and_greedy_attention_weights():
     for i, n in enumerate(b.tgt_mask.sum(1).tolist()):
         assert ids[i, :n].tolist() == b.tgt_out[i, :n].tolist()
         assert (ids[i, n:] == PAD_ID).all()
+
+
+# ----------------------------------------------------------------- chapter 6: self-attention
+def test_scaled_dot_product_equals_torch_sdpa_with_and_without_mask():
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, 3, 5, 8, generator=gen) for _ in range(3))
+    ours, weights = attention.scaled_dot_product(q, k, v)
+    torch.testing.assert_close(ours, torch.nn.functional.scaled_dot_product_attention(q, k, v))
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5))
+    causal = attention.causal_mask(5)
+    ours, weights = attention.scaled_dot_product(q, k, v, causal)
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(ours, ref)
+    assert torch.all(weights.triu(1) == 0)
+
+
+def test_causal_mask_known_answer_and_offset():
+    assert attention.causal_mask(3).tolist() == [[True, False, False], [True, True, False],
+                                                 [True, True, True]]
+    assert attention.causal_mask(1, 4).tolist() == [[True] * 4]  # the newest query sees all
+    with pytest.raises(ValueError, match="t <= s"):
+        attention.causal_mask(4, 2)
+
+
+def test_padding_mask_and_bias():
+    mask = attention.padding_mask(torch.tensor([2, 4]))
+    assert mask.tolist() == [[True, True, False, False], [True] * 4]
+    q, k, v = torch.randn(2, 1, 4), torch.randn(2, 4, 4), torch.randn(2, 4, 3)
+    _, weights = attention.scaled_dot_product(q, k, v, mask[:, None, :])
+    assert torch.all(weights[0, 0, 2:] == 0)
+    # a bias of -inf on a key is the same as masking it
+    bias = torch.zeros(2, 1, 4).masked_fill(~mask[:, None, :], float("-inf"))
+    torch.testing.assert_close(attention.scaled_dot_product(q, k, v, bias=bias)[1], weights)
+    with pytest.raises(ValueError, match="1-d integer"):
+        attention.padding_mask(torch.tensor([[2.0]]))
+
+
+def test_multi_head_equals_torch_multihead_attention():
+    torch.manual_seed(0)
+    ref = torch.nn.MultiheadAttention(16, 4, batch_first=True)
+    ours = attention.from_torch(ref)
+    x, ctx = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    for context, mask in ((None, None), (None, attention.causal_mask(5)), (ctx, None)):
+        kv = x if context is None else context
+        expected, w_ref = ref(x, kv, kv, attn_mask=None if mask is None else ~mask,
+                              average_attn_weights=False)
+        out, weights = ours(x, context, mask)
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(weights, w_ref)
+    assert train.count_parameters(ours) == train.count_parameters(ref) == 4 * 16 * 16 + 4 * 16
+
+
+def test_multi_head_is_permutation_equivariant_and_checks_input():
+    torch.manual_seed(0)
+    mha = attention.MultiHeadAttention(8, 2)
+    x, perm = torch.randn(1, 6, 8), torch.randperm(6)
+    torch.testing.assert_close(mha(x[:, perm])[0], mha(x)[0][:, perm])
+    with pytest.raises(ValueError, match="divisible"):
+        attention.MultiHeadAttention(10, 3)
+    with pytest.raises(ValueError, match=r"\(b, t, 8\)"):
+        mha(torch.randn(1, 6, 4))
+
+
+def test_multi_head_attention_overfits_one_batch():
+    torch.manual_seed(0)
+    mha = attention.MultiHeadAttention(8, 2)
+    x, target = torch.randn(4, 5, 8), torch.randn(4, 5, 8)
+    opt = torch.optim.Adam(mha.parameters(), lr=1e-2)
+    for _ in range(300):
+        loss = (mha(x)[0] - target).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.1 * target.pow(2).mean().item()

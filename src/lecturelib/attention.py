@@ -19,14 +19,23 @@ the recurrence, which forces a loop over target steps even in training; this ord
 the GRU run over all teacher-forced steps at once. It plugs into ``seq2seq.Seq2Seq`` like
 ``seq2seq.Decoder``.
 
+Chapter 6: self-attention. :func:`scaled_dot_product` is ``softmax(QK^T/√d_k + B) V`` on
+any leading axes, with a boolean mask (True = may attend; :func:`causal_mask`,
+:func:`padding_mask`) and an optional additive score bias ``B`` (ALiBi, relative
+positions). :class:`MultiHeadAttention` projects to ``h`` heads of width ``d/h``, attends
+in every head at once, concatenates and applies ``W_O``; :func:`from_torch` copies the
+weights of a ``torch.nn.MultiheadAttention`` into it, so the two can be compared.
+
 Shapes use ``b`` batch, ``t`` queries (target positions), ``s`` keys (source positions),
-``d`` width, ``v`` vocabulary, ``l`` layers.
+``d`` width, ``h`` heads, ``v`` vocabulary, ``l`` layers.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from collections.abc import Callable
+
 from einops import einsum, rearrange, repeat
 from torch import nn
 
@@ -198,3 +207,121 @@ def make_model(src_vocab_size: int, tgt_vocab_size: int, d_emb: int = 128,
                           context)
     dec = AttentionDecoder(tgt_vocab_size, d_emb, d_model, enc.d_enc, n_layers, score)
     return seq2seq.Seq2Seq(enc, dec)
+
+
+def scaled_dot_product(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       mask: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                       scale: float | None = None):
+    """``softmax(q k^T · scale + bias) v`` with ``scale = 1/√d_k`` unless given; keys
+    where ``mask`` is False get weight exactly 0.
+
+    Shapes: q ``(..., t, d_k)``, k ``(..., s, d_k)``, v ``(..., s, d_v)``; mask (bool)
+    and bias (float) broadcastable to ``(..., t, s)`` → out ``(..., t, d_v)``,
+    weights ``(..., t, s)``.
+    """
+    if q.dim() < 2 or q.dim() != k.dim() or k.dim() != v.dim():
+        raise ValueError(f"q, k, v must be (..., t, d_k), (..., s, d_k), (..., s, d_v) "
+                         f"with the same leading axes; got {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"q and k need one d_k, k and v one number of keys s; got "
+                         f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = einsum(q, k, "... t d, ... s d -> ... t s") * scale
+    if bias is not None:
+        scores = scores + bias
+    weights = masked_softmax(scores, mask)
+    return einsum(weights, v, "... t s, ... s d -> ... t d"), weights
+
+
+def causal_mask(t: int, s: int | None = None, device=None) -> torch.Tensor:
+    """True where query ``i`` may attend key ``j``: ``j <= i + (s - t)``, so with
+    ``s = t`` (the default) every position sees itself and the past.
+
+    Shapes: → ``(t, s)`` bool.
+    """
+    s = t if s is None else s
+    if t < 1 or s < t:
+        raise ValueError(f"need 1 <= t <= s (queries are the last t of s positions); "
+                         f"got t={t}, s={s}")
+    i = torch.arange(t, device=device)[:, None] + (s - t)
+    j = torch.arange(s, device=device)[None, :]
+    return j <= i
+
+
+def padding_mask(lengths: torch.Tensor, s: int | None = None) -> torch.Tensor:
+    """True for the real (non-padded) keys of each sequence.
+
+    Shapes: lengths ``(b,)`` → ``(b, s)`` bool with ``s = max(lengths)`` by default.
+    """
+    if lengths.dim() != 1 or lengths.dtype.is_floating_point:
+        raise ValueError(f"lengths must be a 1-d integer tensor; got {lengths.dtype} "
+                         f"{tuple(lengths.shape)}")
+    s = int(lengths.max()) if s is None else s
+    return torch.arange(s, device=lengths.device)[None, :] < lengths[:, None]
+
+
+class MultiHeadAttention(nn.Module):
+    """``MHA(X_q, X_kv) = concat_h(attention(X_q W_Q^h, X_kv W_K^h, X_kv W_V^h)) W_O``
+    with ``h`` heads of width ``d_h = d/h``: the same ``4d²`` weights as one head of
+    width ``d``. ``rotary``, if given, rotates queries and keys per head (chapter 7).
+
+    Shapes: x ``(b, t, d)``, context ``(b, s, d)`` (default: x, self-attention), mask
+    bool broadcastable to ``(b, h, t, s)`` (True = may attend; a ``(t, s)`` causal mask
+    or a ``(b, 1, 1, s)`` padding mask), bias broadcastable to ``(b, h, t, s)``
+    → out ``(b, t, d)``, weights ``(b, h, t, s)``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, bias: bool = True,
+                 dropout: float = 0.0,
+                 rotary: Callable[[torch.Tensor], torch.Tensor] | None = None):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model must be divisible by n_heads; got {d_model} and "
+                             f"{n_heads}")
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        self.rotary = rotary
+
+    def split(self, x: torch.Tensor) -> torch.Tensor:
+        return rearrange(x, "b t (h e) -> b h t e", h=self.n_heads)
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None, bias: torch.Tensor | None = None):
+        context = x if context is None else context
+        if x.dim() != 3 or context.dim() != 3 or x.shape[-1] != self.d_model \
+                or context.shape[-1] != self.d_model or x.shape[0] != context.shape[0]:
+            raise ValueError(f"x and context must be (b, t, {self.d_model}) and "
+                             f"(b, s, {self.d_model}); got {tuple(x.shape)} and "
+                             f"{tuple(context.shape)}")
+        q = self.split(self.W_q(x))                               # (b, h, t, d_h)
+        k = self.split(self.W_k(context))                         # (b, h, s, d_h)
+        v = self.split(self.W_v(context))                         # (b, h, s, d_h)
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        out, weights = scaled_dot_product(q, k, v, mask, bias)
+        out = self.dropout(rearrange(out, "b h t e -> b t (h e)"))
+        return self.W_o(out), weights                             # (b, t, d)
+
+
+def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
+    """Our :class:`MultiHeadAttention` with the weights of a ``batch_first``
+    ``nn.MultiheadAttention`` (whose fused ``in_proj_weight`` stacks W_Q, W_K, W_V)."""
+    if not mha.batch_first or not mha._qkv_same_embed_dim:
+        raise ValueError("expected nn.MultiheadAttention(..., batch_first=True) with "
+                         "kdim = vdim = embed_dim")
+    has_bias = mha.in_proj_bias is not None
+    ours = MultiHeadAttention(mha.embed_dim, mha.num_heads, bias=has_bias)
+    with torch.no_grad():
+        for i, lin in enumerate((ours.W_q, ours.W_k, ours.W_v)):
+            lin.weight.copy_(mha.in_proj_weight.chunk(3)[i])
+            if has_bias:
+                lin.bias.copy_(mha.in_proj_bias.chunk(3)[i])
+        ours.W_o.weight.copy_(mha.out_proj.weight)
+        if has_bias:
+            ours.W_o.bias.copy_(mha.out_proj.bias)
+    return ours
