@@ -252,3 +252,95 @@ def test_multi_head_attention_overfits_one_batch():
         loss.backward()
         opt.step()
     assert loss.item() < 0.1 * target.pow(2).mean().item()
+
+
+def test_order_mask_is_the_causal_mask_of_the_permuted_sequence():
+    assert torch.equal(attention.order_mask(torch.arange(5)), attention.causal_mask(5))
+    order = torch.tensor([2, 0, 3, 1])            # position 2 first, then 0, 3, 1
+    mask = attention.order_mask(order)
+    assert mask[2].tolist() == [False, False, True, False]   # the first sees only itself
+    assert mask[1].all()                                      # the last sees everything
+    torch.manual_seed(0)
+    mha, x = attention.MultiHeadAttention(8, 2), torch.randn(2, 4, 8)
+    rank = order.argsort()
+    causal_on_permuted = mha(x[:, order], mask=attention.causal_mask(4))[0]
+    torch.testing.assert_close(mha(x, mask=mask)[0], causal_on_permuted[:, rank])
+    with pytest.raises(ValueError, match="permutation"):
+        attention.order_mask(torch.tensor([0, 0, 1]))
+
+
+def test_per_head_attention_equals_torch_sdpa_and_heads_cost_no_parameters():
+    torch.manual_seed(0)
+    mha, x = attention.MultiHeadAttention(16, 4), torch.randn(2, 6, 16)
+    q, k, v = (mha.split(lin(x)) for lin in (mha.W_q, mha.W_k, mha.W_v))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    for causal in (False, True):
+        heads = sdpa(q, k, v, is_causal=causal)
+        mask = attention.causal_mask(6) if causal else None
+        torch.testing.assert_close(attention.scaled_dot_product(q, k, v, mask)[0], heads)
+        concat = heads.transpose(1, 2).flatten(2)                 # (b, t, h·d_h)
+        torch.testing.assert_close(mha(x, mask=mask)[0], mha.W_o(concat))
+    one = attention.MultiHeadAttention(16, 1)
+    assert train.count_parameters(one) == train.count_parameters(mha) == 4 * (16 * 16 + 16)
+
+
+def test_padding_mask_matches_torch_key_padding_mask_and_the_unpadded_sequence():
+    torch.manual_seed(0)
+    ref = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    ours, x = attention.from_torch(ref), torch.randn(2, 5, 8)
+    keep = attention.padding_mask(torch.tensor([3, 5]))
+    expected = ref(x, x, x, key_padding_mask=~keep)[0]
+    out = ours(x, mask=keep[:, None, None, :])[0]
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(out[0, :3], ours(x[:1, :3])[0][0])  # padding changes nothing
+
+
+def test_self_attention_is_linear_in_the_values_and_stays_in_their_hull():
+    gen = torch.Generator().manual_seed(0)
+    q, k, v1, v2 = (torch.randn(2, 4, 3, generator=gen) for _ in range(4))
+    mix = attention.scaled_dot_product(q, k, 2 * v1 - 3 * v2)[0]
+    parts = [attention.scaled_dot_product(q, k, v)[0] for v in (v1, v2)]
+    torch.testing.assert_close(mix, 2 * parts[0] - 3 * parts[1])
+    out = parts[0]                                  # a convex combination of the values
+    assert (out <= v1.amax(1, keepdim=True) + 1e-6).all()
+    assert (out >= v1.amin(1, keepdim=True) - 1e-6).all()
+
+
+def test_dot_product_statistics_variance_and_saturation():
+    small = attention.dot_product_statistics(16, scaled=False, n=400)
+    large = attention.dot_product_statistics(1024, scaled=False, n=400)
+    assert abs(large["variance"] / 1024 - 1) < 0.1 and abs(small["variance"] / 16 - 1) < 0.1
+    assert large["entropy"] < 0.5 * small["entropy"] and large["saturated"] > 0.5
+    assert large["grad_norm"] < 0.1 * small["grad_norm"]
+    scaled = [attention.dot_product_statistics(d, scaled=True, n=400) for d in (16, 1024)]
+    assert abs(scaled[0]["entropy"] - scaled[1]["entropy"]) < 0.05  # independent of d_k
+    assert scaled[1]["saturated"] == 0.0
+
+
+def test_neighbour_retrieval_known_answer_and_permutation():
+    keys, values, targets = attention.neighbour_retrieval(3, 5, n_values=7, seed=1)
+    assert keys.shape == values.shape == (3, 5) and targets.shape == (3, 5, 2)
+    for b in range(3):
+        value_of = dict(zip(keys[b].tolist(), values[b].tolist()))
+        for i, key in enumerate(keys[b].tolist()):
+            assert targets[b, i].tolist() == [value_of[(key + 1) % 5], value_of[(key - 1) % 5]]
+    with pytest.raises(ValueError, match="n_items >= 3"):
+        attention.neighbour_retrieval(1, 2)
+
+
+def test_set_attention_is_permutation_equivariant_and_overfits_one_batch():
+    torch.manual_seed(0)
+    model = attention.SetAttention(6, 4, d_model=16, n_heads=2)
+    keys, values, targets = attention.neighbour_retrieval(8, 6, n_values=4)
+    logits, weights = model(keys, values)
+    assert logits.shape == (8, 6, 2, 4) and weights.shape == (8, 2, 6, 6)
+    perm = torch.randperm(6)
+    torch.testing.assert_close(model(keys[:, perm], values[:, perm])[0], logits[:, perm])
+
+    def loss_fn(m, batch):
+        return torch.nn.functional.cross_entropy(m(*batch[:2])[0].flatten(0, 2),
+                                                 batch[2].flatten())
+
+    batch = (keys, values, targets)
+    hist = train.fit(model, lambda s: batch, loss_fn, steps=150, lr=3e-2, progress=False)
+    assert hist.train_loss[-1] < 0.05

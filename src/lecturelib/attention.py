@@ -25,6 +25,9 @@ any leading axes, with a boolean mask (True = may attend; :func:`causal_mask`,
 positions). :class:`MultiHeadAttention` projects to ``h`` heads of width ``d/h``, attends
 in every head at once, concatenates and applies ``W_O``; :func:`from_torch` copies the
 weights of a ``torch.nn.MultiheadAttention`` into it, so the two can be compared.
+:func:`order_mask` generalises the causal mask to any generation order (XLNet);
+:func:`dot_product_statistics` is the √d_k experiment; :func:`neighbour_retrieval` and
+:class:`SetAttention` are the chapter's set task and its one-layer model.
 
 Shapes use ``b`` batch, ``t`` queries (target positions), ``s`` keys (source positions),
 ``d`` width, ``h`` heads, ``v`` vocabulary, ``l`` layers.
@@ -325,3 +328,84 @@ def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
         if has_bias:
             ours.W_o.bias.copy_(mha.out_proj.bias)
     return ours
+
+
+# ------------------------------------------------ chapter 6: masks, experiments, a set task
+def order_mask(order: torch.Tensor) -> torch.Tensor:
+    """The causal mask of an arbitrary generation order: ``order[r]`` is the position
+    generated at step ``r``, and position ``i`` may attend ``j`` when ``j`` is generated no
+    later than ``i``. ``order = arange(t)`` gives :func:`causal_mask`.
+
+    Shapes: order ``(t,)``, a permutation of ``0..t-1`` → ``(t, t)`` bool.
+    """
+    t = order.numel()
+    if order.dim() != 1 or order.dtype.is_floating_point or not torch.equal(
+            order.sort().values, torch.arange(t, device=order.device)):
+        raise ValueError(f"order must be a permutation of 0..t-1; got {order.tolist()}")
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(t, device=order.device)       # the step that writes each i
+    return rank[None, :] <= rank[:, None]
+
+
+def dot_product_statistics(d_k: int, scaled: bool, n_keys: int = 64, n: int = 1000,
+                           seed: int = 0) -> dict[str, float]:
+    """One query against ``n_keys`` keys, all with independent N(0, 1) components, in
+    ``n`` trials: the variance of ``q·k``, the mean entropy (nats) of the attention
+    weights, the fraction of queries whose largest weight exceeds 0.99, and the median
+    norm of the gradient, with respect to the scores, of a loss ``Σ_j u_j α_j`` with
+    random ``u ~ N(0, I)``. Scores are ``q·k/√d_k`` if ``scaled``, else ``q·k``.
+    """
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(n, 1, d_k, generator=g)
+    k = torch.randn(n, n_keys, d_k, generator=g)
+    dots = einsum(q, k, "n t d, n s d -> n t s")                  # (n, 1, n_keys)
+    scores = (dots * d_k**-0.5 if scaled else dots).requires_grad_()
+    weights = F.softmax(scores, -1)
+    (weights * torch.randn(n, 1, n_keys, generator=g)).sum().backward()
+    return {"variance": dots.var().item(),
+            "entropy": -torch.xlogy(weights, weights).sum(-1).mean().item(),
+            "saturated": (weights.max(-1).values > 0.99).float().mean().item(),
+            "grad_norm": scores.grad.norm(dim=-1).median().item()}
+
+
+def neighbour_retrieval(n: int, n_items: int, n_values: int = 16, seed: int = 0):
+    """A set of ``n_items`` items, each a key (a permutation of ``0..n_items-1``, so the
+    items arrive in random order) and a random value; every item must output the values
+    of the items with keys ``key + 1`` and ``key - 1`` (mod ``n_items``). The order of
+    the items carries no information, so the task needs no positions.
+
+    Shapes: → keys, values ``(n, n_items)``, targets ``(n, n_items, 2)`` (next, previous).
+    """
+    if n < 1 or n_items < 3 or n_values < 2:
+        raise ValueError(f"need n >= 1, n_items >= 3, n_values >= 2; got {n}, {n_items}, "
+                         f"{n_values}")
+    g = torch.Generator().manual_seed(seed)
+    keys = torch.rand(n, n_items, generator=g).argsort(1)
+    values = torch.randint(0, n_values, (n, n_items), generator=g)
+    by_key = torch.empty_like(values).scatter_(1, keys, values)  # by_key[:, k]: key k's value
+    targets = [by_key.gather(1, (keys + shift) % n_items) for shift in (1, -1)]
+    return keys, values, torch.stack(targets, -1)
+
+
+class SetAttention(nn.Module):
+    """Embed each item as ``E_key[key] + E_value[value]`` (no positions), one layer of
+    :class:`MultiHeadAttention`, and a linear read-out of ``n_out`` values per item.
+
+    Shapes: keys, values ``(b, t)`` → logits ``(b, t, n_out, n_values)``, weights
+    ``(b, h, t, t)``.
+    """
+
+    def __init__(self, n_keys: int, n_values: int, d_model: int, n_heads: int,
+                 n_out: int = 2):
+        super().__init__()
+        self.n_out, self.n_values = n_out, n_values
+        self.key_embed = nn.Embedding(n_keys, d_model)
+        self.value_embed = nn.Embedding(n_values, d_model)
+        self.attn = MultiHeadAttention(d_model, n_heads)
+        self.readout = nn.Linear(d_model, n_out * n_values)
+
+    def forward(self, keys: torch.Tensor, values: torch.Tensor):
+        x = self.key_embed(keys) + self.value_embed(values)          # (b, t, d)
+        out, weights = self.attn(x)                                   # (b, t, d)
+        logits = rearrange(self.readout(out), "b t (o v) -> b t o v", o=self.n_out)
+        return logits, weights
