@@ -54,3 +54,189 @@ def test_block_without_residual_and_bad_input():
         block(x, memory=x)
     with pytest.raises(ValueError, match="memory"):
         transformer.Block(8, 2, cross=True)(x)
+
+
+# --- chapter 8: normalisation, gradient norms, the three architectures, the ViT ---
+
+def test_layer_norm_equals_torch_with_gradients():
+    torch.manual_seed(0)
+    ours, ref = transformer.LayerNorm(6), nn.LayerNorm(6)
+    with torch.no_grad():
+        for p, q in zip(ours.parameters(), ref.parameters()):
+            p.copy_(torch.randn_like(p))
+            q.copy_(p)
+    x = 5 * torch.randn(3, 4, 6) + 2
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    torch.testing.assert_close(ours(a), ref(b))
+    ours(a).pow(3).sum().backward()
+    ref(b).pow(3).sum().backward()
+    torch.testing.assert_close(a.grad, b.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(ours.bias.grad, ref.bias.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_rms_norm_equals_torch_and_layer_norm_on_centred_input():
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 8) + 3
+    rms = transformer.RMSNorm(8)
+    torch.testing.assert_close(rms(x), nn.RMSNorm(8, eps=rms.eps)(x))
+    centred = x - x.mean(-1, keepdim=True)
+    torch.testing.assert_close(rms(centred), transformer.LayerNorm(8, eps=rms.eps)(centred))
+    # known answer: a constant vector c has RMS |c|, so it maps to sign(c)
+    torch.testing.assert_close(rms(torch.full((1, 8), -4.0)), -torch.ones(1, 8),
+                               atol=1e-5, rtol=0)
+
+
+def test_block_takes_rms_norm():
+    block = transformer.Block(8, 2, norm=transformer.RMSNorm)
+    assert isinstance(block.norm1, transformer.RMSNorm)
+    assert block(torch.randn(2, 3, 8)).shape == (2, 3, 8)
+
+
+def test_layer_grad_norms_known_answer_and_error():
+    blocks = nn.ModuleList([nn.Linear(2, 1, bias=False), nn.Linear(2, 1, bias=False)])
+    with pytest.raises(ValueError, match="backward"):
+        transformer.layer_grad_norms(blocks)
+    x = torch.tensor([[3.0, 4.0]])
+    (blocks[0](x) + 2 * blocks[1](x)).sum().backward()   # grads: x and 2x
+    torch.testing.assert_close(transformer.layer_grad_norms(blocks), torch.tensor([5.0, 10.0]))
+
+
+def test_residuals_keep_gradients_in_a_deep_stack():
+    torch.manual_seed(0)
+    norms = {}
+    for residual in (True, False):
+        blocks = nn.ModuleList(transformer.Block(16, 2, residual=residual,
+                                                 norm=lambda d: nn.Identity())
+                               for _ in range(8)).double()
+        h = torch.randn(2, 6, 16, dtype=torch.double)
+        for block in blocks:
+            h = block(h)
+        h.sum().backward()
+        g = transformer.layer_grad_norms(blocks)
+        norms[residual] = (g[0] / g[-1]).item()
+    assert 0.2 < norms[True] < 5 and norms[False] < 1e-2
+
+
+def test_language_model_is_causal():
+    torch.manual_seed(0)
+    model = transformer.TransformerLM(11, 16, 2, 2, max_len=9).eval()
+    ids = torch.randint(0, 11, (2, 9))
+    edited = ids.clone()
+    edited[:, 5] = (edited[:, 5] + 1) % 11
+    with torch.no_grad():
+        before, after = model(ids), model(edited)
+    assert before.shape == (2, 9, 11)
+    torch.testing.assert_close(before[:, :5], after[:, :5], atol=0, rtol=0)
+    assert not torch.allclose(before[:, 5:], after[:, 5:])
+
+
+def test_post_ln_model_has_no_final_norm_and_normalised_blocks():
+    model = transformer.TransformerLM(7, 8, 2, 2, max_len=4, norm_first=False)
+    assert isinstance(model.norm, nn.Identity)
+    x = model.embed(torch.randint(0, 7, (1, 4)))
+    y = model.blocks[0](x)
+    torch.testing.assert_close(y.norm(dim=-1), torch.full((1, 4), 8 ** 0.5), rtol=1e-4,
+                               atol=0)
+
+
+def test_embedding_rejects_sequences_longer_than_its_positions():
+    emb = transformer.Embedding(5, 4, max_len=3)
+    assert emb(torch.zeros(2, 3, dtype=torch.long)).shape == (2, 3, 4)
+    with pytest.raises(ValueError, match="max_len=3"):
+        emb(torch.zeros(2, 4, dtype=torch.long))
+
+
+def test_encoder_sees_everything_and_ignores_padding():
+    torch.manual_seed(0)
+    enc = transformer.TransformerEncoder(10, 16, 2, 2).eval()
+    src = torch.randint(4, 10, (1, 6))
+    with torch.no_grad():
+        alone = enc(src, torch.tensor([6]))
+        padded = enc(torch.cat([src, torch.zeros(1, 3, dtype=torch.long)], 1),
+                     torch.tensor([6]))
+        edited = src.clone()
+        edited[0, 5] = 4 if src[0, 5] != 4 else 5
+        changed = enc(edited, torch.tensor([6]))
+    torch.testing.assert_close(padded.states[:, :6], alone.states, atol=1e-5, rtol=1e-5)
+    assert padded.mask.tolist() == [[True] * 6 + [False] * 3]
+    assert not torch.allclose(changed.states[:, 0], alone.states[:, 0])
+    with pytest.raises(ValueError, match="src_len"):
+        enc(src, torch.tensor([6, 6]))
+
+
+def tiny_pairs():
+    src = torch.tensor([[1, 5, 6, 7, 2], [1, 8, 9, 2, 0]])
+    src_len = torch.tensor([5, 4])
+    tgt_in = torch.tensor([[1, 6, 5, 4], [1, 9, 9, 8]])
+    tgt_out = torch.tensor([[6, 5, 4, 2], [9, 9, 8, 2]])
+    return src, src_len, tgt_in, tgt_out
+
+
+def test_decoder_step_by_step_equals_teacher_forcing_and_is_causal():
+    torch.manual_seed(0)
+    model = transformer.make_seq2seq(10, 10, d_model=16, n_heads=2, n_layers=2).eval()
+    src, src_len, tgt_in, _ = tiny_pairs()
+    with torch.no_grad():
+        enc = model.encoder(src, src_len)
+        full, prefix, weights = model.decoder(tgt_in, enc)
+        h, steps = None, []
+        for t in range(tgt_in.shape[1]):
+            logits, h, _ = model.decoder(tgt_in[:, t:t + 1], enc, h)
+            steps.append(logits)
+        edited = tgt_in.clone()
+        edited[:, 2] = 3
+        changed, _, _ = model.decoder(edited, enc)
+    assert full.shape == (2, 4, 10) and weights is None
+    assert torch.equal(prefix, tgt_in) and torch.equal(h, tgt_in)
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(changed[:, :2], full[:, :2], atol=0, rtol=0)
+    assert not torch.allclose(changed[:, 2:], full[:, 2:])
+
+
+def test_seq2seq_transformer_overfits_a_tiny_batch():
+    from lecturelib import seq2seq
+
+    torch.manual_seed(0)
+    model = transformer.make_seq2seq(10, 10, d_model=32, n_heads=2, n_layers=1)
+    batch = tiny_pairs()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(60):
+        loss = seq2seq.loss(model, batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05
+    ids, attn = seq2seq.greedy_decode(model.eval(), batch[0], batch[1], max_len=6)
+    assert attn is None
+    assert torch.equal(ids[:, :4], batch[3])              # the targets, then </s>
+
+
+def test_patchify_and_patch_embedding_shapes_and_conv_equals_linear():
+    torch.manual_seed(0)
+    images = torch.arange(2 * 3 * 4 * 4, dtype=torch.float).reshape(2, 3, 4, 4)
+    patches = transformer.patchify(images, 2)
+    assert patches.shape == (2, 4, 12)
+    # known answer: the second patch of image 0 is the top-right 2×2 of every channel
+    assert patches[0, 1].tolist() == [2, 3, 6, 7, 18, 19, 22, 23, 34, 35, 38, 39]
+    emb = transformer.PatchEmbedding(4, 2, 3, 8)
+    out = emb(images)
+    assert out.shape == (2, 5, 8) and emb.n_patches == 4
+    weight = emb.proj.weight.reshape(8, 12)
+    by_linear = patches @ weight.T + emb.proj.bias + emb.pos[:, 1:]
+    torch.testing.assert_close(out[:, 1:], by_linear, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(out[:, 0], (emb.cls + emb.pos[:, :1])[0].expand(2, 8))
+    with pytest.raises(ValueError, match="multiple"):
+        transformer.PatchEmbedding(5, 2, 1, 8)
+    with pytest.raises(ValueError, match="patch_size=3"):
+        transformer.patchify(images, 3)
+
+
+def test_vit_shapes_and_permutation_of_patches_matters():
+    torch.manual_seed(0)
+    vit = transformer.ViT(8, 2, n_classes=10, d_model=16, n_heads=2, n_layers=1).eval()
+    images = torch.rand(3, 1, 8, 8)
+    with torch.no_grad():
+        logits = vit(images)
+        flipped = vit(images.flip(-1))
+    assert logits.shape == (3, 10)
+    assert not torch.allclose(logits, flipped)           # positions tell patches apart

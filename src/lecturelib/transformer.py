@@ -1,4 +1,4 @@
-"""Chapter 8: the Transformer block (Vaswani et al., 2017, arXiv:1706.03762).
+"""Chapter 8: the Transformer (Vaswani et al., 2017, arXiv:1706.03762).
 
 A :class:`Block` is multi-head self-attention (``attention.MultiHeadAttention``), optional
 cross-attention to an encoder's output, and a position-wise :class:`FeedForward`
@@ -11,17 +11,77 @@ connection and a LayerNorm:
 
 ``residual=False`` drops the skip connections (for the chapter's gradient-norm
 experiment); ``attn`` replaces the self-attention module by any module with the same
-call signature (chapter 7's relative-position attention).
+call signature (chapter 7's relative-position attention); ``norm`` builds the
+normalisation layers (``nn.LayerNorm`` by default, or :class:`RMSNorm`).
 
-Shapes use ``b`` batch, ``t`` positions, ``s`` encoder positions, ``d`` width.
+:class:`LayerNorm` is the formula of Ba et al. (2016, arXiv:1607.06450) written out;
+:class:`RMSNorm` is Zhang & Sennrich (2019, arXiv:1910.07467).
+
+The three architectures, from the same blocks:
+
+- encoder-only (:class:`TransformerEncoder`: every position sees every other);
+- decoder-only (:class:`TransformerLM`: a causal mask);
+- encoder–decoder (:func:`make_seq2seq`: :class:`TransformerEncoder` +
+  :class:`TransformerDecoder`, whose blocks cross-attend to the encoder's output). It
+  plugs into ``seq2seq.Seq2Seq``, so ``seq2seq.greedy_decode`` and ``seq2seq.evaluate``
+  (BLEU) serve it too: its decoder's "state" is the whole prefix, which it re-reads at
+  every step (chapter 14 caches keys and values instead). Positions are learned, as in
+  BERT and GPT; the paper used sinusoids (chapter 7 compares the schemes).
+
+:class:`ViT` is the Vision Transformer (Dosovitskiy et al., 2021, arXiv:2010.11929):
+non-overlapping ``P×P`` patches embedded by a convolution with kernel = stride = P
+(:class:`PatchEmbedding`), a class token, learned positions and encoder blocks; the
+paper's pre-training on large image sets and its MLP head's hidden layer are left out.
+
+Shapes use ``b`` batch, ``t`` positions, ``s`` encoder positions, ``d`` width, ``v``
+vocabulary, ``c`` channels, ``n`` patches.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+from einops import rearrange, repeat
 from torch import nn
 
-from lecturelib.attention import MultiHeadAttention
+from lecturelib import rnn, seq2seq
+from lecturelib.attention import MultiHeadAttention, causal_mask, padding_mask
+
+
+class LayerNorm(nn.Module):
+    """``LN(x) = γ ⊙ (x − μ) / √(σ² + ε) + β`` with the mean ``μ`` and the (biased)
+    variance ``σ²`` of each position's ``d`` features.
+
+    Shapes: x ``(..., d)`` → ``(..., d)``.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))   # γ
+        self.bias = nn.Parameter(torch.zeros(d_model))    # β
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mu = x.mean(-1, keepdim=True)                            # (..., 1)
+        var = ((x - mu) ** 2).mean(-1, keepdim=True)             # (..., 1)
+        return self.weight * (x - mu) / torch.sqrt(var + self.eps) + self.bias
+
+
+class RMSNorm(nn.Module):
+    """``RMSNorm(x) = γ ⊙ x / √(mean(x²) + ε)``: LayerNorm without centring and without
+    ``β``.
+
+    Shapes: x ``(..., d)`` → ``(..., d)``.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * x * torch.rsqrt((x ** 2).mean(-1, keepdim=True) + self.eps)
 
 
 class FeedForward(nn.Module):
@@ -52,16 +112,17 @@ class Block(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None,
                  dropout: float = 0.0, norm_first: bool = True, residual: bool = True,
-                 cross: bool = False, attn: nn.Module | None = None):
+                 cross: bool = False, attn: nn.Module | None = None,
+                 norm: Callable[[int], nn.Module] = nn.LayerNorm):
         super().__init__()
         self.norm_first, self.residual = norm_first, residual
         self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout) \
             if attn is None else attn
-        self.norm1 = nn.LayerNorm(d_model)
+        self.norm1 = norm(d_model)
         self.cross = MultiHeadAttention(d_model, n_heads, dropout=dropout) if cross else None
-        self.norm_cross = nn.LayerNorm(d_model) if cross else None
+        self.norm_cross = norm(d_model) if cross else None
         self.ffn = FeedForward(d_model, d_ff, dropout)
-        self.norm2 = nn.LayerNorm(d_model)
+        self.norm2 = norm(d_model)
         self.drop = nn.Dropout(dropout)
 
     def sublayer(self, x: torch.Tensor, norm: nn.Module, f) -> torch.Tensor:
@@ -83,3 +144,198 @@ class Block(nn.Module):
             x = self.sublayer(x, self.norm_cross,
                               lambda h: self.cross(h, memory, memory_mask)[0])
         return self.sublayer(x, self.norm2, self.ffn)
+
+
+def layer_grad_norms(blocks: nn.ModuleList) -> torch.Tensor:
+    """The L2 norm of the gradient of each block's parameters (after ``backward``).
+
+    Shapes: ``l`` blocks → ``(l,)``.
+    """
+    norms = []
+    for block in blocks:
+        grads = [p.grad.flatten() for p in block.parameters() if p.grad is not None]
+        if not grads:
+            raise ValueError("a block has no gradients; call loss.backward() first")
+        norms.append(torch.cat(grads).norm())
+    return torch.stack(norms)
+
+
+class Embedding(nn.Module):
+    """Token embedding plus a learned embedding of each position ``0 .. max_len-1``.
+
+    Shapes: ids ``(b, t)`` with ``t <= max_len`` → ``(b, t, d)``.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, max_len: int, dropout: float = 0.0):
+        super().__init__()
+        self.max_len = max_len
+        self.tok = nn.Embedding(vocab_size, d_model)
+        self.pos = nn.Embedding(max_len, d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if ids.dim() != 2 or ids.shape[1] > self.max_len:
+            raise ValueError(f"ids must be (b, t) with t <= max_len={self.max_len}; got "
+                             f"{tuple(ids.shape)}")
+        positions = torch.arange(ids.shape[1], device=ids.device)       # (t,)
+        return self.drop(self.tok(ids) + self.pos(positions))           # (b, t, d)
+
+
+def stack(n_layers: int, d_model: int, n_heads: int, d_ff: int | None, dropout: float,
+          norm_first: bool, residual: bool = True, cross: bool = False) -> nn.ModuleList:
+    """``n_layers`` blocks; a Pre-LN stack also needs a final norm (its output is an
+    un-normalised residual stream), which the models below add."""
+    return nn.ModuleList(Block(d_model, n_heads, d_ff, dropout, norm_first, residual, cross)
+                         for _ in range(n_layers))
+
+
+class TransformerLM(nn.Module):
+    """Decoder-only: embeddings → causal blocks → (final norm) → logits.
+
+    Shapes: ids ``(b, t)`` → logits ``(b, t, v)``.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int,
+                 max_len: int, d_ff: int | None = None, dropout: float = 0.0,
+                 norm_first: bool = True, residual: bool = True):
+        super().__init__()
+        self.embed = Embedding(vocab_size, d_model, max_len, dropout)
+        self.blocks = stack(n_layers, d_model, n_heads, d_ff, dropout, norm_first, residual)
+        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.head = nn.Linear(d_model, vocab_size)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)                                             # (b, t, d)
+        mask = causal_mask(ids.shape[1], device=ids.device)             # (t, t)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.head(self.norm(x))                                  # (b, t, v)
+
+
+class TransformerEncoder(nn.Module):
+    """Encoder-only: every real token attends to every real token (a padding mask, no
+    causal mask). Returns ``seq2seq.Encoded`` (context: the mean of the states).
+
+    Shapes: src ``(b, s)``, src_len ``(b,)`` → states ``(b, s, d)``, mask ``(b, s)``.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int,
+                 max_len: int = 64, d_ff: int | None = None, dropout: float = 0.0,
+                 norm_first: bool = True):
+        super().__init__()
+        self.embed = Embedding(vocab_size, d_model, max_len, dropout)
+        self.blocks = stack(n_layers, d_model, n_heads, d_ff, dropout, norm_first)
+        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+
+    def forward(self, src: torch.Tensor, src_len: torch.Tensor) -> seq2seq.Encoded:
+        if src.dim() != 2 or src_len.shape != src.shape[:1]:
+            raise ValueError(f"src must be (b, s) ids and src_len (b,); got "
+                             f"{tuple(src.shape)} and {tuple(src_len.shape)}")
+        mask = padding_mask(src_len, src.shape[1])                      # (b, s)
+        x = self.embed(src)
+        for block in self.blocks:
+            x = block(x, mask[:, None, None, :])                        # keys: real only
+        x = self.norm(x)
+        return seq2seq.Encoded(x, mask, rnn.pool(x, mask, "mean"))
+
+
+class TransformerDecoder(nn.Module):
+    """Causal self-attention over the target prefix + cross-attention to the encoder
+    states (queries from the decoder, keys and values from the encoder).
+
+    ``h`` is the prefix read so far: the decoder re-reads ``[h; tgt_in]`` and returns
+    the logits of the positions of ``tgt_in`` only, so a step-by-step call gives the
+    same logits as one teacher-forced call (the interface of ``seq2seq.Decoder``).
+
+    Shapes: tgt_in ``(b, t)``, enc (``seq2seq.Encoded``), h ``(b, t')`` or None
+    → logits ``(b, t, v)``, h ``(b, t' + t)``, weights None.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int,
+                 max_len: int = 64, d_ff: int | None = None, dropout: float = 0.0,
+                 norm_first: bool = True):
+        super().__init__()
+        self.embed = Embedding(vocab_size, d_model, max_len, dropout)
+        self.blocks = stack(n_layers, d_model, n_heads, d_ff, dropout, norm_first,
+                            cross=True)
+        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.readout = nn.Linear(d_model, vocab_size)
+
+    def forward(self, tgt_in: torch.Tensor, enc: seq2seq.Encoded,
+                h: torch.Tensor | None = None):
+        prefix = tgt_in if h is None else torch.cat([h, tgt_in], 1)    # (b, t_all)
+        x = self.embed(prefix)
+        mask = causal_mask(prefix.shape[1], device=prefix.device)       # (t_all, t_all)
+        memory_mask = enc.mask[:, None, None, :]                        # (b, 1, 1, s)
+        for block in self.blocks:
+            x = block(x, mask, memory=enc.states, memory_mask=memory_mask)
+        x = self.norm(x[:, -tgt_in.shape[1]:])                          # (b, t, d)
+        return self.readout(x), prefix, None                            # (b, t, v)
+
+
+def make_seq2seq(src_vocab_size: int, tgt_vocab_size: int, d_model: int = 128,
+                 n_heads: int = 4, n_layers: int = 3, d_ff: int | None = None,
+                 dropout: float = 0.0, max_len: int = 64,
+                 norm_first: bool = True) -> seq2seq.Seq2Seq:
+    """An encoder–decoder Transformer with ``n_layers`` blocks on each side."""
+    args = (d_model, n_heads, n_layers, max_len, d_ff, dropout, norm_first)
+    return seq2seq.Seq2Seq(TransformerEncoder(src_vocab_size, *args),
+                           TransformerDecoder(tgt_vocab_size, *args))
+
+
+def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
+    """Cut images into non-overlapping ``P×P`` patches, each flattened, row by row.
+
+    Shapes: images ``(b, c, H, W)`` → ``(b, n, c·P·P)`` with ``n = (H/P)·(W/P)``.
+    """
+    if images.dim() != 4 or images.shape[2] % patch_size or images.shape[3] % patch_size:
+        raise ValueError(f"images must be (b, c, H, W) with H and W multiples of "
+                         f"patch_size={patch_size}; got {tuple(images.shape)}")
+    return rearrange(images, "b c (gh p) (gw q) -> b (gh gw) (c p q)",
+                     p=patch_size, q=patch_size)
+
+
+class PatchEmbedding(nn.Module):
+    """Patches → linear embedding (a convolution with kernel = stride = P), a learned
+    class token in front, plus learned position embeddings.
+
+    Shapes: images ``(b, c, H, W)`` → ``(b, 1 + n, d)`` with ``n = H·W/P²``.
+    """
+
+    def __init__(self, image_size: int, patch_size: int, in_channels: int, d_model: int):
+        super().__init__()
+        if image_size % patch_size:
+            raise ValueError(f"image_size must be a multiple of patch_size; got "
+                             f"{image_size} and {patch_size}")
+        self.n_patches = (image_size // patch_size) ** 2
+        self.proj = nn.Conv2d(in_channels, d_model, patch_size, stride=patch_size)
+        self.cls = nn.Parameter(torch.zeros(1, 1, d_model))
+        self.pos = nn.Parameter(0.02 * torch.randn(1, 1 + self.n_patches, d_model))
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = rearrange(self.proj(images), "b d gh gw -> b (gh gw) d")    # (b, n, d)
+        cls = repeat(self.cls, "1 1 d -> b 1 d", b=images.shape[0])     # (b, 1, d)
+        return torch.cat([cls, x], 1) + self.pos                        # (b, 1 + n, d)
+
+
+class ViT(nn.Module):
+    """Vision Transformer: patch embedding → Pre-LN encoder blocks → final norm →
+    a linear classifier on the class token.
+
+    Shapes: images ``(b, c, H, W)`` → logits ``(b, n_classes)``.
+    """
+
+    def __init__(self, image_size: int, patch_size: int, n_classes: int, d_model: int,
+                 n_heads: int, n_layers: int, in_channels: int = 1,
+                 d_ff: int | None = None, dropout: float = 0.0):
+        super().__init__()
+        self.patches = PatchEmbedding(image_size, patch_size, in_channels, d_model)
+        self.blocks = stack(n_layers, d_model, n_heads, d_ff, dropout, norm_first=True)
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, n_classes)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = self.patches(images)                                        # (b, 1 + n, d)
+        for block in self.blocks:
+            x = block(x)                                                # no mask
+        return self.head(self.norm(x[:, 0]))                            # (b, n_classes)
