@@ -240,3 +240,17 @@ def test_vit_shapes_and_permutation_of_patches_matters():
         flipped = vit(images.flip(-1))
     assert logits.shape == (3, 10)
     assert not torch.allclose(logits, flipped)           # positions tell patches apart
+
+
+def test_vit_overfits_a_few_images():
+    torch.manual_seed(0)
+    vit = transformer.ViT(8, 2, n_classes=4, d_model=32, n_heads=4, n_layers=2)
+    images, labels = torch.rand(8, 1, 8, 8), torch.tensor([0, 1, 2, 3] * 2)
+    opt = torch.optim.Adam(vit.parameters(), lr=3e-3)
+    for _ in range(80):
+        loss = torch.nn.functional.cross_entropy(vit(images), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05
+    assert torch.equal(vit.eval()(images).argmax(-1), labels)
