@@ -91,6 +91,19 @@ def test_window_lm_shapes_and_errors():
         model(torch.randint(0, 11, (5, 4)))
 
 
+def test_next_token_loss_is_the_mean_cross_entropy_over_positions():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 5)
+    y = torch.tensor([[0, 4, 2], [1, 1, 3]])
+    by_hand = -torch.stack([logits[b, t].log_softmax(-1)[y[b, t]]
+                            for b in range(2) for t in range(3)]).mean()
+    check.close(lm.next_token_loss(lambda x: logits, (torch.zeros(2, 3), y)), by_hand)
+    with pytest.raises(ValueError, match=r"model\(x\) must return logits \(b, t, v\)"):
+        lm.next_token_loss(lambda x: logits[:, 0], (torch.zeros(2, 3), y))
+    with pytest.raises(ValueError, match=r"y must be \(b, t\) integer"):
+        lm.next_token_loss(lambda x: logits, (torch.zeros(2, 3), y.float()))
+
+
 def test_neural_bigram_reaches_the_counted_maximum_likelihood():
     """A window-1 model is a reparametrised bigram: trained to convergence, its training NLL
     equals the maximum-likelihood (k = 0) bigram's."""

@@ -5,6 +5,7 @@
 - :class:`BigramLM` counts bigrams with add-k smoothing (Jurafsky & Martin, ch. 3);
 - :class:`WindowLM` is the fixed-window feed-forward neural LM of Bengio et al. (2003),
   without the direct input-to-output connections of the paper;
+- :func:`next_token_loss` is the cross-entropy of a sequence model's next-token predictions;
 - :func:`sgns_loss` and :class:`SkipGram` are word2vec's skip-gram with negative sampling
   (Mikolov et al., 2013, arXiv:1310.4546), with frequent-word subsampling and the unigram^0.75
   noise distribution, trained with (sparse) Adam instead of plain SGD with a decaying rate, and
@@ -167,6 +168,30 @@ class WindowLM(nn.Module):
         e = self.embed(x)                        # (b, context, d_embed)
         h = torch.tanh(self.hidden(e.flatten(1)))  # (b, d_hidden): the window, concatenated
         return self.out(h)                       # (b, v)
+
+
+def next_token_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Mean cross-entropy of a language model's next-token predictions on ``batch = (x, y)``.
+
+    ``y`` holds the token that follows each position of ``x`` (as :func:`random_windows` makes).
+
+    Shapes: x ``(b, t)``, y ``(b, t)`` integer ids, ``model(x)`` ``(b, t, v)`` → scalar.
+    """
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise TypeError(f"batch must be a pair (x, y); got {type(batch).__name__}"
+                        + (f" of length {len(batch)}" if isinstance(batch, (tuple, list)) else ""))
+    x, y = batch
+    if not isinstance(y, torch.Tensor) or y.dim() != 2 or y.is_floating_point() or y.is_complex():
+        got = (f"{y.dtype} tensor of shape {tuple(y.shape)}" if isinstance(y, torch.Tensor)
+               else type(y).__name__)
+        raise ValueError(f"batch's y must be (b, t) integer token ids; got {got}")
+    logits = model(x)
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 3 or logits.shape[:2] != y.shape:
+        got = (f"shape {tuple(logits.shape)}" if isinstance(logits, torch.Tensor)
+               else type(logits).__name__)
+        raise ValueError(f"model(x) must return logits (b, t, v) = ({y.shape[0]}, {y.shape[1]}, v) "
+                         f"to match y; got {got}")
+    return F.cross_entropy(logits.flatten(0, 1), y.flatten())
 
 
 def subsample(ids: torch.Tensor, counts: torch.Tensor, t: float = 1e-4,
