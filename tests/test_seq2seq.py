@@ -13,7 +13,7 @@ from lecturelib import metrics, plot, seq2seq, train
 from lecturelib import translation as tr
 from lecturelib.translation import EOS_ID, PAD_ID
 
-from translation_helpers import V_SRC, V_TGT, toy_batch  # noqa: E402
+from translation_helpers import V_SRC, V_TGT, toy_batch, toy_corpus  # noqa: E402
 
 
 def tiny_model(seed=0, **kw) -> seq2seq.Seq2Seq:
@@ -176,3 +176,40 @@ def test_plot_bleu_by_length_draws_groups_and_points():
     assert list(line.get_xdata()) == [2.0, 4.5]
     assert list(points.get_xdata()) == [3, 5] and list(points.get_ydata()) == [100.0, 25.0]
     assert line.get_color() == plot.family_color("rnn")
+
+
+# --- the training recipe of chapters 4, 5 and 8 ---
+
+def test_val_loss_is_the_token_weighted_mean_whatever_the_batch_size():
+    corpus = toy_corpus()
+    model = seq2seq.make_model(len(corpus.src_vocab), len(corpus.tgt_vocab), d_emb=8,
+                               d_model=16)
+    whole = seq2seq.loss(model, corpus.batch(corpus.val))  # one batch: the definition
+    for batch_size in (1, 3, 500):
+        out = seq2seq.val_loss(model, corpus, "cpu", batch_size=batch_size)
+        assert list(out) == ["loss"]
+        assert out["loss"] == pytest.approx(whole.item(), rel=1e-5)
+
+
+def test_train_translator_is_the_documented_recipe_and_learns():
+    corpus = toy_corpus()
+
+    def fresh():
+        torch.manual_seed(0)
+        return seq2seq.make_model(len(corpus.src_vocab), len(corpus.tgt_vocab), d_emb=8,
+                                  d_model=16)
+
+    hist = seq2seq.train_translator(fresh(), corpus, steps=20, lr=1e-2, batch_size=8,
+                                    seed=1, desc="toy")
+    model = fresh()  # the recipe written out with train.fit
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    ref = train.fit(model, corpus.sampler(8, seed=1, by_length=True), seq2seq.loss,
+                    steps=20, optimizer=opt, scheduler=train.warmup_cosine(opt, 20, 2),
+                    clip=1.0, eval_fn=lambda m: seq2seq.val_loss(m, corpus, "cpu"),
+                    eval_every=4, progress=False)
+    assert hist.eval_steps == [4, 8, 12, 16, 20]                 # 5 evaluations
+    torch.testing.assert_close(hist.train_loss, ref.train_loss, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(hist.evals["loss"], ref.evals["loss"], rtol=1e-4, atol=1e-5)
+    assert hist.lr[0] == pytest.approx(1e-2) and hist.lr[-1] == pytest.approx(0, abs=1e-12)
+    assert all(a >= b for a, b in zip(hist.lr, hist.lr[1:]))      # cosine decay after warm-up
+    assert hist.evals["loss"][-1] < hist.evals["loss"][0] < math.log(len(corpus.tgt_vocab))

@@ -9,6 +9,8 @@
   the initial state, used deep LSTMs and reversed the source;
 - :class:`Seq2Seq` joins them; :func:`masked_cross_entropy` and :func:`loss` train it by
   teacher forcing with the padded positions left out;
+- :func:`val_loss` and :func:`train_translator` are the training recipe of chapters 4, 5
+  and 8 (AdamW, warm-up and cosine decay, clipping, batches of similar length);
 - :func:`greedy_decode` translates a batch token by token until ``</s>``;
 - :func:`evaluate` scores translations with corpus BLEU (Papineni et al., 2002) through
   ``lecturelib.metrics.bleu`` (sacreBLEU, Post 2018, arXiv:1804.08771) and keeps
@@ -37,7 +39,7 @@ import torch.nn.functional as F
 from einops import rearrange, repeat
 from torch import nn
 
-from lecturelib import metrics, rnn, translation
+from lecturelib import metrics, rnn, train, translation
 from lecturelib.translation import BOS_ID, EOS_ID, PAD_ID, Batch
 
 CONTEXTS = ("last", "mean")
@@ -164,6 +166,38 @@ def loss(model: Seq2Seq, batch: Sequence[torch.Tensor]) -> torch.Tensor:
     ``train.fit``. Shapes: as in ``translation.Batch`` → scalar."""
     b = Batch(*batch)
     return masked_cross_entropy(model(b.src, b.src_len, b.tgt_in), b.tgt_out)
+
+
+@torch.no_grad()
+def val_loss(model: nn.Module, corpus: translation.TranslationData,
+             device: torch.device | str, batch_size: int = 500) -> dict[str, float]:
+    """Mean loss per real target token over ``corpus.val``, as ``train.fit``'s ``eval_fn``
+    wants it: ``{"loss": ...}``."""
+    total, count = 0.0, 0
+    for b in corpus.batches(corpus.val, batch_size):
+        n = int(b.tgt_mask.sum())
+        total += loss(model, tuple(t.to(device) for t in b)).item() * n
+        count += n
+    return {"loss": total / count}
+
+
+def train_translator(model: nn.Module, corpus: translation.TranslationData, *,
+                     steps: int, lr: float, batch_size: int, seed: int,
+                     desc: str) -> train.History:
+    """Train a translator with AdamW (fused where the device has the kernel), a warm-up
+    over the first tenth of the ``steps`` and cosine decay, gradient clipping at 1 and
+    batches of sentences of similar length; the validation loss is measured 5 times."""
+    try:
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)  # one kernel
+    except RuntimeError:
+        opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    schedule = train.warmup_cosine(opt, steps, warmup=steps // 10)
+    batches = corpus.sampler(batch_size, seed=seed, by_length=True)
+    device = next(model.parameters()).device
+    return train.fit(model, batches, loss, steps=steps, optimizer=opt,
+                     scheduler=schedule, clip=1.0,
+                     eval_fn=lambda m: val_loss(m, corpus, device),
+                     eval_every=max(1, steps // 5), desc=desc)
 
 
 @torch.no_grad()
