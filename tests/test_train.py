@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lecturelib import train
+from lecturelib import checkpoint, train
 from lecturelib.train import History, fit
 
 
@@ -126,7 +126,7 @@ def test_an_exhausted_iterator_is_an_error_not_a_hang():
     once = iter([regression_batch(0), regression_batch(1)])
     with pytest.raises(ValueError, match="yielded nothing"):
         fit(linear(), once, mse, steps=3, progress=False)
-    with pytest.raises(ValueError, match="yielded nothing"):
+    with pytest.raises(ValueError, match="empty list"):
         fit(linear(), [], mse, steps=1, progress=False)
 
 
@@ -162,7 +162,8 @@ def _train(model, steps, **kw):
 
 def _same_history(a: History, b: History):
     da, db = a.to_dict(), b.to_dict()
-    da.pop("seconds"), db.pop("seconds")
+    for timing in ("seconds", "train_seconds", "eval_seconds"):
+        da.pop(timing), db.pop(timing)
     assert da == db
 
 
@@ -207,7 +208,7 @@ def test_resume_after_a_crash_ends_where_an_uninterrupted_run_ends(tmp_path):
         fit(interrupted, crashing, mse, steps=10, optimizer=opt, progress=False,
             scheduler=torch.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5),
             eval_fn=eval_fn, eval_every=2, checkpoint=ckpt, checkpoint_every=3)
-    assert torch.load(ckpt, weights_only=True)["step"] == 6
+    assert checkpoint.load(ckpt)["step"] == 6
     resumed = _noisy(seed=3)
     h_resumed = _train(resumed, 10, eval_fn=eval_fn, eval_every=2, checkpoint=ckpt, resume=True)
     for p, q in zip(straight.parameters(), resumed.parameters()):
@@ -225,7 +226,7 @@ def test_checkpoint_loads_with_weights_only(tmp_path):
     model = linear()
     ckpt = tmp_path / "c.pt"
     hist = fit(model, regression_batch, mse, steps=4, checkpoint=ckpt, progress=False)
-    state = torch.load(ckpt, weights_only=True)
+    state = checkpoint.load(ckpt)  # verified, then read with torch.load(weights_only=True)
     assert state["step"] == 4
     assert History.from_dict(state["history"]).train_loss == hist.train_loss
     for k, v in model.state_dict().items():
@@ -324,3 +325,114 @@ def test_to_device_keeps_named_tuples():
 
     moved = to_device(Pair(torch.ones(2), torch.zeros(3)), torch.device("cpu"))
     assert isinstance(moved, Pair) and moved.y.shape == (3,)
+
+
+def test_resume_with_a_list_of_batches_continues_from_its_position(tmp_path):
+    batches = [regression_batch(i) for i in range(5)]
+
+    def run(model, steps, **kw):
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        return fit(model, batches, mse, steps=steps, optimizer=opt, progress=False, **kw)
+
+    straight, resumed = linear(), linear(seed=3)
+    run(straight, 7)
+    run(linear(), 3, checkpoint=tmp_path / "c.pt")
+    run(resumed, 7, checkpoint=tmp_path / "c.pt", resume=True)
+    for p, q in zip(straight.parameters(), resumed.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_resume_refuses_what_it_cannot_continue(tmp_path):
+    ckpt = tmp_path / "c.pt"
+    fit(linear(), regression_batch, mse, steps=5, checkpoint=ckpt, progress=False)
+    with pytest.raises(ValueError, match="checkpoint is at step 5, beyond steps=3"):
+        fit(linear(), regression_batch, mse, steps=3, checkpoint=ckpt, resume=True,
+            progress=False)
+    assert checkpoint.load(ckpt)["step"] == 5  # and it is left as it was
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*regression_batch(0)))
+    with pytest.raises(ValueError, match="cannot resume with batches from an iterator"):
+        fit(linear(), loader, mse, steps=8, checkpoint=ckpt, resume=True, progress=False)
+    with pytest.raises(ValueError, match="accumulate=1; got accumulate=2"):
+        fit(linear(), regression_batch, mse, steps=8, accumulate=2, checkpoint=ckpt,
+            resume=True, progress=False)
+
+
+def test_accumulation_equals_one_step_on_the_concatenated_batch():
+    def half(i):  # micro-batch i: the rows of step i // 2's batch, half by half
+        x, y = regression_batch(i // 2)
+        return x[(i % 2) * 8:(i % 2 + 1) * 8], y[(i % 2) * 8:(i % 2 + 1) * 8]
+
+    whole, accumulated = linear(), linear()
+    h1 = fit(whole, regression_batch, mse, steps=5, lr=0.1, progress=False)
+    h2 = fit(accumulated, half, mse, steps=5, lr=0.1, accumulate=2, progress=False)
+    assert h2.train_loss == pytest.approx(h1.train_loss, rel=1e-5)
+    for p, q in zip(whole.parameters(), accumulated.parameters()):
+        torch.testing.assert_close(p, q)
+
+
+def test_a_nan_gradient_stops_at_its_step():
+    class Sqrt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.tensor([1.0, 0.0]))
+
+        def forward(self, x):  # d sqrt(w)/dw is infinite at w = 0: a finite loss, a bad gradient
+            return self.w.sqrt().sum()
+
+    with pytest.raises(FloatingPointError, match="gradient norm became inf at step 0"):
+        fit(Sqrt(), regression_batch, lambda m, b: m(b), steps=2, progress=False)
+
+
+def test_tokens_and_training_time_are_counted():
+    ids = torch.randint(0, 10, (4, 6))
+    model = nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 10))
+    hist = fit(model, [(ids, ids)], lambda m, b: F.cross_entropy(m(b[0]).flatten(0, 1),
+                                                                   b[1].flatten()),
+               steps=3, eval_fn=lambda m: {"x": 0.0}, eval_every=1, progress=False)
+    assert hist.tokens == 3 * 24
+    assert 0 < hist.eval_seconds[0] < hist.eval_seconds[-1] <= hist.train_seconds <= hist.seconds
+    assert train.count_tokens({"a": torch.ones(2), "b": (torch.zeros(3, dtype=torch.long),)}) == 3
+
+
+def test_warmup_then_cosine_to_a_floor():
+    opt = torch.optim.SGD(linear().parameters(), lr=1.0)
+    sched = train.warmup_cosine(opt, steps=10, warmup=2, final=0.1)
+    lrs = []
+    for _ in range(12):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs[:3] == pytest.approx([0.5, 1.0, 1.0])
+    assert lrs[6] == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 4 / 8)))
+    assert lrs[10:] == pytest.approx([0.1, 0.1])
+
+
+def test_weight_decay_only_on_matrices_of_linear_layers():
+    class TinyLM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+            self.norm = nn.LayerNorm(4)
+            self.proj = nn.Linear(4, 4)
+            self.head = nn.Linear(4, 10, bias=False)
+            self.head.weight = self.emb.weight  # tied
+
+    model = TinyLM()
+    decay, rest = train.decay_groups(model, 0.1)
+    assert decay["weight_decay"] == 0.1 and rest["weight_decay"] == 0.0
+    assert [id(p) for p in decay["params"]] == [id(model.proj.weight)]
+    assert {id(p) for p in rest["params"]} == {id(model.emb.weight), id(model.norm.weight),
+                                               id(model.norm.bias), id(model.proj.bias)}
+    opt = train.adamw(model, lr=1e-3)
+    assert sum(len(g["params"]) for g in opt.param_groups) == 5  # the tied weight once
+
+
+@pytest.mark.parametrize("device_type, bf16, amp, expected", [
+    ("cuda", True, "auto", torch.bfloat16),   # A100, H100, L4
+    ("cuda", False, "auto", torch.float16),   # T4, V100: fp16 with a gradient scaler
+    ("cuda", True, False, None),
+    ("cpu", True, "auto", None),
+    ("mps", False, True, None),
+])
+def test_mixed_precision_follows_the_device(device_type, bf16, amp, expected):
+    assert train.autocast_dtype(device_type, bf16, amp) == expected

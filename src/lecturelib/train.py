@@ -1,9 +1,21 @@
 """One training loop for the whole book.
 
-``fit`` trains any ``nn.Module`` given a way to get batches and a loss; it shows a progress bar with
-the live loss, evaluates periodically, clips gradients, saves and resumes checkpoints, and uses
-mixed precision on a GPU (bf16 where supported, otherwise fp16 with a gradient scaler). It returns a
-:class:`History`; it never plots.
+``fit`` trains any ``nn.Module`` given a way to get batches and a loss, and returns a
+:class:`History`; it never plots. Its loop reads like the algorithm::
+
+    for step in range(start, steps):
+        loss, norm = trainer.train_step()      # accumulate gradients, clip, update, schedule
+        trainer.record(loss, norm)             # history and progress bar
+        trainer.maybe_evaluate()               # every eval_every steps and after the last
+        trainer.show_progress()                # live loss, evaluation, tokens/s
+        trainer.maybe_checkpoint()             # every checkpoint_every steps and at the end
+
+and every refinement is a piece of its own rather than a branch in that loop:
+:class:`Precision` (bf16 autocast, or fp16 with a gradient scaler, on GPUs; full precision on
+CPU), :class:`BatchSource` (where the batch of each micro-step comes from, so a resumed run reads
+the data from where it stopped), gradient accumulation over ``accumulate`` micro-batches,
+:mod:`lecturelib.distributed` (DistributedDataParallel under ``torchrun``: each process trains
+on its shard of every batch), and :mod:`lecturelib.checkpoint` (atomic, checksummed files).
 
     def loss_fn(model, batch):
         x, y = batch
@@ -12,16 +24,14 @@ mixed precision on a GPU (bf16 where supported, otherwise fp16 with a gradient s
     hist = fit(model, get_batch, loss_fn, steps=500, lr=3e-3, clip=1.0,
                eval_fn=lambda m: {"loss": val_loss(m)}, eval_every=100)
 
-``batches`` is either a function ``step -> batch`` (random windows of a corpus) or an iterable
-(a ``DataLoader``), which is cycled. Batches may be tensors or nested tuples/lists/dicts of
-tensors; they are moved to the model's device.
+``batches`` is a function ``step -> batch``, a list of batches (cycled), or another iterable such
+as a ``DataLoader`` (cycled; such a run cannot resume). Batches are tensors or nested
+tuples/lists/dicts of tensors; they are moved to the model's device.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -31,7 +41,13 @@ from typing import Any
 import torch
 from torch import nn
 
-Batch = Any
+from lecturelib import checkpoint as ckpt
+from lecturelib import distributed
+from lecturelib.batches import Batch, BatchSource, count_tokens, model_device, to_device  # noqa: F401
+from lecturelib.optim import adamw, decay_groups, warmup_cosine  # noqa: F401
+from lecturelib.precision import Precision, amp_dtype, autocast_dtype  # noqa: F401
+from lecturelib.progress import PROGRESS_ENV, progress_bar  # noqa: F401
+
 
 
 @dataclass
@@ -44,7 +60,10 @@ class History:
     lr: list[float] = field(default_factory=list)
     eval_steps: list[int] = field(default_factory=list)
     evals: dict[str, list[float]] = field(default_factory=dict)
-    seconds: float = 0.0
+    eval_seconds: list[float] = field(default_factory=list)  # training time at each evaluation
+    seconds: float = 0.0  # wall time of the whole run, evaluations included
+    train_seconds: float = 0.0  # wall time spent in training steps only
+    tokens: int = 0  # input tokens seen (integer ids in the batches), over all processes
 
     def final(self, metric: str) -> float:
         """The last evaluated value of ``metric``."""
@@ -58,57 +77,6 @@ class History:
     @classmethod
     def from_dict(cls, d: dict) -> History:
         return cls(**d)
-
-
-def to_device(batch: Batch, device: torch.device) -> Batch:
-    """Move a tensor, or nested tuples/lists/dicts of tensors, to ``device``."""
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a NamedTuple
-        return type(batch)(*(to_device(b, device) for b in batch))
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(to_device(b, device) for b in batch)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device) for k, v in batch.items()}
-    return batch
-
-
-def model_device(model: nn.Module) -> torch.device:
-    """The device of a model's first parameter (CPU for a model without parameters)."""
-    p = next(model.parameters(), None)
-    return p.device if p is not None else torch.device("cpu")
-
-
-def amp_dtype(device: torch.device, amp: bool | str = "auto") -> torch.dtype | None:
-    """The autocast dtype: bf16 on GPUs that support it, fp16 on older GPUs (e.g. the T4), and
-    ``None`` (full precision) on CPU or when ``amp`` is False."""
-    if amp not in (True, False, "auto"):
-        raise ValueError(f"amp must be True, False or 'auto'; got {amp!r}")
-    if not amp or device.type != "cuda":
-        return None
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-
-
-def _batch_source(batches: Callable[[int], Batch] | Iterable[Batch]) -> Callable[[int], Batch]:
-    if callable(batches) and not isinstance(batches, torch.utils.data.DataLoader):
-        return batches
-    if not isinstance(batches, Iterable):
-        raise TypeError(
-            f"batches must be a function step -> batch or an iterable of batches; "
-            f"got {type(batches).__name__}"
-        )
-    def cycle():  # re-iterates each pass (a DataLoader reshuffles); caches nothing
-        while True:
-            empty = True
-            for batch in batches:
-                empty = False
-                yield batch
-            if empty:  # an empty iterable, or an iterator already used up: never loop forever
-                raise ValueError("batches yielded nothing; an iterator can be read only once, so "
-                                 "pass a list, a DataLoader or a function step -> batch")
-
-    iterator = cycle()
-    return lambda step: next(iterator)
 
 
 @torch.no_grad()
@@ -133,35 +101,193 @@ def evaluate(model: nn.Module, eval_fn: Callable[[nn.Module], dict[str, float]])
     return {k: float(v) for k, v in out.items()}
 
 
-def save_checkpoint(path: str | Path, model, optimizer, scheduler, scaler, step, hist) -> None:
-    """Write a checkpoint atomically (a crash never leaves a half-written file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    state = {
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict() if scheduler is not None else None,
-        "scaler": scaler.state_dict() if scaler is not None else None,
-        "step": step,
-        "history": hist.to_dict(),
-        "rng_cpu": torch.get_rng_state(),
-    }
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)
+@dataclass
+class Trainer:
+    """The state of one run of :func:`fit` and its named pieces."""
+
+    model: nn.Module  # the model as given (what checkpoints hold)
+    loss_fn: Callable[[nn.Module, Batch], torch.Tensor]
+    batches: BatchSource
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    precision: Precision
+    steps: int
+    clip: float | None = None
+    accumulate: int = 1
+    eval_fn: Callable[[nn.Module], dict[str, float]] | None = None
+    eval_every: int | None = None
+    checkpoint: Path | None = None
+    checkpoint_every: int | None = None
+    log_every: int = 1
+    step: int = 0
+    history: History = field(default_factory=History)
+    bar: Any = None
+
+    def __post_init__(self):
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.dist = distributed.current()
+        self.net = self.dist.wrap(self.model)  # the model under DDP when distributed
+        self.device = model_device(self.model)
+        self.clock = time.perf_counter() - self.history.seconds
+        self.train_clock = 0.0
+
+    def micro_batch(self, i: int) -> Batch:
+        """The shard of micro-batch ``i`` this process trains on, on the model's device."""
+        batch = self.batches(self.step * self.accumulate + i)
+        self.history.tokens += count_tokens(batch)
+        return to_device(self.dist.shard(batch), self.device)
+
+    def train_step(self) -> tuple[float, float]:
+        """One optimisation step: average the gradients of ``accumulate`` micro-batches, clip
+        them, update the weights, advance the schedule. Returns the loss and the raw norm."""
+        started = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for i in range(self.accumulate):
+            with self.dist.sync_gradients(self.net, last=i == self.accumulate - 1):
+                with self.precision.autocast():
+                    loss = self.loss_fn(self.net, self.micro_batch(i))
+                loss = _checked_loss(loss, self.step) / self.accumulate
+                self.precision.backward(loss)
+            total += loss.item()
+        norm = self.clip_gradients()
+        self.precision.step(self.optimizer)
+        if self.scheduler is not None:
+            self.scheduler.step()
+        self.step += 1
+        self.train_clock += time.perf_counter() - started
+        return total, norm
+
+    def clip_gradients(self) -> float:
+        """Unscale (fp16), measure and clip the global gradient norm; returns the raw norm."""
+        self.precision.unscale(self.optimizer)
+        norm = grad_norm(self.params).item()
+        if not math.isfinite(norm) and not self.precision.skips_bad_steps:
+            raise FloatingPointError(f"the gradient norm became {norm} at step {self.step}; lower "
+                                     "the learning rate or clip gradients")
+        if self.clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        return norm
+
+    def record(self, loss: float, norm: float) -> None:
+        h = self.history
+        if self.step % self.log_every == 0 or self.step == self.steps:
+            h.steps.append(self.step)
+            h.train_loss.append(self.dist.mean(loss))
+            h.grad_norm.append(norm)
+            h.lr.append(self.optimizer.param_groups[0]["lr"])
+        h.train_seconds += self.train_clock
+        self.train_clock = 0.0
+        h.seconds = time.perf_counter() - self.clock
+
+    def show_progress(self) -> None:
+        """Live loss, latest evaluation and tokens per second on the progress bar."""
+        h = self.history
+        if hasattr(self.bar, "set_postfix") and h.train_loss:
+            shown = {"loss": f"{h.train_loss[-1]:.3f}"}
+            shown.update({k: f"{v[-1]:.3f}" for k, v in h.evals.items()})
+            if h.tokens and h.train_seconds > 0:
+                shown["tok/s"] = f"{h.tokens / h.train_seconds:,.0f}"
+            self.bar.set_postfix(shown, refresh=False)
+
+    def maybe_evaluate(self) -> None:
+        if self.eval_fn is None:
+            return
+        if not ((self.eval_every and self.step % self.eval_every == 0) or self.step == self.steps):
+            return
+        for k, v in evaluate(self.model, self.eval_fn).items():
+            self.history.evals.setdefault(k, []).append(v)
+        self.history.eval_steps.append(self.step)
+        self.history.eval_seconds.append(self.history.train_seconds)
+
+    def maybe_checkpoint(self) -> None:
+        if self.checkpoint is None:
+            return
+        every = self.checkpoint_every and self.step % self.checkpoint_every == 0
+        if every or self.step == self.steps:
+            self.history.seconds = time.perf_counter() - self.clock
+            if self.dist.is_main:
+                ckpt.save(self.checkpoint, self.state_dict())
+            self.dist.barrier()
+
+    def state_dict(self) -> dict:
+        """Everything a resumed run needs to continue exactly: weights, optimizer, schedule,
+        gradient scaler, step, history and the random number generators."""
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+            "precision": self.precision.state_dict(),
+            "step": self.step,
+            "accumulate": self.accumulate,
+            "history": self.history.to_dict(),
+            "rng": rng_state(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["accumulate"] != self.accumulate:
+            raise ValueError(f"the checkpoint was trained with accumulate={state['accumulate']}; "
+                             f"got accumulate={self.accumulate}")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state["scheduler"] is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        self.precision.load_state_dict(state["precision"])
+        self.step, self.history = state["step"], History.from_dict(state["history"])
+        self.clock = time.perf_counter() - self.history.seconds
+        set_rng_state(state["rng"])
 
 
-def load_checkpoint(path, model, optimizer, scheduler=None, scaler=None) -> tuple[int, History]:
-    """Restore a checkpoint written by :func:`fit`; returns ``(step, history)``."""
-    state = torch.load(path, map_location=model_device(model), weights_only=True)
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    if scheduler is not None and state["scheduler"] is not None:
-        scheduler.load_state_dict(state["scheduler"])
-    if scaler is not None and state["scaler"] is not None:
-        scaler.load_state_dict(state["scaler"])
-    torch.set_rng_state(state["rng_cpu"].cpu())
-    return state["step"], History.from_dict(state["history"])
+def rng_state() -> dict:
+    """The state of torch's generators (CPU and, when present, CUDA)."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return {"cpu": torch.get_rng_state(), "cuda": cuda}
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["cpu"].cpu())
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+def _checked_loss(loss, step: int) -> torch.Tensor:
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise ValueError(f"loss_fn must return a scalar tensor (a mean over the batch); got "
+                         f"{shape}; reduce a per-example loss with .mean()")
+    if not torch.isfinite(loss):
+        raise FloatingPointError(f"loss became {loss.item()} at step {step}; lower the "
+                                 "learning rate or clip gradients")
+    return loss
+
+
+def _positive_int(name: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int; got {value!r}")
+
+
+def _check_arguments(model, steps, clip, accumulate, eval_fn, eval_every, checkpoint,
+                     checkpoint_every, resume, log_every) -> None:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    _positive_int("steps", steps)
+    _positive_int("accumulate", accumulate)
+    _positive_int("log_every", log_every)
+    _positive_int("eval_every", eval_every, allow_none=True)
+    _positive_int("checkpoint_every", checkpoint_every, allow_none=True)
+    if clip is not None and not (isinstance(clip, (int, float)) and math.isfinite(clip)
+                                 and clip > 0):
+        raise ValueError(f"clip must be a positive, finite gradient norm or None; got {clip!r}")
+    if clip is not None and any(getattr(m, "sparse", False) for m in model.modules()):
+        raise ValueError("clip cannot be used with sparse embedding gradients; pass clip=None")
+    if eval_every is not None and eval_fn is None:
+        raise ValueError("eval_every is set but there is no eval_fn to run")
+    if resume and checkpoint is None:
+        raise ValueError("resume=True needs a checkpoint path")
+    if checkpoint_every is not None and checkpoint is None:
+        raise ValueError("checkpoint_every is set but there is no checkpoint path")
 
 
 def fit(
@@ -174,6 +300,7 @@ def fit(
     optimizer: torch.optim.Optimizer | None = None,
     scheduler: Any | None = None,
     clip: float | None = None,
+    accumulate: int = 1,
     eval_fn: Callable[[nn.Module], dict[str, float]] | None = None,
     eval_every: int | None = None,
     checkpoint: str | Path | None = None,
@@ -188,124 +315,53 @@ def fit(
 
     - ``optimizer`` defaults to AdamW at ``lr``; ``scheduler`` (if any) steps once per step.
     - ``clip``: clip the global gradient norm to this value (the unclipped norm is recorded).
+    - ``accumulate``: micro-batches per step; their gradients are averaged, so a step sees a
+      batch ``accumulate`` times larger than one call of ``batches`` gives.
     - ``eval_fn(model) -> {metric: value}`` runs every ``eval_every`` steps and after the last.
     - ``checkpoint``: a file written every ``checkpoint_every`` steps and at the end; with
-      ``resume=True`` an existing checkpoint is loaded (``weights_only=True``) and training
-      continues from its step, so an interrupted run ends where an uninterrupted one would.
+      ``resume=True`` an existing checkpoint is verified and loaded and training continues from
+      its step with the same data, random numbers, optimizer and schedule, so an interrupted run
+      ends exactly where an uninterrupted one would.
+    - ``amp``: mixed precision on CUDA (see :class:`Precision`); full precision on CPU.
+    - Under ``torchrun`` (after :func:`lecturelib.distributed.init`) every process trains on its
+      shard of each batch and DistributedDataParallel averages the gradients.
     """
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int; got {steps!r}")
-    if clip is not None and clip <= 0:
-        raise ValueError(f"clip must be a positive gradient norm or None; got {clip}")
-    if clip is not None and any(getattr(m, "sparse", False) for m in model.modules()):
-        raise ValueError("clip cannot be used with sparse embedding gradients; pass clip=None")
-    if eval_every is not None and eval_fn is None:
-        raise ValueError("eval_every is set but there is no eval_fn to run")
-    if resume and checkpoint is None:
-        raise ValueError("resume=True needs a checkpoint path")
-    device = model_device(model)
+    _check_arguments(model, steps, clip, accumulate, eval_fn, eval_every, checkpoint,
+                     checkpoint_every, resume, log_every)
+    if checkpoint is not None:
+        checkpoint = ckpt.check_path(checkpoint)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the model has no trainable parameters")
-    optimizer = optimizer or torch.optim.AdamW(params, lr=lr)
-    dtype = amp_dtype(device, amp)
-    scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
-    get_batch = _batch_source(batches)
-
-    hist, start = History(), 0
-    if resume and Path(checkpoint).exists():
-        start, hist = load_checkpoint(checkpoint, model, optimizer, scheduler, scaler)
+    source = BatchSource(batches)
+    trainer = Trainer(model, loss_fn, source, optimizer or torch.optim.AdamW(params, lr=lr),
+                      scheduler, Precision(model_device(model), amp), steps, clip, accumulate,
+                      eval_fn, eval_every, checkpoint, checkpoint_every, log_every)
+    if resume and checkpoint.exists():
+        _resume(trainer, ckpt.load(checkpoint, map_location=trainer.device), source, steps)
     model.train()
-    t0 = time.perf_counter() - hist.seconds
-    bar = _progress(range(start, steps), steps, start, desc, progress)
-    for step in bar:
-        batch = to_device(get_batch(step), device)
-        autocast = (torch.autocast(device.type, dtype=dtype) if dtype is not None
-                    else contextlib.nullcontext())
-        with autocast:
-            loss = loss_fn(model, batch)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"loss became {loss.item()} at step {step}; lower the "
-                                     "learning rate or clip gradients")
-        optimizer.zero_grad(set_to_none=True)
-        (scaler.scale(loss) if scaler else loss).backward()
-        if scaler:
-            scaler.unscale_(optimizer)
-        norm = grad_norm(params)
-        if clip is not None:
-            torch.nn.utils.clip_grad_norm_(params, clip)
-        (scaler.step(optimizer), scaler.update()) if scaler else optimizer.step()
-        if scheduler is not None:
-            scheduler.step()
-        if (step + 1) % log_every == 0 or step + 1 == steps:
-            hist.steps.append(step + 1)
-            hist.train_loss.append(loss.item())
-            hist.grad_norm.append(norm.item())
-            hist.lr.append(optimizer.param_groups[0]["lr"])
-        if eval_fn is not None and ((eval_every and (step + 1) % eval_every == 0)
-                                    or step + 1 == steps):
-            for k, v in evaluate(model, eval_fn).items():
-                hist.evals.setdefault(k, []).append(v)
-            hist.eval_steps.append(step + 1)
-        if hasattr(bar, "set_postfix") and hist.train_loss:
-            shown = {"loss": f"{hist.train_loss[-1]:.3f}"}
-            shown.update({k: f"{v[-1]:.3f}" for k, v in hist.evals.items()})
-            bar.set_postfix(shown, refresh=False)
-        hist.seconds = time.perf_counter() - t0
-        if checkpoint and checkpoint_every and (step + 1) % checkpoint_every == 0:
-            save_checkpoint(checkpoint, model, optimizer, scheduler, scaler, step + 1, hist)
-    if checkpoint:
-        save_checkpoint(checkpoint, model, optimizer, scheduler, scaler, steps, hist)
-    return hist
+    trainer.bar = progress_bar(range(trainer.step, steps), steps, trainer.step, desc,
+                               progress and trainer.dist.is_main)
+    for _ in trainer.bar:
+        loss, norm = trainer.train_step()
+        trainer.record(loss, norm)
+        trainer.maybe_evaluate()
+        trainer.show_progress()
+        trainer.maybe_checkpoint()
+    return trainer.history
 
 
-PROGRESS_ENV = "LECTURELIB_PROGRESS"  # "bar" (default), "summary" (one line at the end), "off"
-
-
-class _Summary:
-    """Stands in for a progress bar where live updates cannot be shown (the rendered book, tests):
-    prints one line with the final postfix when the loop ends."""
-
-    def __init__(self, iterable, total, desc):
-        self.iterable, self.total, self.desc, self.postfix = iterable, total, desc, {}
-        self.t0 = time.perf_counter()
-
-    def __iter__(self):
-        yield from self.iterable
-        shown = ", ".join(f"{k} {v}" for k, v in self.postfix.items())
-        print(f"{self.desc}: {self.total} steps in {time.perf_counter() - self.t0:.1f} s; {shown}")
-
-    def set_postfix(self, postfix, refresh=False):
-        self.postfix = postfix
-
-
-def _progress(iterable, total, initial, desc, enabled):
-    mode = os.environ.get(PROGRESS_ENV, "bar")
-    if mode not in ("bar", "summary", "off"):
-        raise ValueError(f"${PROGRESS_ENV} must be bar, summary or off; got {mode!r}")
-    if not enabled or mode == "off":
-        return iterable
-    if mode == "summary":
-        return _Summary(iterable, total, desc)
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, initial=initial, desc=desc, mininterval=0.5)
+def _resume(trainer: Trainer, state: dict, source: BatchSource, steps: int) -> None:
+    if state["step"] > steps:
+        raise ValueError(f"the checkpoint is at step {state['step']}, beyond steps={steps}; pass "
+                         f"steps >= {state['step']} or another checkpoint path")
+    if state["step"] > 0 and not source.seekable:
+        raise ValueError("cannot resume with batches from an iterator or DataLoader: it cannot "
+                         "be positioned at the checkpoint's step; pass a function step -> batch "
+                         "or a list of batches")
+    trainer.load_state_dict(state)
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
     """Number of (trainable) parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
-
-
-def warmup_cosine(optimizer: torch.optim.Optimizer, steps: int, warmup: int = 0):
-    """Linear warm-up over ``warmup`` steps, then cosine decay to zero at ``steps``; pass the
-    result as ``fit(..., optimizer=optimizer, scheduler=...)``."""
-    if not 0 <= warmup < steps:
-        raise ValueError(f"need 0 <= warmup < steps; got warmup={warmup}, steps={steps}")
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / (steps - warmup))))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
