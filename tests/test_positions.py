@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lecturelib import attention, positions, transformer
+from lecturelib import positions, self_attention, transformer
 
 
 def test_sinusoidal_known_values():
@@ -83,13 +83,13 @@ def make_relative(seed=0, k=2):
 
 def test_relative_attention_with_zero_vectors_is_multi_head_attention():
     rel = make_relative()
-    mha = attention.MultiHeadAttention(8, 2)
+    mha = self_attention.MultiHeadAttention(8, 2)
     mha.load_state_dict({k: v for k, v in rel.state_dict().items() if "rel_" not in k})
     with torch.no_grad():
         rel.rel_k.weight.zero_()
         rel.rel_v.weight.zero_()
     x = torch.randn(2, 5, 8)
-    mask = attention.causal_mask(5)
+    mask = self_attention.causal_mask(5)
     for a, b in zip(rel(x, mask=mask), mha(x, mask=mask)):
         torch.testing.assert_close(a, b)
 
@@ -117,11 +117,11 @@ def test_relative_attention_plugs_into_a_block():
     torch.manual_seed(0)
     block = transformer.Block(8, 2, attn=positions.RelativeAttention(8, 2, 3))
     x = torch.randn(2, 6, 8)
-    y = block(x, attention.causal_mask(6))
+    y = block(x, self_attention.causal_mask(6))
     assert y.shape == (2, 6, 8)
     x2 = x.clone()
     x2[:, 4:] = 0  # the future does not change the past
-    torch.testing.assert_close(block(x2, attention.causal_mask(6))[:, :4], y[:, :4])
+    torch.testing.assert_close(block(x2, self_attention.causal_mask(6))[:, :4], y[:, :4])
     with pytest.raises(ValueError, match=r"\(b, t, 8\)"):
         block.attn(torch.randn(2, 6, 4))
 
@@ -144,7 +144,7 @@ def test_alibi_bias_known_answer_and_weights():
     assert torch.equal(positions.alibi_bias(2, 1, 3)[:, 0], bias[:, 2])  # last query
     # with all scores equal, causal weights fall by e^{-m} per step back
     q = torch.zeros(1, 2, 3, 4)
-    _, w = attention.scaled_dot_product(q, q, q, attention.causal_mask(3), bias)
+    _, w = self_attention.scaled_dot_product(q, q, q, self_attention.causal_mask(3), bias)
     m = positions.alibi_slopes(2)
     torch.testing.assert_close(w[0, :, 2, 0] / w[0, :, 2, 1], torch.exp(-m))
 
@@ -182,14 +182,14 @@ def test_rope_scores_depend_only_on_the_offset():
 
 def test_rotary_in_multi_head_attention():
     torch.manual_seed(0)
-    plain = attention.MultiHeadAttention(8, 2)
-    rope = attention.MultiHeadAttention(8, 2, rotary=positions.Rotary(4))
+    plain = self_attention.MultiHeadAttention(8, 2)
+    rope = self_attention.MultiHeadAttention(8, 2, rotary=positions.Rotary(4))
     rope.load_state_dict(plain.state_dict())
     x = torch.randn(2, 5, 8)
-    out, w = rope(x, mask=attention.causal_mask(5))
+    out, w = rope(x, mask=self_attention.causal_mask(5))
     assert out.shape == (2, 5, 8) and w.shape == (2, 2, 5, 5)
     torch.testing.assert_close(rope(x[:, :1])[0], plain(x[:, :1])[0])  # position 0: no turn
-    assert not torch.allclose(out, plain(x, mask=attention.causal_mask(5))[0])
+    assert not torch.allclose(out, plain(x, mask=self_attention.causal_mask(5))[0])
     with pytest.raises(ValueError, match="even"):
         positions.Rotary(5)
 

@@ -1,7 +1,7 @@
 """Chapter 5: attention, a differentiable soft lookup of values by query–key similarity.
 
 ``attention(q, K, V) = Σ_i softmax_i(score(q, k_i)) · v_i`` in three steps: a score per
-key → :func:`masked_softmax` (padded keys get weight exactly 0) → the weighted sum
+key → :func:`masked_softmax` (masked keys get weight exactly 0) → the weighted sum
 (:func:`attend`); :func:`lookup` runs all three.
 
 Scores (queries ``q``, keys ``k``):
@@ -19,25 +19,18 @@ the recurrence, which forces a loop over target steps even in training; this ord
 the GRU run over all teacher-forced steps at once. It plugs into ``seq2seq.Seq2Seq`` like
 ``seq2seq.Decoder``.
 
-Chapter 6: self-attention. :func:`scaled_dot_product` is ``softmax(QK^T/√d_k + B) V`` on
-any leading axes, with a boolean mask (True = may attend; :func:`causal_mask`,
-:func:`padding_mask`) and an optional additive score bias ``B`` (ALiBi, relative
-positions). :class:`MultiHeadAttention` projects to ``h`` heads of width ``d/h``, attends
-in every head at once, concatenates and applies ``W_O``; :func:`from_torch` copies the
-weights of a ``torch.nn.MultiheadAttention`` into it, so the two can be compared.
-:func:`order_mask` generalises the causal mask to any generation order (XLNet);
-:func:`dot_product_statistics` is the √d_k experiment; :func:`neighbour_retrieval` and
-:class:`SetAttention` are the chapter's set task and its one-layer model.
+Masks, here and in every later chapter: a bool tensor, True = may attend, always 3-D
+``(b, t, s)``, where ``b`` may be 1 (one mask for the whole batch, e.g. causal) and ``t``
+may be 1 (one mask for every query, i.e. key padding). :func:`check_mask` enforces it.
 
 Shapes use ``b`` batch, ``t`` queries (target positions), ``s`` keys (source positions),
-``d`` width, ``h`` heads, ``v`` vocabulary, ``l`` layers.
+``d`` width, ``v`` vocabulary, ``l`` layers.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from collections.abc import Callable
 
 from einops import einsum, rearrange, repeat
 from torch import nn
@@ -124,19 +117,45 @@ def make_score(kind: str, d_q: int, d_k: int, d_att: int | None = None) -> nn.Mo
     raise ValueError(f"score must be one of {SCORES}; got {kind!r}")
 
 
+def check_mask(mask, b: int, t: int, s: int, name: str = "mask") -> None:
+    """Raise unless ``mask`` is a bool ``(b, t, s)`` tensor in which ``b`` and ``t`` may be
+    1: the mask convention of the whole package.
+
+    Shapes: mask ``(b, t, s)``, ``(1, t, s)``, ``(b, 1, s)`` or ``(1, 1, s)``.
+    """
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise TypeError(f"{name} must be a bool tensor (True = may attend); got {got}")
+    expected = f"(b, t, s) = ({b}, {t}, {s}), where b and t may be 1"
+    if mask.dim() == 2:
+        raise ValueError(f"{name} must be 3-D {expected}; got the 2-D {tuple(mask.shape)}: "
+                         f"write mask[None] for a (t, s) mask, mask[:, None, :] for a "
+                         f"(b, s) padding mask")
+    if mask.dim() != 3 or mask.shape[0] not in (1, b) or mask.shape[1] not in (1, t) \
+            or mask.shape[2] != s:
+        raise ValueError(f"{name} must be {expected}; got {tuple(mask.shape)}")
+
+
 def masked_softmax(scores: torch.Tensor,
                    mask: torch.Tensor | None = None) -> torch.Tensor:
     """Softmax over the last axis (the keys); keys with ``mask`` False get weight 0.
 
-    Shapes: scores ``(..., s)``, mask broadcastable to it, e.g. ``(b, 1, s)``
-    → ``(..., s)``.
+    Shapes: scores ``(b, ..., t, s)`` (any axes, e.g. heads, between b and t), mask
+    ``(b, t, s)`` with ``b``, ``t`` possibly 1 → ``(b, ..., t, s)``.
     """
+    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
+        got = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise TypeError(f"scores must be a floating-point tensor; got {got}")
     if mask is None:
         return F.softmax(scores, -1)
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be bool (True = attend); got {mask.dtype}")
+    if scores.dim() < 3:
+        raise ValueError(f"scores must be (b, ..., t, s) when a mask is given; got "
+                         f"{tuple(scores.shape)}")
+    check_mask(mask, scores.shape[0], *scores.shape[-2:])
     if not mask.any(-1).all():
-        raise ValueError("every query needs at least one key that is not masked")
+        raise ValueError("mask: every query needs at least one key that is not masked; "
+                         "got a row of mask that is all False")
+    mask = mask.view(mask.shape[0], *[1] * (scores.dim() - 3), *mask.shape[1:])
     return F.softmax(scores.masked_fill(~mask, float("-inf")), -1)  # exp(-inf) = 0
 
 
@@ -144,16 +163,14 @@ def attend(scores: torch.Tensor, values: torch.Tensor,
            mask: torch.Tensor | None = None):
     """Weights ``α = masked_softmax(scores)`` and the weighted sums ``c = α V``.
 
-    Shapes: scores ``(b, t, s)``, values ``(b, s, d_v)``, mask ``(b, s)`` or None
-    → context ``(b, t, d_v)``, weights ``(b, t, s)``.
+    Shapes: scores ``(b, t, s)``, values ``(b, s, d_v)``, mask ``(b, t, s)`` (b, t may
+    be 1; a padding mask is ``(b, 1, s)``) or None → context ``(b, t, d_v)``, weights
+    ``(b, t, s)``.
     """
     if scores.dim() != 3 or values.dim() != 3 or scores.shape[::2] != values.shape[:2]:
         raise ValueError(f"scores must be (b, t, s) and values (b, s, d_v); got "
                          f"{tuple(scores.shape)} and {tuple(values.shape)}")
-    if mask is not None and mask.shape != values.shape[:2]:
-        raise ValueError(f"mask must be (b, s) = {tuple(values.shape[:2])}; got "
-                         f"{tuple(mask.shape)}")
-    weights = masked_softmax(scores, None if mask is None else mask[:, None, :])
+    weights = masked_softmax(scores, mask)
     return einsum(weights, values, "b t s, b s d -> b t d"), weights
 
 
@@ -161,8 +178,8 @@ def lookup(q, k, v, score: nn.Module, mask: torch.Tensor | None = None):
     """The soft lookup: score the keys with the queries, then :func:`attend` to the
     values.
 
-    Shapes: q ``(b, t, d_q)``, k ``(b, s, d_k)``, v ``(b, s, d_v)``, mask ``(b, s)``
-    → context ``(b, t, d_v)``, weights ``(b, t, s)``.
+    Shapes: q ``(b, t, d_q)``, k ``(b, s, d_k)``, v ``(b, s, d_v)``, mask ``(b, t, s)``
+    (b, t may be 1) → context ``(b, t, d_v)``, weights ``(b, t, s)``.
     """
     return attend(score(q, k), v, mask)
 
@@ -196,7 +213,8 @@ class AttentionDecoder(nn.Module):
         h = self.init_state(enc) if h is None else h
         s, h = self.rnn(self.embed(tgt_in), h)                    # (b, t, d_model)
         scores = self.score(s, enc.states)                        # (b, t, s)
-        c, weights = attend(scores, enc.states, enc.mask)         # (b, t, d_enc)
+        keep = enc.mask[:, None, :]                               # (b, 1, s)
+        c, weights = attend(scores, enc.states, keep)             # (b, t, d_enc)
         out = torch.tanh(self.combine(torch.cat([s, c], -1)))     # (b, t, d_emb)
         return self.readout(out), h, weights                      # (b, t, v)
 
@@ -210,202 +228,3 @@ def make_model(src_vocab_size: int, tgt_vocab_size: int, d_emb: int = 128,
                           context)
     dec = AttentionDecoder(tgt_vocab_size, d_emb, d_model, enc.d_enc, n_layers, score)
     return seq2seq.Seq2Seq(enc, dec)
-
-
-def scaled_dot_product(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                       mask: torch.Tensor | None = None, bias: torch.Tensor | None = None,
-                       scale: float | None = None):
-    """``softmax(q k^T · scale + bias) v`` with ``scale = 1/√d_k`` unless given; keys
-    where ``mask`` is False get weight exactly 0.
-
-    Shapes: q ``(..., t, d_k)``, k ``(..., s, d_k)``, v ``(..., s, d_v)``; mask (bool)
-    and bias (float) broadcastable to ``(..., t, s)`` → out ``(..., t, d_v)``,
-    weights ``(..., t, s)``.
-    """
-    if q.dim() < 2 or q.dim() != k.dim() or k.dim() != v.dim():
-        raise ValueError(f"q, k, v must be (..., t, d_k), (..., s, d_k), (..., s, d_v) "
-                         f"with the same leading axes; got {tuple(q.shape)}, "
-                         f"{tuple(k.shape)}, {tuple(v.shape)}")
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"q and k need one d_k, k and v one number of keys s; got "
-                         f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
-    scores = einsum(q, k, "... t d, ... s d -> ... t s") * scale
-    if bias is not None:
-        scores = scores + bias
-    weights = masked_softmax(scores, mask)
-    return einsum(weights, v, "... t s, ... s d -> ... t d"), weights
-
-
-def causal_mask(t: int, s: int | None = None, device=None) -> torch.Tensor:
-    """True where query ``i`` may attend key ``j``: ``j <= i + (s - t)``, so with
-    ``s = t`` (the default) every position sees itself and the past.
-
-    Shapes: → ``(t, s)`` bool.
-    """
-    s = t if s is None else s
-    if t < 1 or s < t:
-        raise ValueError(f"need 1 <= t <= s (queries are the last t of s positions); "
-                         f"got t={t}, s={s}")
-    i = torch.arange(t, device=device)[:, None] + (s - t)
-    j = torch.arange(s, device=device)[None, :]
-    return j <= i
-
-
-def padding_mask(lengths: torch.Tensor, s: int | None = None) -> torch.Tensor:
-    """True for the real (non-padded) keys of each sequence.
-
-    Shapes: lengths ``(b,)`` → ``(b, s)`` bool with ``s = max(lengths)`` by default.
-    """
-    if lengths.dim() != 1 or lengths.dtype.is_floating_point:
-        raise ValueError(f"lengths must be a 1-d integer tensor; got {lengths.dtype} "
-                         f"{tuple(lengths.shape)}")
-    s = int(lengths.max()) if s is None else s
-    return torch.arange(s, device=lengths.device)[None, :] < lengths[:, None]
-
-
-class MultiHeadAttention(nn.Module):
-    """``MHA(X_q, X_kv) = concat_h(attention(X_q W_Q^h, X_kv W_K^h, X_kv W_V^h)) W_O``
-    with ``h`` heads of width ``d_h = d/h``: the same ``4d²`` weights as one head of
-    width ``d``. ``rotary``, if given, rotates queries and keys per head (chapter 7).
-
-    Shapes: x ``(b, t, d)``, context ``(b, s, d)`` (default: x, self-attention), mask
-    bool broadcastable to ``(b, h, t, s)`` (True = may attend; a ``(t, s)`` causal mask
-    or a ``(b, 1, 1, s)`` padding mask), bias broadcastable to ``(b, h, t, s)``
-    → out ``(b, t, d)``, weights ``(b, h, t, s)``.
-    """
-
-    def __init__(self, d_model: int, n_heads: int, bias: bool = True,
-                 dropout: float = 0.0,
-                 rotary: Callable[[torch.Tensor], torch.Tensor] | None = None):
-        super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model must be divisible by n_heads; got {d_model} and "
-                             f"{n_heads}")
-        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
-        self.W_q = nn.Linear(d_model, d_model, bias=bias)
-        self.W_k = nn.Linear(d_model, d_model, bias=bias)
-        self.W_v = nn.Linear(d_model, d_model, bias=bias)
-        self.W_o = nn.Linear(d_model, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
-        self.rotary = rotary
-
-    def split(self, x: torch.Tensor) -> torch.Tensor:
-        return rearrange(x, "b t (h e) -> b h t e", h=self.n_heads)
-
-    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None,
-                mask: torch.Tensor | None = None, bias: torch.Tensor | None = None):
-        context = x if context is None else context
-        if x.dim() != 3 or context.dim() != 3 or x.shape[-1] != self.d_model \
-                or context.shape[-1] != self.d_model or x.shape[0] != context.shape[0]:
-            raise ValueError(f"x and context must be (b, t, {self.d_model}) and "
-                             f"(b, s, {self.d_model}); got {tuple(x.shape)} and "
-                             f"{tuple(context.shape)}")
-        q = self.split(self.W_q(x))                               # (b, h, t, d_h)
-        k = self.split(self.W_k(context))                         # (b, h, s, d_h)
-        v = self.split(self.W_v(context))                         # (b, h, s, d_h)
-        if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)
-        out, weights = scaled_dot_product(q, k, v, mask, bias)
-        out = self.dropout(rearrange(out, "b h t e -> b t (h e)"))
-        return self.W_o(out), weights                             # (b, t, d)
-
-
-def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
-    """Our :class:`MultiHeadAttention` with the weights of a ``batch_first``
-    ``nn.MultiheadAttention`` (whose fused ``in_proj_weight`` stacks W_Q, W_K, W_V)."""
-    if not mha.batch_first or not mha._qkv_same_embed_dim:
-        raise ValueError("expected nn.MultiheadAttention(..., batch_first=True) with "
-                         "kdim = vdim = embed_dim")
-    has_bias = mha.in_proj_bias is not None
-    ours = MultiHeadAttention(mha.embed_dim, mha.num_heads, bias=has_bias)
-    with torch.no_grad():
-        for i, lin in enumerate((ours.W_q, ours.W_k, ours.W_v)):
-            lin.weight.copy_(mha.in_proj_weight.chunk(3)[i])
-            if has_bias:
-                lin.bias.copy_(mha.in_proj_bias.chunk(3)[i])
-        ours.W_o.weight.copy_(mha.out_proj.weight)
-        if has_bias:
-            ours.W_o.bias.copy_(mha.out_proj.bias)
-    return ours
-
-
-# ------------------------------------------------ chapter 6: masks, experiments, a set task
-def order_mask(order: torch.Tensor) -> torch.Tensor:
-    """The causal mask of an arbitrary generation order: ``order[r]`` is the position
-    generated at step ``r``, and position ``i`` may attend ``j`` when ``j`` is generated no
-    later than ``i``. ``order = arange(t)`` gives :func:`causal_mask`.
-
-    Shapes: order ``(t,)``, a permutation of ``0..t-1`` → ``(t, t)`` bool.
-    """
-    t = order.numel()
-    if order.dim() != 1 or order.dtype.is_floating_point or not torch.equal(
-            order.sort().values, torch.arange(t, device=order.device)):
-        raise ValueError(f"order must be a permutation of 0..t-1; got {order.tolist()}")
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(t, device=order.device)       # the step that writes each i
-    return rank[None, :] <= rank[:, None]
-
-
-def dot_product_statistics(d_k: int, scaled: bool, n_keys: int = 64, n: int = 1000,
-                           seed: int = 0) -> dict[str, float]:
-    """One query against ``n_keys`` keys, all with independent N(0, 1) components, in
-    ``n`` trials: the variance of ``q·k``, the mean entropy (nats) of the attention
-    weights, the fraction of queries whose largest weight exceeds 0.99, and the median
-    norm of the gradient, with respect to the scores, of a loss ``Σ_j u_j α_j`` with
-    random ``u ~ N(0, I)``. Scores are ``q·k/√d_k`` if ``scaled``, else ``q·k``.
-    """
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(n, 1, d_k, generator=g)
-    k = torch.randn(n, n_keys, d_k, generator=g)
-    dots = einsum(q, k, "n t d, n s d -> n t s")                  # (n, 1, n_keys)
-    scores = (dots * d_k**-0.5 if scaled else dots).requires_grad_()
-    weights = F.softmax(scores, -1)
-    (weights * torch.randn(n, 1, n_keys, generator=g)).sum().backward()
-    return {"variance": dots.var().item(),
-            "entropy": -torch.xlogy(weights, weights).sum(-1).mean().item(),
-            "saturated": (weights.max(-1).values > 0.99).float().mean().item(),
-            "grad_norm": scores.grad.norm(dim=-1).median().item()}
-
-
-def neighbour_retrieval(n: int, n_items: int, n_values: int = 16, seed: int = 0):
-    """A set of ``n_items`` items, each a key (a permutation of ``0..n_items-1``, so the
-    items arrive in random order) and a random value; every item must output the values
-    of the items with keys ``key + 1`` and ``key - 1`` (mod ``n_items``). The order of
-    the items carries no information, so the task needs no positions.
-
-    Shapes: → keys, values ``(n, n_items)``, targets ``(n, n_items, 2)`` (next, previous).
-    """
-    if n < 1 or n_items < 3 or n_values < 2:
-        raise ValueError(f"need n >= 1, n_items >= 3, n_values >= 2; got {n}, {n_items}, "
-                         f"{n_values}")
-    g = torch.Generator().manual_seed(seed)
-    keys = torch.rand(n, n_items, generator=g).argsort(1)
-    values = torch.randint(0, n_values, (n, n_items), generator=g)
-    by_key = torch.empty_like(values).scatter_(1, keys, values)  # by_key[:, k]: key k's value
-    targets = [by_key.gather(1, (keys + shift) % n_items) for shift in (1, -1)]
-    return keys, values, torch.stack(targets, -1)
-
-
-class SetAttention(nn.Module):
-    """Embed each item as ``E_key[key] + E_value[value]`` (no positions), one layer of
-    :class:`MultiHeadAttention`, and a linear read-out of ``n_out`` values per item.
-
-    Shapes: keys, values ``(b, t)`` → logits ``(b, t, n_out, n_values)``, weights
-    ``(b, h, t, t)``.
-    """
-
-    def __init__(self, n_keys: int, n_values: int, d_model: int, n_heads: int,
-                 n_out: int = 2):
-        super().__init__()
-        self.n_out, self.n_values = n_out, n_values
-        self.key_embed = nn.Embedding(n_keys, d_model)
-        self.value_embed = nn.Embedding(n_values, d_model)
-        self.attn = MultiHeadAttention(d_model, n_heads)
-        self.readout = nn.Linear(d_model, n_out * n_values)
-
-    def forward(self, keys: torch.Tensor, values: torch.Tensor):
-        x = self.key_embed(keys) + self.value_embed(values)          # (b, t, d)
-        out, weights = self.attn(x)                                   # (b, t, d)
-        logits = rearrange(self.readout(out), "b t (o v) -> b t o v", o=self.n_out)
-        return logits, weights

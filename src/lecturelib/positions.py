@@ -21,7 +21,7 @@ Relative positions, inside attention:
   dimensions ``(2i, 2i+1)`` of a query or key at position ``m`` by ``m θ_i``,
   ``θ_i = base^{-2i/d}`` (``i`` from 0), with the rotation formula; :func:`rope_complex`
   does the same as a complex multiplication; :class:`Rotary` plugs into
-  ``attention.MultiHeadAttention(rotary=...)``. Pairs are adjacent dimensions as in the
+  ``self_attention.MultiHeadAttention(rotary=...)``. Pairs are adjacent dimensions as in the
   paper; many codebases pair dimension ``i`` with ``i + d/2`` instead, which is the same
   rotation of permuted dimensions.
 
@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from einops import einsum, rearrange
 from torch import nn
 
-from lecturelib.attention import MultiHeadAttention, causal_mask, scaled_dot_product
+from lecturelib.self_attention import MultiHeadAttention, causal_mask, scaled_dot_product
 from lecturelib.transformer import Block
 
 SCHEMES = ("none", "sinusoidal", "learned", "shaw", "alibi", "rope")
@@ -150,7 +150,7 @@ def relative_distances(t: int, s: int | None = None, max_distance: int = 16,
                        device=None) -> torch.Tensor:
     """``clip(j - i, -k, k) + k``: the index of the relative-position vector of query ``i``
     and key ``j``, with query ``i`` at position ``i + s - t`` (the last ``t`` of ``s``
-    positions, as in ``attention.causal_mask``).
+    positions, as in ``self_attention.causal_mask``).
 
     Shapes: → ``(t, s)`` long, values in ``0..2k``.
     """
@@ -168,8 +168,9 @@ class RelativeAttention(MultiHeadAttention):
     ``a_{ij}`` is the learned vector of distance ``clip(j - i, -k, k)``. The same call as
     ``MultiHeadAttention``, so it plugs into ``transformer.Block(attn=...)``.
 
-    Shapes: x ``(b, t, d)``, context ``(b, s, d)``, mask, bias broadcastable to
-    ``(b, h, t, s)`` → out ``(b, t, d)``, weights ``(b, h, t, s)``.
+    Shapes: x ``(b, t, d)``, context ``(b, s, d)``, mask bool ``(b, t, s)`` with ``b``, ``t``
+    possibly 1, bias broadcastable to ``(b, h, t, s)`` → out ``(b, t, d)``, weights
+    ``(b, h, t, s)``.
     """
 
     def __init__(self, d_model: int, n_heads: int, max_distance: int = 16,
@@ -266,7 +267,7 @@ def rope_complex(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
 
 
 class Rotary(nn.Module):
-    """RoPE as the ``rotary`` of ``attention.MultiHeadAttention``: rotates queries or keys
+    """RoPE as the ``rotary`` of ``self_attention.MultiHeadAttention``: rotates queries or keys
     of positions ``offset..offset+t-1``.
 
     Shapes: x ``(b, h, t, d_head)`` → ``(b, h, t, d_head)``.
@@ -319,7 +320,7 @@ class PositionalLM(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         t = ids.shape[1]
         x = self.pos(self.embed(ids))                             # (b, t, d)
-        mask = causal_mask(t, device=ids.device)                  # (t, t)
+        mask = causal_mask(t, device=ids.device)                  # (1, t, t)
         bias = alibi_bias(self.n_heads, t, device=ids.device) \
             if self.scheme == "alibi" else None                   # (h, t, t)
         for block in self.blocks:
