@@ -99,7 +99,8 @@ def test_relative_attention_known_answer():
     rel = make_relative(k=2)
     x = torch.randn(1, 4, 8)
     out, weights = rel(x)
-    q, k, v = (rel.split(w(x))[0] for w in (rel.W_q, rel.W_k, rel.W_v))  # (h, t, e)
+    q, k, v = (w(x)[0].view(4, 2, 4).transpose(0, 1)             # (h, t, e)
+               for w in (rel.W_q, rel.W_k, rel.W_v))
     heads = torch.zeros(4, 2, 4)
     for h in range(2):
         for i in range(4):

@@ -102,7 +102,10 @@ def test_order_mask_is_the_causal_mask_of_the_permuted_sequence():
 def test_per_head_attention_equals_torch_sdpa_and_heads_cost_no_parameters():
     torch.manual_seed(0)
     mha, x = sa.MultiHeadAttention(16, 4), torch.randn(2, 6, 16)
-    q, k, v = (mha.split(lin(x)) for lin in (mha.W_q, mha.W_k, mha.W_v))
+    q, k, v = mha.project(x)                                      # (b, h, t, d_h)
+    for lin, ours in zip((mha.W_q, mha.W_k, mha.W_v), (q, k, v)):  # head i: slice i
+        for i in range(4):
+            torch.testing.assert_close(ours[:, i], lin(x)[..., 4 * i:4 * (i + 1)])
     sdpa = torch.nn.functional.scaled_dot_product_attention
     for causal in (False, True):
         heads = sdpa(q, k, v, is_causal=causal)
@@ -110,6 +113,7 @@ def test_per_head_attention_equals_torch_sdpa_and_heads_cost_no_parameters():
         torch.testing.assert_close(sa.scaled_dot_product(q, k, v, mask)[0], heads)
         concat = heads.transpose(1, 2).flatten(2)                 # (b, t, h·d_h)
         torch.testing.assert_close(mha(x, mask=mask)[0], mha.W_o(concat))
+        torch.testing.assert_close(mha.merge_heads(heads), mha.W_o(concat))
     one = sa.MultiHeadAttention(16, 1)
     assert train.count_parameters(one) == train.count_parameters(mha) == 4 * (16 * 16 + 16)
 

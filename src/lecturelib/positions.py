@@ -39,7 +39,7 @@ import math
 
 import torch
 import torch.nn.functional as F
-from einops import einsum, rearrange
+from einops import einsum
 from torch import nn
 
 from lecturelib.self_attention import MultiHeadAttention, causal_mask, scaled_dot_product
@@ -182,23 +182,14 @@ class RelativeAttention(MultiHeadAttention):
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None,
                 mask: torch.Tensor | None = None, bias: torch.Tensor | None = None):
-        context = x if context is None else context
-        if x.dim() != 3 or context.dim() != 3 or x.shape[-1] != self.d_model \
-                or context.shape[-1] != self.d_model or x.shape[0] != context.shape[0]:
-            raise ValueError(f"x and context must be (b, t, {self.d_model}) and "
-                             f"(b, s, {self.d_model}); got {tuple(x.shape)} and "
-                             f"{tuple(context.shape)}")
-        q = self.split(self.W_q(x))                               # (b, h, t, d_h)
-        k = self.split(self.W_k(context))                         # (b, h, s, d_h)
-        v = self.split(self.W_v(context))                         # (b, h, s, d_h)
-        dist = relative_distances(x.shape[1], context.shape[1], self.max_distance,
+        q, k, v = self.project(x, context)                        # (b, h, t|s, d_h)
+        dist = relative_distances(q.shape[2], k.shape[2], self.max_distance,
                                   x.device)                       # (t, s)
         a_k, a_v = self.rel_k(dist), self.rel_v(dist)             # (t, s, d_h)
         rel = einsum(q, a_k, "b h t e, t s e -> b h t s") / math.sqrt(self.d_head)
-        out, weights = scaled_dot_product(q, k, v, mask, rel if bias is None else rel + bias)
-        out = out + einsum(weights, a_v, "b h t s, t s e -> b h t e")
-        out = self.dropout(rearrange(out, "b h t e -> b t (h e)"))
-        return self.W_o(out), weights
+        heads, weights = scaled_dot_product(q, k, v, mask, rel if bias is None else rel + bias)
+        heads = heads + einsum(weights, a_v, "b h t s, t s e -> b h t e")
+        return self.merge_heads(heads), weights                   # (b, t, d)
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:

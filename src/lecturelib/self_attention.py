@@ -122,25 +122,41 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.rotary = rotary
 
-    def split(self, x: torch.Tensor) -> torch.Tensor:
-        return rearrange(x, "b t (h e) -> b h t e", h=self.n_heads)
+    def project(self, x: torch.Tensor, context: torch.Tensor | None = None):
+        """Queries from ``x``, keys and values from ``context`` (default: ``x``), each split
+        into ``h`` heads, queries and keys rotated by ``rotary`` if there is one.
 
-    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None,
-                mask: torch.Tensor | None = None, bias: torch.Tensor | None = None):
+        Shapes: x ``(b, t, d)``, context ``(b, s, d)`` → q ``(b, h, t, d_h)``, k and v
+        ``(b, h, s, d_h)``.
+        """
         context = x if context is None else context
+        for name, a in (("x", x), ("context", context)):
+            if not isinstance(a, torch.Tensor) or not a.is_floating_point():
+                got = a.dtype if isinstance(a, torch.Tensor) else type(a).__name__
+                raise TypeError(f"{name} must be a floating-point tensor; got {got}")
         if x.dim() != 3 or context.dim() != 3 or x.shape[-1] != self.d_model \
                 or context.shape[-1] != self.d_model or x.shape[0] != context.shape[0]:
             raise ValueError(f"x and context must be (b, t, {self.d_model}) and "
                              f"(b, s, {self.d_model}); got {tuple(x.shape)} and "
                              f"{tuple(context.shape)}")
-        q = self.split(self.W_q(x))                               # (b, h, t, d_h)
-        k = self.split(self.W_k(context))                         # (b, h, s, d_h)
-        v = self.split(self.W_v(context))                         # (b, h, s, d_h)
+        q, k, v = (rearrange(W(a), "b t (h e) -> b h t e", h=self.n_heads)
+                   for W, a in ((self.W_q, x), (self.W_k, context), (self.W_v, context)))
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
-        out, weights = scaled_dot_product(q, k, v, mask, bias)
-        out = self.dropout(rearrange(out, "b h t e -> b t (h e)"))
-        return self.W_o(out), weights                             # (b, t, d)
+        return q, k, v
+
+    def merge_heads(self, heads: torch.Tensor) -> torch.Tensor:
+        """``concat_h(head_h) W_O``: the heads side by side, then the output projection.
+
+        Shapes: heads ``(b, h, t, d_h)`` → ``(b, t, d)``.
+        """
+        return self.W_o(self.dropout(rearrange(heads, "b h t e -> b t (h e)")))
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None, bias: torch.Tensor | None = None):
+        q, k, v = self.project(x, context)                        # (b, h, t|s, d_h)
+        heads, weights = scaled_dot_product(q, k, v, mask, bias)  # (b, h, t, d_h)
+        return self.merge_heads(heads), weights                   # (b, t, d)
 
 
 def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
