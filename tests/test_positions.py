@@ -127,6 +127,33 @@ def test_relative_attention_plugs_into_a_block():
         block.attn(torch.randn(2, 6, 4))
 
 
+def test_pre_ln_block_equals_the_transformer_block_with_the_same_weights():
+    torch.manual_seed(0)
+    ours = positions.PreLNBlock(8, positions.RelativeAttention(8, 2, 3))
+    torch.manual_seed(0)                  # the same draws in the same order: the same weights
+    ref = transformer.Block(8, 2, attn=positions.RelativeAttention(8, 2, 3))
+    x, mask = torch.randn(2, 6, 8), self_attention.causal_mask(6)
+    bias = positions.alibi_bias(2, 6)
+    assert torch.equal(ours(x, mask, bias), ref(x, mask, bias))
+    with torch.no_grad():
+        ours.ffn[0].bias.add_(1.0)
+    assert not torch.allclose(ours(x, mask), ref(x, mask))
+
+
+@pytest.mark.parametrize("scheme", ["learned", "shaw", "alibi"])
+def test_positional_lm_takes_a_block_factory_and_defaults_to_pre_ln_blocks(scheme):
+    sizes = dict(d_model=16, n_heads=2, n_layers=2, max_len=8, max_distance=3)
+    torch.manual_seed(0)
+    ours = positions.PositionalLM(11, scheme, **sizes)
+    torch.manual_seed(0)
+    ref = positions.PositionalLM(11, scheme, **sizes, block=lambda attn: transformer.Block(
+        16, 2, attn=attn))
+    assert all(isinstance(b, positions.PreLNBlock) for b in ours.blocks)
+    assert all(isinstance(b, transformer.Block) for b in ref.blocks)
+    x = torch.randint(0, 11, (3, 8))
+    assert torch.equal(ours(x), ref(x))
+
+
 def test_alibi_slopes_known_answers():
     torch.testing.assert_close(positions.alibi_slopes(8),
                                torch.tensor([2.0 ** -i for i in range(1, 9)]))

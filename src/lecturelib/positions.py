@@ -25,9 +25,12 @@ Relative positions, inside attention:
   paper; many codebases pair dimension ``i`` with ``i + d/2`` instead, which is the same
   rotation of permuted dimensions.
 
-:class:`PositionalLM` is one small causal language model of ``transformer.Block`` s that takes
-any of :data:`SCHEMES`, for the chapter's extrapolation experiment; :func:`loss_by_position`
-evaluates it on windows of any length.
+:class:`PositionalLM` is one small causal language model that takes any of :data:`SCHEMES`, for
+the chapter's extrapolation experiment; :func:`loss_by_position` evaluates it on windows of any
+length. Its blocks are :class:`PreLNBlock` s, chapter 6's attention followed by a feed-forward
+network, each with a residual connection around a LayerNorm: the Pre-LN Transformer block that
+chapter 8 derives (``transformer.Block`` computes the same), or any other block built around
+an attention module.
 
 Shapes use ``b`` batch, ``t`` query positions, ``s`` key positions, ``d`` width, ``h`` heads,
 ``v`` vocabulary.
@@ -36,6 +39,7 @@ Shapes use ``b`` batch, ``t`` query positions, ``s`` key positions, ``d`` width,
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -43,7 +47,6 @@ from einops import einsum
 from torch import nn
 
 from lecturelib.self_attention import MultiHeadAttention, causal_mask, scaled_dot_product
-from lecturelib.transformer import Block
 
 SCHEMES = ("none", "sinusoidal", "learned", "shaw", "alibi", "rope")
 
@@ -276,18 +279,44 @@ class Rotary(nn.Module):
         return rope_rotate(x, angles)
 
 
+class PreLNBlock(nn.Module):
+    """``x = x + attn(LN(x))``, then ``x = x + FFN(LN(x))`` with ``FFN(x) = W_2 GELU(W_1 x)``
+    of width ``4d``: the Pre-LN block of chapter 8 around any attention module with the call
+    of ``self_attention.MultiHeadAttention``.
+
+    Shapes: x ``(b, t, d)``, mask bool ``(b, t, t)`` with ``b``, ``t`` possibly 1, bias
+    broadcastable to ``(b, h, t, t)`` → ``(b, t, d)``.
+    """
+
+    def __init__(self, d_model: int, attn: nn.Module, dropout: float = 0.0):
+        super().__init__()
+        self.attn = attn
+        self.norm1 = nn.LayerNorm(d_model)
+        self.ffn = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
+                                 nn.Dropout(dropout), nn.Linear(4 * d_model, d_model))
+        self.norm2 = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.norm1(x), mask=mask, bias=bias)[0])
+        return x + self.drop(self.ffn(self.norm2(x)))
+
+
 class PositionalLM(nn.Module):
-    """A small causal (decoder-only) language model of Pre-LN ``transformer.Block`` s, the
-    same for every position scheme: ``"none"``, ``"sinusoidal"`` or ``"learned"``
-    (added to the embeddings), ``"shaw"`` (:class:`RelativeAttention`), ``"alibi"``
-    (:func:`alibi_bias` on the scores) or ``"rope"`` (:class:`Rotary`).
+    """A small causal (decoder-only) language model, the same for every position scheme:
+    ``"none"``, ``"sinusoidal"`` or ``"learned"`` (added to the embeddings), ``"shaw"``
+    (:class:`RelativeAttention`), ``"alibi"`` (:func:`alibi_bias` on the scores) or
+    ``"rope"`` (:class:`Rotary`). ``block(attn)`` builds one block around the scheme's
+    attention module (default: a :class:`PreLNBlock`).
 
     Shapes: ids ``(b, t)`` → logits ``(b, t, v)``.
     """
 
     def __init__(self, vocab_size: int, scheme: str, d_model: int = 64, n_heads: int = 4,
                  n_layers: int = 2, max_len: int = 64, max_distance: int = 16,
-                 dropout: float = 0.0):
+                 dropout: float = 0.0,
+                 block: Callable[[nn.Module], nn.Module] | None = None):
         super().__init__()
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}; got {scheme!r}")
@@ -296,9 +325,12 @@ class PositionalLM(nn.Module):
         self.pos = {"sinusoidal": lambda: SinusoidalPositions(d_model),
                     "learned": lambda: LearnedPositions(max_len, d_model)}.get(
                         scheme, nn.Identity)()
+        if block is None:
+            def block(attn):
+                return PreLNBlock(d_model, attn, dropout)
         self.blocks = nn.ModuleList(
-            Block(d_model, n_heads, dropout=dropout, attn=self.attention(
-                d_model, n_heads, max_distance, dropout)) for _ in range(n_layers))
+            block(self.attention(d_model, n_heads, max_distance, dropout))
+            for _ in range(n_layers))
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size)
 
