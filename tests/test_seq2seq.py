@@ -18,7 +18,8 @@ from translation_helpers import V_SRC, V_TGT, toy_batch, toy_corpus  # noqa: E40
 
 def tiny_model(seed=0, **kw) -> seq2seq.Seq2Seq:
     torch.manual_seed(seed)
-    return seq2seq.make_model(V_SRC, V_TGT, d_emb=8, d_model=16, **kw)
+    return seq2seq.make_model(seq2seq.Seq2SeqConfig(src_vocab_size=V_SRC, tgt_vocab_size=V_TGT,
+                                                    d_emb=8, d_model=16, **kw))
 
 
 @pytest.mark.parametrize("bidirectional,n_layers,context",
@@ -182,8 +183,9 @@ def test_plot_bleu_by_length_draws_groups_and_points():
 
 def test_val_loss_is_the_token_weighted_mean_whatever_the_batch_size():
     corpus = toy_corpus()
-    model = seq2seq.make_model(len(corpus.src_vocab), len(corpus.tgt_vocab), d_emb=8,
-                               d_model=16)
+    model = seq2seq.make_model(seq2seq.Seq2SeqConfig(
+        src_vocab_size=len(corpus.src_vocab), tgt_vocab_size=len(corpus.tgt_vocab), d_emb=8,
+        d_model=16))
     whole = seq2seq.loss(model, corpus.batch(corpus.val))  # one batch: the definition
     for batch_size in (1, 3, 500):
         out = seq2seq.val_loss(model, corpus, "cpu", batch_size=batch_size)
@@ -196,8 +198,9 @@ def test_train_translator_is_the_documented_recipe_and_learns():
 
     def fresh():
         torch.manual_seed(0)
-        return seq2seq.make_model(len(corpus.src_vocab), len(corpus.tgt_vocab), d_emb=8,
-                                  d_model=16)
+        return seq2seq.make_model(seq2seq.Seq2SeqConfig(
+            src_vocab_size=len(corpus.src_vocab), tgt_vocab_size=len(corpus.tgt_vocab),
+            d_emb=8, d_model=16))
 
     hist = seq2seq.train_translator(fresh(), corpus, steps=20, lr=1e-2, batch_size=8,
                                     seed=1, desc="toy")

@@ -6,14 +6,16 @@ import pytest
 import torch
 from torch import nn
 
-from lecturelib import attention, transformer
+from einops import rearrange
+
+from lecturelib import self_attention, transformer
 
 
 def copy_block(ref: nn.Module, cross: bool) -> transformer.Block:
     ours = transformer.Block(16, 4, d_ff=32, norm_first=ref.norm_first, cross=cross)
-    ours.attn = attention.from_torch(ref.self_attn)
+    ours.attn = self_attention.from_torch(ref.self_attn)
     if cross:
-        ours.cross = attention.from_torch(ref.multihead_attn)
+        ours.cross = self_attention.from_torch(ref.multihead_attn)
         ours.norm_cross.load_state_dict(ref.norm2.state_dict())
         ours.norm2.load_state_dict(ref.norm3.state_dict())
     else:
@@ -31,8 +33,8 @@ def test_block_equals_torch_encoder_layer(norm_first):
                                      batch_first=True, norm_first=norm_first).eval()
     ours = copy_block(ref, cross=False)
     x = torch.randn(2, 5, 16)
-    mask = attention.causal_mask(5)
-    torch.testing.assert_close(ours(x, mask), ref(x, src_mask=~mask))
+    mask = self_attention.causal_mask(5)                   # (1, t, t)
+    torch.testing.assert_close(ours(x, mask), ref(x, src_mask=~mask[0]))
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
@@ -42,18 +44,36 @@ def test_block_with_cross_attention_equals_torch_decoder_layer(norm_first):
                                      batch_first=True, norm_first=norm_first).eval()
     ours = copy_block(ref, cross=True)
     x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
-    mask = attention.causal_mask(5)
-    torch.testing.assert_close(ours(x, mask, memory=memory), ref(x, memory, tgt_mask=~mask))
+    mask = self_attention.causal_mask(5)
+    torch.testing.assert_close(ours(x, mask, memory=memory),
+                               ref(x, memory, tgt_mask=~mask[0]))
 
 
-def test_block_without_residual_and_bad_input():
-    block = transformer.Block(8, 2, residual=False)
-    x = torch.randn(1, 3, 8)
-    assert block(x).shape == (1, 3, 8)
-    with pytest.raises(ValueError, match="memory"):
-        block(x, memory=x)
-    with pytest.raises(ValueError, match="memory"):
-        transformer.Block(8, 2, cross=True)(x)
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_block_without_residual_is_the_plain_composition(norm_first):
+    torch.manual_seed(0)
+    plain = transformer.Block(8, 2, norm_first=norm_first, residual=False).eval()
+    skip = transformer.Block(8, 2, norm_first=norm_first).eval()
+    skip.load_state_dict(plain.state_dict())                  # the same weights
+    x = torch.randn(2, 3, 8)
+
+    def attn(h):
+        return plain.attn(h)[0]
+
+    with torch.no_grad():
+        if norm_first:  # f(LN(x)) without "+ x"
+            a = attn(plain.norm1(x))
+            expected = plain.ffn(plain.norm2(a))
+            h = x + attn(plain.norm1(x))
+            with_skip = h + plain.ffn(plain.norm2(h))
+        else:           # LN(f(x)) without "+ x"
+            a = plain.norm1(attn(x))
+            expected = plain.norm2(plain.ffn(a))
+            h = plain.norm1(x + attn(x))
+            with_skip = plain.norm2(h + plain.ffn(h))
+        torch.testing.assert_close(plain(x), expected)
+        torch.testing.assert_close(skip(x), with_skip)
+        assert (plain(x) - skip(x)).abs().max() > 0.1
 
 
 # --- chapter 8: normalisation, gradient norms, the three architectures, the ViT ---
@@ -87,9 +107,20 @@ def test_rms_norm_equals_torch_and_layer_norm_on_centred_input():
 
 
 def test_block_takes_rms_norm():
-    block = transformer.Block(8, 2, norm=transformer.RMSNorm)
-    assert isinstance(block.norm1, transformer.RMSNorm)
-    assert block(torch.randn(2, 3, 8)).shape == (2, 3, 8)
+    torch.manual_seed(0)
+    ln_block = transformer.Block(8, 2).eval()
+    rms_block = transformer.Block(8, 2, norm=transformer.RMSNorm).eval()
+    rms_block.load_state_dict(ln_block.state_dict(), strict=False)  # all but the β's
+    seen = []
+    rms_block.attn.register_forward_hook(lambda m, args, out: seen.append(args[0]))
+    x = torch.randn(2, 3, 8) + 2                          # features with a non-zero mean
+    with torch.no_grad():
+        out = rms_block(x)
+    h = seen[0]                                            # what attention reads: RMSNorm(x)
+    torch.testing.assert_close(h.pow(2).mean(-1), torch.ones(2, 3), atol=1e-4, rtol=0)
+    assert h.mean(-1).abs().min() > 0.5                    # scaled, not centred
+    with torch.no_grad():
+        assert (out - ln_block(x)).abs().max() > 0.1       # LayerNorm would centre
 
 
 def test_layer_grad_norms_known_answer_and_error():
@@ -119,7 +150,8 @@ def test_residuals_keep_gradients_in_a_deep_stack():
 
 def test_language_model_is_causal():
     torch.manual_seed(0)
-    model = transformer.TransformerLM(11, 16, 2, 2, max_len=9).eval()
+    model = transformer.TransformerLM(transformer.TransformerConfig(
+        vocab_size=11, d_model=16, n_heads=2, n_layers=2, max_len=9)).eval()
     ids = torch.randint(0, 11, (2, 9))
     edited = ids.clone()
     edited[:, 5] = (edited[:, 5] + 1) % 11
@@ -131,7 +163,8 @@ def test_language_model_is_causal():
 
 
 def test_post_ln_model_has_no_final_norm_and_normalised_blocks():
-    model = transformer.TransformerLM(7, 8, 2, 2, max_len=4, norm_first=False)
+    model = transformer.TransformerLM(transformer.TransformerConfig(
+        vocab_size=7, d_model=8, n_heads=2, n_layers=2, max_len=4, norm_first=False))
     assert isinstance(model.norm, nn.Identity)
     x = model.embed(torch.randint(0, 7, (1, 4)))
     y = model.blocks[0](x)
@@ -148,7 +181,8 @@ def test_embedding_rejects_sequences_longer_than_its_positions():
 
 def test_encoder_sees_everything_and_ignores_padding():
     torch.manual_seed(0)
-    enc = transformer.TransformerEncoder(10, 16, 2, 2).eval()
+    enc = transformer.TransformerEncoder(transformer.TransformerConfig(
+        vocab_size=10, d_model=16, n_heads=2, n_layers=2)).eval()
     src = torch.randint(4, 10, (1, 6))
     with torch.no_grad():
         alone = enc(src, torch.tensor([6]))
@@ -174,7 +208,8 @@ def tiny_pairs():
 
 def test_decoder_step_by_step_equals_teacher_forcing_and_is_causal():
     torch.manual_seed(0)
-    model = transformer.make_seq2seq(10, 10, d_model=16, n_heads=2, n_layers=2).eval()
+    config = transformer.TransformerConfig(vocab_size=10, d_model=16, n_heads=2, n_layers=2)
+    model = transformer.make_seq2seq(config, src_vocab_size=10).eval()
     src, src_len, tgt_in, _ = tiny_pairs()
     with torch.no_grad():
         enc = model.encoder(src, src_len)
@@ -197,7 +232,8 @@ def test_seq2seq_transformer_overfits_a_tiny_batch():
     from lecturelib import seq2seq
 
     torch.manual_seed(0)
-    model = transformer.make_seq2seq(10, 10, d_model=32, n_heads=2, n_layers=1)
+    config = transformer.TransformerConfig(vocab_size=10, d_model=32, n_heads=2, n_layers=1)
+    model = transformer.make_seq2seq(config, src_vocab_size=10)
     batch = tiny_pairs()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(60):
@@ -231,20 +267,33 @@ def test_patchify_and_patch_embedding_shapes_and_conv_equals_linear():
         transformer.patchify(images, 3)
 
 
-def test_vit_shapes_and_permutation_of_patches_matters():
+def permute_patches(images: torch.Tensor, perm: torch.Tensor, p: int) -> torch.Tensor:
+    """Move whole P×P patches to other places; the pixels inside each patch stay."""
+    patches = rearrange(images, "b c (gh p) (gw q) -> b (gh gw) c p q", p=p, q=p)
+    return rearrange(patches[:, perm], "b (gh gw) c p q -> b c (gh p) (gw q)",
+                     gh=images.shape[2] // p)
+
+
+def test_vit_shapes_and_permutation_of_patches_matters_only_through_positions():
     torch.manual_seed(0)
-    vit = transformer.ViT(8, 2, n_classes=10, d_model=16, n_heads=2, n_layers=1).eval()
+    vit = transformer.ViT(transformer.ViTConfig(image_size=8, patch_size=2, n_classes=10,
+                                                d_model=16, n_heads=2, n_layers=1)).eval()
     images = torch.rand(3, 1, 8, 8)
+    perm = torch.randperm(16, generator=torch.Generator().manual_seed(1))
+    moved = permute_patches(images, perm, 2)
+    assert torch.equal(transformer.patchify(moved, 2), transformer.patchify(images, 2)[:, perm])
     with torch.no_grad():
         logits = vit(images)
-        flipped = vit(images.flip(-1))
-    assert logits.shape == (3, 10)
-    assert not torch.allclose(logits, flipped)           # positions tell patches apart
+        assert logits.shape == (3, 10)
+        assert (logits - vit(moved)).abs().max() > 1e-3   # positions tell patches apart
+        vit.patches.pos.zero_()                            # without position embeddings
+        torch.testing.assert_close(vit(moved), vit(images))   # a set of patches
 
 
 def test_vit_overfits_a_few_images():
     torch.manual_seed(0)
-    vit = transformer.ViT(8, 2, n_classes=4, d_model=32, n_heads=4, n_layers=2)
+    vit = transformer.ViT(transformer.ViTConfig(image_size=8, patch_size=2, n_classes=4,
+                                                d_model=32, n_heads=4, n_layers=2))
     images, labels = torch.rand(8, 1, 8, 8), torch.tensor([0, 1, 2, 3] * 2)
     opt = torch.optim.Adam(vit.parameters(), lr=3e-3)
     for _ in range(80):

@@ -7,7 +7,8 @@
   from ``tanh(W c)`` and reads ``[embed(y_{t-1}); c]`` at every step, as in Cho et al.
   (2014, arXiv:1406.1078); Sutskever et al. (2014, arXiv:1409.3215) passed ``c`` only as
   the initial state, used deep LSTMs and reversed the source;
-- :class:`Seq2Seq` joins them; :func:`masked_cross_entropy` and :func:`loss` train it by
+- :class:`Seq2Seq` joins them, and :func:`make_model` builds the chapter's model from a
+  :class:`Seq2SeqConfig` passed by keyword; :func:`masked_cross_entropy` and :func:`loss` train it by
   teacher forcing with the padded positions left out;
 - :func:`val_loss` and :func:`train_translator` are the training recipe of chapters 4, 5
   and 8 (AdamW, warm-up and cosine decay, clipping, batches of similar length);
@@ -45,6 +46,52 @@ from lecturelib.translation import BOS_ID, EOS_ID, PAD_ID, Batch
 CONTEXTS = ("last", "mean")
 
 
+def check_sizes(owner: str, **sizes) -> None:
+    """Raise a ValueError naming ``owner`` and the size unless every size is a positive
+    int: ``check_sizes("Encoder", d_model=0)`` raises."""
+    for name, n in sizes.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{owner}: {name} must be a positive int; got {n!r}")
+
+
+def check_ids(ids, vocab_size: int, name: str, axes: str = "(b, t)") -> None:
+    """Raise a ValueError naming ``name`` unless ``ids`` is a 2-D integer tensor of ids in
+    ``0 .. vocab_size-1`` (float ids would be truncated, negative ones wrap around)."""
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point() \
+            or ids.is_complex() or ids.dtype == torch.bool:
+        got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) \
+            else type(ids).__name__
+        raise ValueError(f"{name} must be {axes} integer token ids; got {got}")
+    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
+        raise ValueError(f"{name} must lie in 0..{vocab_size - 1} (vocab_size={vocab_size}); "
+                         f"got values from {int(ids.min())} to {int(ids.max())}")
+
+
+def check_lengths(src_len, src: torch.Tensor) -> None:
+    """Raise a ValueError unless ``src_len`` holds the ``(b,)`` integer lengths, in
+    ``1 .. s``, of the sentences of ``src`` ``(b, s)``."""
+    if not isinstance(src_len, torch.Tensor) or src_len.shape != src.shape[:1] \
+            or src_len.is_floating_point() or (src_len < 1).any() \
+            or (src_len > src.shape[1]).any():
+        got = f"{src_len.dtype} {src_len.tolist()}" \
+            if isinstance(src_len, torch.Tensor) else type(src_len).__name__
+        raise ValueError(f"src_len must be (b,) = ({src.shape[0]},) integer lengths in "
+                         f"1..{src.shape[1]}; got {got}")
+
+
+def check_token_lists(sentences, name: str) -> None:
+    """Raise a TypeError naming ``name`` unless ``sentences`` is a sequence of token lists
+    (a string would be read as a list of characters)."""
+    if isinstance(sentences, str) or not isinstance(sentences, Sequence):
+        raise TypeError(f"{name} must be a list of token lists; got "
+                        f"{type(sentences).__name__}")
+    for i, sent in enumerate(sentences):
+        if isinstance(sent, str) or not isinstance(sent, Sequence) \
+                or not all(isinstance(tok, str) for tok in sent):
+            raise TypeError(f"{name}[{i}] must be a list of str tokens (split the text "
+                            f"first); got {sent!r:.60}")
+
+
 class Encoded(NamedTuple):
     """What the encoder hands to the decoder.
 
@@ -66,6 +113,8 @@ class Encoder(nn.Module):
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, n_layers: int = 1,
                  bidirectional: bool = True, context: str = "last"):
         super().__init__()
+        check_sizes("Encoder", vocab_size=vocab_size, d_emb=d_emb, d_model=d_model,
+                     n_layers=n_layers)
         if context not in CONTEXTS:
             raise ValueError(f"context must be one of {CONTEXTS}; got {context!r}")
         self.context, self.n_dirs = context, 2 if bidirectional else 1
@@ -75,9 +124,8 @@ class Encoder(nn.Module):
                           bidirectional=bidirectional)
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor) -> Encoded:
-        if src.dim() != 2 or src_len.shape != src.shape[:1]:
-            raise ValueError(f"src must be (b, s) ids and src_len (b,); got "
-                             f"{tuple(src.shape)} and {tuple(src_len.shape)}")
+        check_ids(src, self.embed.num_embeddings, "src", "(b, s)")
+        check_lengths(src_len, src)
         # packing runs each sequence over its real tokens only: padding changes nothing
         packed = nn.utils.rnn.pack_padded_sequence(
             self.embed(src), src_len.cpu(), batch_first=True, enforce_sorted=False)
@@ -104,6 +152,8 @@ class Decoder(nn.Module):
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, d_enc: int,
                  n_layers: int = 1):
         super().__init__()
+        check_sizes("Decoder", vocab_size=vocab_size, d_emb=d_emb, d_model=d_model,
+                     d_enc=d_enc, n_layers=n_layers)
         self.n_layers = n_layers
         self.embed = nn.Embedding(vocab_size, d_emb, padding_idx=PAD_ID)
         self.bridge = nn.Linear(d_enc, d_model)
@@ -117,6 +167,10 @@ class Decoder(nn.Module):
 
     def forward(self, tgt_in: torch.Tensor, enc: Encoded,
                 h: torch.Tensor | None = None):
+        check_ids(tgt_in, self.embed.num_embeddings, "tgt_in")
+        if not isinstance(enc, Encoded):
+            raise TypeError(f"enc must be the Encoded output of an encoder; got "
+                            f"{type(enc).__name__}")
         h = self.init_state(enc) if h is None else h
         c = repeat(enc.context, "b d -> b t d", t=tgt_in.shape[1])  # the same c for all t
         s, h = self.rnn(torch.cat([self.embed(tgt_in), c], -1), h)  # (b, t, d_model)
@@ -130,8 +184,12 @@ class Seq2Seq(nn.Module):
     Shapes: src ``(b, s)``, src_len ``(b,)``, tgt_in ``(b, t)`` → logits ``(b, t, v)``.
     """
 
-    def __init__(self, encoder: Encoder, decoder: nn.Module):
+    def __init__(self, encoder: nn.Module, decoder: nn.Module):
         super().__init__()
+        for name, part in (("encoder", encoder), ("decoder", decoder)):
+            if not isinstance(part, nn.Module):
+                raise TypeError(f"{name} must be an nn.Module; got "
+                                f"{type(part).__name__}")
         self.encoder, self.decoder = encoder, decoder
 
     def forward(self, src, src_len, tgt_in) -> torch.Tensor:
@@ -139,12 +197,36 @@ class Seq2Seq(nn.Module):
         return logits
 
 
-def make_model(src_vocab_size: int, tgt_vocab_size: int, d_emb: int = 128,
-               d_model: int = 256, n_layers: int = 1, bidirectional: bool = True,
-               context: str = "last") -> Seq2Seq:
+@dataclass(kw_only=True)
+class Seq2SeqConfig:
+    """The sizes of a recurrent encoder–decoder (chapters 4 and 5)."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_emb: int = 128
+    d_model: int = 256
+    n_layers: int = 1
+    bidirectional: bool = True
+    context: str = "last"
+
+    def __post_init__(self):
+        check_sizes("Seq2SeqConfig", src_vocab_size=self.src_vocab_size,
+                     tgt_vocab_size=self.tgt_vocab_size, d_emb=self.d_emb,
+                     d_model=self.d_model, n_layers=self.n_layers)
+        if self.context not in CONTEXTS:
+            raise ValueError(f"Seq2SeqConfig: context must be one of {CONTEXTS}; got "
+                             f"{self.context!r}")
+
+
+def make_model(config: Seq2SeqConfig) -> Seq2Seq:
     """The chapter's encoder–decoder without attention."""
-    enc = Encoder(src_vocab_size, d_emb, d_model, n_layers, bidirectional, context)
-    return Seq2Seq(enc, Decoder(tgt_vocab_size, d_emb, d_model, enc.d_enc, n_layers))
+    if not isinstance(config, Seq2SeqConfig):
+        raise TypeError(f"config must be a Seq2SeqConfig; got {type(config).__name__}")
+    c = config
+    enc = Encoder(c.src_vocab_size, c.d_emb, c.d_model, c.n_layers, c.bidirectional,
+                  c.context)
+    return Seq2Seq(enc, Decoder(c.tgt_vocab_size, c.d_emb, c.d_model, enc.d_enc,
+                                c.n_layers))
 
 
 def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -152,6 +234,12 @@ def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.T
 
     Shapes: logits ``(b, t, v)``, targets ``(b, t)`` → scalar.
     """
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 3 \
+            or not logits.is_floating_point():
+        got = f"{logits.dtype} {tuple(logits.shape)}" \
+            if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"logits must be a floating-point (b, t, v) tensor; got {got}")
+    check_ids(targets, logits.shape[-1], "targets")
     if logits.shape[:2] != targets.shape:
         raise ValueError(f"logits (b, t, v) and targets (b, t) disagree: "
                          f"{tuple(logits.shape)} vs {tuple(targets.shape)}")
@@ -164,6 +252,10 @@ def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.T
 def loss(model: Seq2Seq, batch: Sequence[torch.Tensor]) -> torch.Tensor:
     """Teacher-forcing loss of a batch ``(src, src_len, tgt_in, tgt_out)``, for
     ``train.fit``. Shapes: as in ``translation.Batch`` → scalar."""
+    if not isinstance(batch, Sequence) or len(batch) != 4:
+        got = f"{type(batch).__name__} of length {len(batch)}" \
+            if isinstance(batch, Sequence) else type(batch).__name__
+        raise TypeError(f"batch must be (src, src_len, tgt_in, tgt_out); got {got}")
     b = Batch(*batch)
     return masked_cross_entropy(model(b.src, b.src_len, b.tgt_in), b.tgt_out)
 
@@ -171,8 +263,12 @@ def loss(model: Seq2Seq, batch: Sequence[torch.Tensor]) -> torch.Tensor:
 @torch.no_grad()
 def val_loss(model: nn.Module, corpus: translation.TranslationData,
              device: torch.device | str, batch_size: int = 500) -> dict[str, float]:
-    """Mean loss per real target token over ``corpus.val``, as ``train.fit``'s ``eval_fn``
-    wants it: ``{"loss": ...}``."""
+    """Mean loss per real target token over ``corpus.val``, as ``train.fit``'s
+    ``eval_fn`` wants it: ``{"loss": ...}``."""
+    if not isinstance(corpus, translation.TranslationData) or not corpus.val:
+        raise TypeError(f"corpus must be a TranslationData with validation pairs; got "
+                        f"{type(corpus).__name__}")
+    check_sizes("val_loss", batch_size=batch_size)
     total, count = 0.0, 0
     for b in corpus.batches(corpus.val, batch_size):
         n = int(b.tgt_mask.sum())
@@ -187,6 +283,12 @@ def train_translator(model: nn.Module, corpus: translation.TranslationData, *,
     """Train a translator with AdamW (fused where the device has the kernel), a warm-up
     over the first tenth of the ``steps`` and cosine decay, gradient clipping at 1 and
     batches of sentences of similar length; the validation loss is measured 5 times."""
+    check_sizes("train_translator", steps=steps, batch_size=batch_size)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+        raise ValueError(f"train_translator: lr must be a positive number; got {lr!r}")
+    if not isinstance(corpus, translation.TranslationData):
+        raise TypeError(f"corpus must be a TranslationData; got "
+                        f"{type(corpus).__name__}")
     try:
         opt = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)  # one kernel
     except RuntimeError:
@@ -209,6 +311,7 @@ def greedy_decode(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
     Shapes: src ``(b, s)``, src_len ``(b,)`` → ids ``(b, t)`` with ``t <= max_len``, and
     the attention weights ``(b, t, s)`` (None for a decoder without attention).
     """
+    check_sizes("greedy_decode", max_len=max_len)
     enc = model.encoder(src, src_len)
     token = torch.full((src.shape[0], 1), BOS_ID, device=src.device)   # (b, 1)
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
@@ -228,6 +331,8 @@ def greedy_decode(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
 def translate(model: Seq2Seq, data: translation.TranslationData,
               sources: Sequence[list[str]], max_len: int = 20, batch_size: int = 256):
     """Greedy translations (token lists) of tokenized source sentences."""
+    check_token_lists(sources, "sources")
+    check_sizes("translate", max_len=max_len, batch_size=batch_size)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -255,6 +360,10 @@ class BleuReport:
     def by_length(self, edges: Sequence[int]) -> dict[str, tuple[float, int]]:
         """Corpus BLEU and the number of sentences per source-length bin
         ``[e_i, e_{i+1})`` (BLEU is NaN for a bin without sentences)."""
+        if len(edges) < 2 or any(isinstance(e, bool) or not isinstance(e, int)
+                                 for e in edges) \
+                or any(lo >= hi for lo, hi in pairwise(edges)):
+            raise ValueError(f"edges must be at least two increasing ints; got {edges!r}")
         out = {}
         for lo, hi in pairwise(edges):
             rows = [i for i, n in enumerate(self.src_len) if lo <= n < hi]
@@ -268,6 +377,10 @@ class BleuReport:
 def evaluate(model: Seq2Seq, data: translation.TranslationData, pairs,
              max_len: int = 20, batch_size: int = 256) -> BleuReport:
     """Translate ``pairs`` greedily and score them against their references with BLEU."""
+    if not pairs or any(not isinstance(p, Sequence) or len(p) != 2 for p in pairs):
+        raise ValueError("pairs must be a non-empty list of (source tokens, target "
+                         f"tokens); got {pairs!r:.60}")
+    check_token_lists([t for _, t in pairs], "pairs' targets")
     sources = [s for s, _ in pairs]
     hyps = translate(model, data, sources, max_len, batch_size)
     refs = [t for _, t in pairs]
@@ -304,6 +417,10 @@ def plot_bleu_by_length(report: BleuReport, edges: Sequence[int], family: str,
 
 def ngrams(tokens: Sequence[str], n: int) -> Counter:
     """Counts of the ``n``-grams of a token list."""
+    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
+        raise TypeError(f"tokens must be a list of str tokens (split the text first); "
+                        f"got {tokens!r:.60}")
+    check_sizes("ngrams", n=n)
     return Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
 
 
@@ -313,6 +430,9 @@ def formula_bleu(hypotheses: Sequence[list[str]], references: Sequence[list[str]
     with clipped n-gram precisions ``p_n`` summed over the corpus and the brevity penalty
     ``BP = min(1, exp(1 - r/c))`` for reference length ``r`` and hypothesis length ``c``.
     """
+    check_token_lists(hypotheses, "hypotheses")
+    check_token_lists(references, "references")
+    check_sizes("formula_bleu", max_n=max_n)
     if len(hypotheses) != len(references) or not hypotheses:
         raise ValueError(f"need as many hypotheses as references (>0); got "
                          f"{len(hypotheses)} and {len(references)}")

@@ -1,6 +1,6 @@
 """Chapter 8: the Transformer (Vaswani et al., 2017, arXiv:1706.03762).
 
-A :class:`Block` is multi-head self-attention (``attention.MultiHeadAttention``), optional
+A :class:`Block` is multi-head self-attention (``self_attention.MultiHeadAttention``), optional
 cross-attention to an encoder's output, and a position-wise :class:`FeedForward`
 ``d → d_ff → d`` (``d_ff = 4d`` by default), each sub-layer wrapped in a residual
 connection and a LayerNorm:
@@ -16,6 +16,10 @@ normalisation layers (``nn.LayerNorm`` by default, or :class:`RMSNorm`).
 
 :class:`LayerNorm` is the formula of Ba et al. (2016, arXiv:1607.06450) written out;
 :class:`RMSNorm` is Zhang & Sennrich (2019, arXiv:1910.07467).
+
+Models are built from a ``@dataclass`` config passed by keyword (as in nanoGPT):
+:class:`TransformerConfig` for the token models and :class:`ViTConfig` for the ViT, both
+extending :class:`StackConfig`, the sizes of a stack of blocks (:func:`stack`).
 
 The three architectures, from the same blocks:
 
@@ -33,6 +37,10 @@ non-overlapping ``P×P`` patches embedded by a convolution with kernel = stride 
 (:class:`PatchEmbedding`), a class token, learned positions and encoder blocks; the
 paper's pre-training on large image sets and its MLP head's hidden layer are left out.
 
+Masks follow the package's convention (``self_attention``): bool, True = may attend,
+``(b, t, s)`` with ``b`` and ``t`` possibly 1: a causal mask is ``(1, t, t)``, a padding
+mask ``(b, 1, s)``.
+
 Shapes use ``b`` batch, ``t`` positions, ``s`` encoder positions, ``d`` width, ``v``
 vocabulary, ``c`` channels, ``n`` patches.
 """
@@ -40,13 +48,15 @@ vocabulary, ``c`` channels, ``n`` patches.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import torch
 from einops import rearrange, repeat
 from torch import nn
 
 from lecturelib import rnn, seq2seq
-from lecturelib.attention import MultiHeadAttention, causal_mask, padding_mask
+from lecturelib.seq2seq import check_ids, check_lengths, check_sizes
+from lecturelib.self_attention import MultiHeadAttention, causal_mask, padding_mask
 
 
 class LayerNorm(nn.Module):
@@ -105,9 +115,9 @@ class Block(nn.Module):
     """Self-attention (+ cross-attention when ``cross``) + feed-forward, each with
     "Add & Norm" in the Pre-LN (``norm_first=True``) or Post-LN order.
 
-    Shapes: x ``(b, t, d)``, mask bool broadcastable to ``(b, h, t, t)`` (True = may
-    attend), bias broadcastable to ``(b, h, t, t)``, memory ``(b, s, d)``, memory_mask
-    broadcastable to ``(b, h, t, s)`` → ``(b, t, d)``.
+    Shapes: x ``(b, t, d)``, mask bool ``(b, t, t)`` with ``b``, ``t`` possibly 1 (True =
+    may attend), bias broadcastable to ``(b, h, t, t)``, memory ``(b, s, d)``,
+    memory_mask bool ``(b, t, s)`` with ``b``, ``t`` possibly 1 → ``(b, t, d)``.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None,
@@ -137,8 +147,9 @@ class Block(nn.Module):
                 bias: torch.Tensor | None = None, memory: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None) -> torch.Tensor:
         if (memory is None) != (self.cross is None):
-            raise ValueError("a block built with cross=True needs memory (the encoder "
-                             "output), and one without it takes none")
+            raise ValueError("memory: a block built with cross=True needs memory (the "
+                             "encoder output), and one without it takes none; got "
+                             f"{'none' if memory is None else 'memory'}")
         x = self.sublayer(x, self.norm1, lambda h: self.attn(h, mask=mask, bias=bias)[0])
         if self.cross is not None:
             x = self.sublayer(x, self.norm_cross,
@@ -151,11 +162,15 @@ def layer_grad_norms(blocks: nn.ModuleList) -> torch.Tensor:
 
     Shapes: ``l`` blocks → ``(l,)``.
     """
+    if not isinstance(blocks, nn.ModuleList) or len(blocks) == 0:
+        raise TypeError(f"blocks must be a non-empty nn.ModuleList; got "
+                        f"{type(blocks).__name__}")
     norms = []
     for block in blocks:
         grads = [p.grad.flatten() for p in block.parameters() if p.grad is not None]
         if not grads:
-            raise ValueError("a block has no gradients; call loss.backward() first")
+            raise ValueError("blocks: a block has no gradients; call loss.backward() "
+                             "first")
         norms.append(torch.cat(grads).norm())
     return torch.stack(norms)
 
@@ -174,19 +189,63 @@ class Embedding(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        if ids.dim() != 2 or ids.shape[1] > self.max_len:
+        check_ids(ids, self.tok.num_embeddings, "ids")
+        if ids.shape[1] > self.max_len:
             raise ValueError(f"ids must be (b, t) with t <= max_len={self.max_len}; got "
                              f"{tuple(ids.shape)}")
         positions = torch.arange(ids.shape[1], device=ids.device)       # (t,)
         return self.drop(self.tok(ids) + self.pos(positions))           # (b, t, d)
 
 
-def stack(n_layers: int, d_model: int, n_heads: int, d_ff: int | None, dropout: float,
-          norm_first: bool, residual: bool = True, cross: bool = False) -> nn.ModuleList:
-    """``n_layers`` blocks; a Pre-LN stack also needs a final norm (its output is an
-    un-normalised residual stream), which the models below add."""
-    return nn.ModuleList(Block(d_model, n_heads, d_ff, dropout, norm_first, residual, cross)
-                         for _ in range(n_layers))
+@dataclass(kw_only=True)
+class StackConfig:
+    """The sizes of a stack of blocks; ``d_ff=None`` means ``4 * d_model``."""
+
+    d_model: int = 128
+    n_heads: int = 4
+    n_layers: int = 3
+    d_ff: int | None = None
+    dropout: float = 0.0
+    norm_first: bool = True
+    residual: bool = True
+
+    def __post_init__(self):
+        d_ff = {} if self.d_ff is None else {"d_ff": self.d_ff}
+        check_sizes(type(self).__name__, d_model=self.d_model, n_heads=self.n_heads,
+                    n_layers=self.n_layers, **d_ff)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"{type(self).__name__}: d_model must be divisible by "
+                             f"n_heads; got d_model={self.d_model}, "
+                             f"n_heads={self.n_heads}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"{type(self).__name__}: dropout must be in [0, 1); got "
+                             f"{self.dropout!r}")
+
+
+@dataclass(kw_only=True)
+class TransformerConfig(StackConfig):
+    """A token model: the stack's sizes, the vocabulary and the number of positions."""
+
+    vocab_size: int
+    max_len: int = 64
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_sizes("TransformerConfig", vocab_size=self.vocab_size,
+                    max_len=self.max_len)
+
+
+def stack(config: StackConfig, *, cross: bool = False) -> nn.ModuleList:
+    """``config.n_layers`` blocks; a Pre-LN stack also needs a final norm (its output is
+    an un-normalised residual stream), which the models below add."""
+    if not isinstance(config, StackConfig):
+        raise TypeError(f"config must be a StackConfig (or TransformerConfig, "
+                        f"ViTConfig); got {type(config).__name__}")
+    c = config
+    return nn.ModuleList(
+        Block(c.d_model, c.n_heads, d_ff=c.d_ff, dropout=c.dropout,
+              norm_first=c.norm_first, residual=c.residual, cross=cross)
+        for _ in range(c.n_layers))
 
 
 class TransformerLM(nn.Module):
@@ -195,18 +254,17 @@ class TransformerLM(nn.Module):
     Shapes: ids ``(b, t)`` → logits ``(b, t, v)``.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int,
-                 max_len: int, d_ff: int | None = None, dropout: float = 0.0,
-                 norm_first: bool = True, residual: bool = True):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
-        self.embed = Embedding(vocab_size, d_model, max_len, dropout)
-        self.blocks = stack(n_layers, d_model, n_heads, d_ff, dropout, norm_first, residual)
-        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
-        self.head = nn.Linear(d_model, vocab_size)
+        c = self.config = config
+        self.embed = Embedding(c.vocab_size, c.d_model, c.max_len, c.dropout)
+        self.blocks = stack(c)
+        self.norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        self.head = nn.Linear(c.d_model, c.vocab_size)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.embed(ids)                                             # (b, t, d)
-        mask = causal_mask(ids.shape[1], device=ids.device)             # (t, t)
+        mask = causal_mask(ids.shape[1], device=ids.device)             # (1, t, t)
         for block in self.blocks:
             x = block(x, mask)
         return self.head(self.norm(x))                                  # (b, t, v)
@@ -219,23 +277,22 @@ class TransformerEncoder(nn.Module):
     Shapes: src ``(b, s)``, src_len ``(b,)`` → states ``(b, s, d)``, mask ``(b, s)``.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int,
-                 max_len: int = 64, d_ff: int | None = None, dropout: float = 0.0,
-                 norm_first: bool = True):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
-        self.embed = Embedding(vocab_size, d_model, max_len, dropout)
-        self.blocks = stack(n_layers, d_model, n_heads, d_ff, dropout, norm_first)
-        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        c = self.config = config
+        self.embed = Embedding(c.vocab_size, c.d_model, c.max_len, c.dropout)
+        self.blocks = stack(c)
+        self.norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor) -> seq2seq.Encoded:
-        if src.dim() != 2 or src_len.shape != src.shape[:1]:
-            raise ValueError(f"src must be (b, s) ids and src_len (b,); got "
-                             f"{tuple(src.shape)} and {tuple(src_len.shape)}")
-        mask = padding_mask(src_len, src.shape[1])                      # (b, s)
+        check_ids(src, self.embed.tok.num_embeddings, "src", "(b, s)")
+        check_lengths(src_len, src)
+        keys = padding_mask(src_len, src.shape[1])                      # (b, 1, s)
         x = self.embed(src)
         for block in self.blocks:
-            x = block(x, mask[:, None, None, :])                        # keys: real only
+            x = block(x, keys)                                    # keys: real only
         x = self.norm(x)
+        mask = keys[:, 0]                                               # (b, s)
         return seq2seq.Encoded(x, mask, rnn.pool(x, mask, "mean"))
 
 
@@ -251,36 +308,35 @@ class TransformerDecoder(nn.Module):
     → logits ``(b, t, v)``, h ``(b, t' + t)``, weights None.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int,
-                 max_len: int = 64, d_ff: int | None = None, dropout: float = 0.0,
-                 norm_first: bool = True):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
-        self.embed = Embedding(vocab_size, d_model, max_len, dropout)
-        self.blocks = stack(n_layers, d_model, n_heads, d_ff, dropout, norm_first,
-                            cross=True)
-        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
-        self.readout = nn.Linear(d_model, vocab_size)
+        c = self.config = config
+        self.embed = Embedding(c.vocab_size, c.d_model, c.max_len, c.dropout)
+        self.blocks = stack(c, cross=True)
+        self.norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        self.readout = nn.Linear(c.d_model, c.vocab_size)
 
     def forward(self, tgt_in: torch.Tensor, enc: seq2seq.Encoded,
                 h: torch.Tensor | None = None):
         prefix = tgt_in if h is None else torch.cat([h, tgt_in], 1)    # (b, t_all)
         x = self.embed(prefix)
-        mask = causal_mask(prefix.shape[1], device=prefix.device)       # (t_all, t_all)
-        memory_mask = enc.mask[:, None, None, :]                        # (b, 1, 1, s)
+        mask = causal_mask(prefix.shape[1], device=prefix.device)      # (1, t_all, t_all)
+        memory_mask = enc.mask[:, None, :]                              # (b, 1, s)
         for block in self.blocks:
             x = block(x, mask, memory=enc.states, memory_mask=memory_mask)
         x = self.norm(x[:, -tgt_in.shape[1]:])                          # (b, t, d)
         return self.readout(x), prefix, None                            # (b, t, v)
 
 
-def make_seq2seq(src_vocab_size: int, tgt_vocab_size: int, d_model: int = 128,
-                 n_heads: int = 4, n_layers: int = 3, d_ff: int | None = None,
-                 dropout: float = 0.0, max_len: int = 64,
-                 norm_first: bool = True) -> seq2seq.Seq2Seq:
-    """An encoder–decoder Transformer with ``n_layers`` blocks on each side."""
-    args = (d_model, n_heads, n_layers, max_len, d_ff, dropout, norm_first)
-    return seq2seq.Seq2Seq(TransformerEncoder(src_vocab_size, *args),
-                           TransformerDecoder(tgt_vocab_size, *args))
+def make_seq2seq(config: TransformerConfig, *, src_vocab_size: int) -> seq2seq.Seq2Seq:
+    """An encoder–decoder Transformer: a decoder as ``config`` says (``vocab_size``: the
+    target vocabulary) and an encoder of the same sizes over ``src_vocab_size``
+    tokens."""
+    if not isinstance(config, TransformerConfig):
+        raise TypeError(f"config must be a TransformerConfig; got "
+                        f"{type(config).__name__}")
+    encoder = TransformerEncoder(replace(config, vocab_size=src_vocab_size))
+    return seq2seq.Seq2Seq(encoder, TransformerDecoder(config))
 
 
 def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
@@ -288,9 +344,13 @@ def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
 
     Shapes: images ``(b, c, H, W)`` → ``(b, n, c·P·P)`` with ``n = (H/P)·(W/P)``.
     """
-    if images.dim() != 4 or images.shape[2] % patch_size or images.shape[3] % patch_size:
+    check_sizes("patchify", patch_size=patch_size)
+    if not isinstance(images, torch.Tensor) or images.dim() != 4 \
+            or images.shape[2] % patch_size or images.shape[3] % patch_size:
+        got = tuple(images.shape) if isinstance(images, torch.Tensor) \
+            else type(images).__name__
         raise ValueError(f"images must be (b, c, H, W) with H and W multiples of "
-                         f"patch_size={patch_size}; got {tuple(images.shape)}")
+                         f"patch_size={patch_size}; got {got}")
     return rearrange(images, "b c (gh p) (gw q) -> b (gh gw) (c p q)",
                      p=patch_size, q=patch_size)
 
@@ -299,40 +359,68 @@ class PatchEmbedding(nn.Module):
     """Patches → linear embedding (a convolution with kernel = stride = P), a learned
     class token in front, plus learned position embeddings.
 
-    Shapes: images ``(b, c, H, W)`` → ``(b, 1 + n, d)`` with ``n = H·W/P²``.
+    Shapes: images ``(b, c, H, W)`` with ``H = W = image_size`` → ``(b, 1 + n, d)`` with
+    ``n = H·W/P²``.
     """
 
     def __init__(self, image_size: int, patch_size: int, in_channels: int, d_model: int):
         super().__init__()
+        check_sizes("PatchEmbedding", image_size=image_size, patch_size=patch_size,
+                     in_channels=in_channels, d_model=d_model)
         if image_size % patch_size:
             raise ValueError(f"image_size must be a multiple of patch_size; got "
                              f"{image_size} and {patch_size}")
+        self.image_size, self.in_channels = image_size, in_channels
         self.n_patches = (image_size // patch_size) ** 2
         self.proj = nn.Conv2d(in_channels, d_model, patch_size, stride=patch_size)
         self.cls = nn.Parameter(torch.zeros(1, 1, d_model))
         self.pos = nn.Parameter(0.02 * torch.randn(1, 1 + self.n_patches, d_model))
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+        size = (self.in_channels, self.image_size, self.image_size)
+        if not isinstance(images, torch.Tensor) or images.dim() != 4 \
+                or tuple(images.shape[1:]) != size:
+            got = tuple(images.shape) if isinstance(images, torch.Tensor) \
+                else type(images).__name__
+            c, h, w = size
+            raise ValueError(f"images must be (b, c, H, W) = (b, {c}, {h}, {w}) as "
+                             f"configured; got {got}")
         x = rearrange(self.proj(images), "b d gh gw -> b (gh gw) d")    # (b, n, d)
         cls = repeat(self.cls, "1 1 d -> b 1 d", b=images.shape[0])     # (b, 1, d)
         return torch.cat([cls, x], 1) + self.pos                        # (b, 1 + n, d)
 
 
+@dataclass(kw_only=True)
+class ViTConfig(StackConfig):
+    """A ViT: the stack's sizes, square images of ``image_size`` pixels cut into
+    ``patch_size`` patches, and the classes."""
+
+    image_size: int
+    patch_size: int
+    n_classes: int
+    in_channels: int = 1
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_sizes("ViTConfig", image_size=self.image_size, patch_size=self.patch_size,
+                    n_classes=self.n_classes, in_channels=self.in_channels)
+
+
 class ViT(nn.Module):
-    """Vision Transformer: patch embedding → Pre-LN encoder blocks → final norm →
-    a linear classifier on the class token.
+    """Vision Transformer: patch embedding → encoder blocks → final norm → a linear
+    classifier on the class token.
 
     Shapes: images ``(b, c, H, W)`` → logits ``(b, n_classes)``.
     """
 
-    def __init__(self, image_size: int, patch_size: int, n_classes: int, d_model: int,
-                 n_heads: int, n_layers: int, in_channels: int = 1,
-                 d_ff: int | None = None, dropout: float = 0.0):
+    def __init__(self, config: ViTConfig):
         super().__init__()
-        self.patches = PatchEmbedding(image_size, patch_size, in_channels, d_model)
-        self.blocks = stack(n_layers, d_model, n_heads, d_ff, dropout, norm_first=True)
-        self.norm = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, n_classes)
+        c = self.config = config
+        self.patches = PatchEmbedding(c.image_size, c.patch_size, c.in_channels,
+                                      c.d_model)
+        self.blocks = stack(c)
+        self.norm = nn.LayerNorm(c.d_model)
+        self.head = nn.Linear(c.d_model, c.n_classes)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         x = self.patches(images)                                        # (b, 1 + n, d)
