@@ -142,12 +142,12 @@ def test_pre_ln_block_equals_the_transformer_block_with_the_same_weights():
 
 @pytest.mark.parametrize("scheme", ["learned", "shaw", "alibi"])
 def test_positional_lm_takes_a_block_factory_and_defaults_to_pre_ln_blocks(scheme):
-    sizes = dict(d_model=16, n_heads=2, n_layers=2, max_len=8, max_distance=3)
+    config = positions.PositionalLMConfig(vocab_size=11, scheme=scheme, d_model=16, n_heads=2,
+                                          n_layers=2, max_len=8, max_distance=3)
     torch.manual_seed(0)
-    ours = positions.PositionalLM(11, scheme, **sizes)
+    ours = positions.PositionalLM(config)
     torch.manual_seed(0)
-    ref = positions.PositionalLM(11, scheme, **sizes, block=lambda attn: transformer.Block(
-        16, 2, attn=attn))
+    ref = positions.PositionalLM(config, block=lambda attn: transformer.Block(16, 2, attn=attn))
     assert all(isinstance(b, positions.PreLNBlock) for b in ours.blocks)
     assert all(isinstance(b, transformer.Block) for b in ref.blocks)
     x = torch.randint(0, 11, (3, 8))
@@ -225,8 +225,9 @@ def test_rotary_in_multi_head_attention():
 @pytest.mark.parametrize("scheme", positions.SCHEMES)
 def test_positional_lm_is_causal_and_overfits_one_batch(scheme):
     torch.manual_seed(0)
-    model = positions.PositionalLM(11, scheme, d_model=16, n_heads=2, n_layers=1,
-                                   max_len=8, max_distance=3)
+    model = positions.PositionalLM(positions.PositionalLMConfig(
+        vocab_size=11, scheme=scheme, d_model=16, n_heads=2, n_layers=1, max_len=8,
+        max_distance=3))
     x = torch.randint(0, 11, (4, 8))
     logits = model(x)
     assert logits.shape == (4, 8, 11)
@@ -244,14 +245,16 @@ def test_positional_lm_is_causal_and_overfits_one_batch(scheme):
 
 
 def test_positional_lm_lengths_and_schemes():
-    model = positions.PositionalLM(5, "learned", d_model=8, n_heads=2, n_layers=1, max_len=4)
+    def config(scheme):
+        return positions.PositionalLMConfig(vocab_size=5, scheme=scheme, d_model=8,
+                                            n_heads=2, n_layers=1, max_len=4)
+
+    model = positions.PositionalLM(config("learned"))
     with pytest.raises(ValueError, match="learned positions"):
         model(torch.zeros(1, 6, dtype=torch.long))
     for scheme in ("sinusoidal", "alibi", "rope", "shaw", "none"):  # any length
-        m = positions.PositionalLM(5, scheme, d_model=8, n_heads=2, n_layers=1, max_len=4)
+        m = positions.PositionalLM(config(scheme))
         assert m(torch.zeros(1, 9, dtype=torch.long)).shape == (1, 9, 5)
-    with pytest.raises(ValueError, match="scheme"):
-        positions.PositionalLM(5, "absolute")
 
 
 class Uniform(nn.Module):

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -49,6 +50,11 @@ from torch import nn
 from lecturelib.self_attention import MultiHeadAttention, causal_mask, scaled_dot_product
 
 SCHEMES = ("none", "sinusoidal", "learned", "shaw", "alibi", "rope")
+
+
+def check_positive_int(n, what: str) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{what} must be a positive int; got {n!r}")
 
 
 def check_even(d: int, what: str = "d_model") -> None:
@@ -303,6 +309,36 @@ class PreLNBlock(nn.Module):
         return x + self.drop(self.ffn(self.norm2(x)))
 
 
+@dataclass(kw_only=True)
+class PositionalLMConfig:
+    """The sizes of a :class:`PositionalLM` and its position scheme (one of :data:`SCHEMES`);
+    ``max_len`` is the length of a learned table, ``max_distance`` Shaw's clipping distance."""
+
+    vocab_size: int
+    scheme: str
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    max_len: int = 64
+    max_distance: int = 16
+    dropout: float = 0.0
+
+    def __post_init__(self):
+        if self.scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}; got {self.scheme!r}")
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len",
+                     "max_distance"):
+            check_positive_int(getattr(self, name), name)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model must be divisible by n_heads; got d_model="
+                             f"{self.d_model}, n_heads={self.n_heads}")
+        if self.scheme == "rope":
+            check_even(self.d_model // self.n_heads, "d_head = d_model / n_heads")
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) \
+                or not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be a number in [0, 1); got {self.dropout!r}")
+
+
 class PositionalLM(nn.Module):
     """A small causal (decoder-only) language model, the same for every position scheme:
     ``"none"``, ``"sinusoidal"`` or ``"learned"`` (added to the embeddings), ``"shaw"``
@@ -313,39 +349,37 @@ class PositionalLM(nn.Module):
     Shapes: ids ``(b, t)`` → logits ``(b, t, v)``.
     """
 
-    def __init__(self, vocab_size: int, scheme: str, d_model: int = 64, n_heads: int = 4,
-                 n_layers: int = 2, max_len: int = 64, max_distance: int = 16,
-                 dropout: float = 0.0,
+    def __init__(self, config: PositionalLMConfig,
                  block: Callable[[nn.Module], nn.Module] | None = None):
         super().__init__()
-        if scheme not in SCHEMES:
-            raise ValueError(f"scheme must be one of {SCHEMES}; got {scheme!r}")
-        self.scheme, self.n_heads = scheme, n_heads
-        self.embed = nn.Embedding(vocab_size, d_model)
-        self.pos = {"sinusoidal": lambda: SinusoidalPositions(d_model),
-                    "learned": lambda: LearnedPositions(max_len, d_model)}.get(
-                        scheme, nn.Identity)()
+        if not isinstance(config, PositionalLMConfig):
+            raise TypeError(f"config must be a PositionalLMConfig; got "
+                            f"{type(config).__name__}")
+        self.config = c = config
+        self.embed = nn.Embedding(c.vocab_size, c.d_model)
+        self.pos = {"sinusoidal": lambda: SinusoidalPositions(c.d_model),
+                    "learned": lambda: LearnedPositions(c.max_len, c.d_model)}.get(
+                        c.scheme, nn.Identity)()
         if block is None:
             def block(attn):
-                return PreLNBlock(d_model, attn, dropout)
-        self.blocks = nn.ModuleList(
-            block(self.attention(d_model, n_heads, max_distance, dropout))
-            for _ in range(n_layers))
-        self.norm = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, vocab_size)
+                return PreLNBlock(c.d_model, attn, c.dropout)
+        self.blocks = nn.ModuleList(block(self.attention()) for _ in range(c.n_layers))
+        self.norm = nn.LayerNorm(c.d_model)
+        self.head = nn.Linear(c.d_model, c.vocab_size)
 
-    def attention(self, d_model, n_heads, max_distance, dropout) -> nn.Module:
-        if self.scheme == "shaw":
-            return RelativeAttention(d_model, n_heads, max_distance, dropout=dropout)
-        rotary = Rotary(d_model // n_heads) if self.scheme == "rope" else None
-        return MultiHeadAttention(d_model, n_heads, dropout=dropout, rotary=rotary)
+    def attention(self) -> nn.Module:
+        c = self.config
+        if c.scheme == "shaw":
+            return RelativeAttention(c.d_model, c.n_heads, c.max_distance, dropout=c.dropout)
+        rotary = Rotary(c.d_model // c.n_heads) if c.scheme == "rope" else None
+        return MultiHeadAttention(c.d_model, c.n_heads, dropout=c.dropout, rotary=rotary)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         t = ids.shape[1]
         x = self.pos(self.embed(ids))                             # (b, t, d)
         mask = causal_mask(t, device=ids.device)                  # (1, t, t)
-        bias = alibi_bias(self.n_heads, t, device=ids.device) \
-            if self.scheme == "alibi" else None                   # (h, t, t)
+        bias = alibi_bias(self.config.n_heads, t, device=ids.device) \
+            if self.config.scheme == "alibi" else None            # (h, t, t)
         for block in self.blocks:
             x = block(x, mask, bias)
         return self.head(self.norm(x))                            # (b, t, v)
