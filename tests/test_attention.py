@@ -97,7 +97,8 @@ def test_permuting_the_keys_changes_nothing(score):
 
 def tiny_model(score="additive", seed=0):
     torch.manual_seed(seed)
-    return attention.make_model(V_SRC, V_TGT, d_emb=8, d_model=16, score=score)
+    return attention.make_model(attention.AttentionConfig(
+        src_vocab_size=V_SRC, tgt_vocab_size=V_TGT, d_emb=8, d_model=16, score=score))
 
 
 @pytest.mark.parametrize("score", attention.SCORES[1:])
@@ -119,6 +120,21 @@ def test_dot_score_needs_matching_widths():
     dec = attention.AttentionDecoder(V_TGT, 8, 16, enc.d_enc, score="dot")
     b = toy_batch()
     assert dec(b.tgt_in, enc(b.src, b.src_len))[0].shape == (3, 7, V_TGT)
+
+
+def test_config_builds_chapter_4s_encoder_and_the_attention_decoder():
+    config = attention.AttentionConfig(src_vocab_size=V_SRC, tgt_vocab_size=V_TGT, d_emb=8,
+                                       d_model=16, n_layers=2, score="bilinear")
+    torch.manual_seed(0)
+    model = attention.make_model(config)
+    torch.manual_seed(0)
+    plain = seq2seq.make_model(seq2seq.Seq2SeqConfig(src_vocab_size=V_SRC, tgt_vocab_size=V_TGT,
+                                                     d_emb=8, d_model=16, n_layers=2))
+    for (name, p), (_, p_plain) in zip(model.encoder.named_parameters(),
+                                       plain.encoder.named_parameters()):
+        assert torch.equal(p, p_plain), name        # the same encoder, drawn first
+    assert isinstance(model.decoder.score, attention.BilinearScore)
+    assert model.decoder.rnn.num_layers == 2 and model.decoder.rnn.hidden_size == 16
 
 
 def test_teacher_forcing_in_one_call_equals_step_by_step():

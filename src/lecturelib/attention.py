@@ -29,6 +29,8 @@ Shapes use ``b`` batch, ``t`` queries (target positions), ``s`` keys (source pos
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
@@ -219,12 +221,34 @@ class AttentionDecoder(nn.Module):
         return self.readout(out), h, weights                      # (b, t, v)
 
 
-def make_model(src_vocab_size: int, tgt_vocab_size: int, d_emb: int = 128,
-               d_model: int = 256, n_layers: int = 1, bidirectional: bool = True,
-               score: str = "additive", context: str = "last") -> seq2seq.Seq2Seq:
+@dataclass(kw_only=True)
+class AttentionConfig(seq2seq.Seq2SeqConfig):
+    """The sizes of chapter 4's encoder–decoder (``seq2seq.Seq2SeqConfig``) and the score
+    function of its attention decoder, one of :data:`SCORES`."""
+
+    score: str = "additive"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.score not in SCORES:
+            raise ValueError(f"AttentionConfig: score must be one of {SCORES}; got "
+                             f"{self.score!r}")
+        d_enc = self.d_model * (2 if self.bidirectional else 1)
+        if self.score == "dot" and d_enc != self.d_model:
+            raise ValueError(f"AttentionConfig: a dot-product score needs d_q == d_k, but "
+                             f"the decoder's d_model={self.d_model} queries encoder states of "
+                             f"width {d_enc} (bidirectional); got score='dot' with "
+                             f"bidirectional=True")
+
+
+def make_model(config: AttentionConfig) -> seq2seq.Seq2Seq:
     """The chapter's encoder–decoder with attention (the encoder of
     ``seq2seq.make_model``)."""
-    enc = seq2seq.Encoder(src_vocab_size, d_emb, d_model, n_layers, bidirectional,
-                          context)
-    dec = AttentionDecoder(tgt_vocab_size, d_emb, d_model, enc.d_enc, n_layers, score)
+    if not isinstance(config, AttentionConfig):
+        raise TypeError(f"config must be an AttentionConfig; got {type(config).__name__}")
+    c = config
+    enc = seq2seq.Encoder(c.src_vocab_size, c.d_emb, c.d_model, c.n_layers, c.bidirectional,
+                          c.context)
+    dec = AttentionDecoder(c.tgt_vocab_size, c.d_emb, c.d_model, enc.d_enc, c.n_layers,
+                           c.score)
     return seq2seq.Seq2Seq(enc, dec)
