@@ -59,6 +59,14 @@ from lecturelib.seq2seq import check_ids, check_lengths, check_sizes
 from lecturelib.self_attention import MultiHeadAttention, causal_mask, padding_mask
 
 
+def check_width(x, d_model: int, axes: str = "(..., d_model)") -> None:
+    """Raise a ValueError unless ``x`` is a tensor whose last axis has ``d_model``
+    features."""
+    if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != d_model:
+        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must be {axes} with d_model={d_model}; got {got}")
+
+
 class LayerNorm(nn.Module):
     """``LN(x) = γ ⊙ (x − μ) / √(σ² + ε) + β`` with the mean ``μ`` and the (biased)
     variance ``σ²`` of each position's ``d`` features.
@@ -73,6 +81,7 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))    # β
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_width(x, len(self.weight))
         mu = x.mean(-1, keepdim=True)                            # (..., 1)
         var = ((x - mu) ** 2).mean(-1, keepdim=True)             # (..., 1)
         return self.weight * (x - mu) / torch.sqrt(var + self.eps) + self.bias
@@ -91,6 +100,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_width(x, len(self.weight))
         return self.weight * x * torch.rsqrt((x ** 2).mean(-1, keepdim=True) + self.eps)
 
 
@@ -108,6 +118,7 @@ class FeedForward(nn.Module):
                                  nn.Linear(d_ff, d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_width(x, self.net[0].in_features)
         return self.net(x)
 
 
@@ -125,7 +136,7 @@ class Block(nn.Module):
                  cross: bool = False, attn: nn.Module | None = None,
                  norm: Callable[[int], nn.Module] = nn.LayerNorm):
         super().__init__()
-        self.norm_first, self.residual = norm_first, residual
+        self.d_model, self.norm_first, self.residual = d_model, norm_first, residual
         self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout) \
             if attn is None else attn
         self.norm1 = norm(d_model)
@@ -150,6 +161,9 @@ class Block(nn.Module):
             raise ValueError("memory: a block built with cross=True needs memory (the "
                              "encoder output), and one without it takes none; got "
                              f"{'none' if memory is None else 'memory'}")
+        if x.dim() != 3:
+            raise ValueError(f"x must be (b, t, d_model); got {tuple(x.shape)}")
+        check_width(x, self.d_model, "(b, t, d_model)")
         x = self.sublayer(x, self.norm1, lambda h: self.attn(h, mask=mask, bias=bias)[0])
         if self.cross is not None:
             x = self.sublayer(x, self.norm_cross,
