@@ -38,14 +38,24 @@ from einops import einsum, rearrange, repeat
 from torch import nn
 
 from lecturelib import seq2seq
+from lecturelib.seq2seq import check_ids, check_sizes
 from lecturelib.translation import PAD_ID
 
 SCORES = ("dot", "bilinear", "additive")
 
 
+def check_float(x, name: str, shape: str) -> None:
+    """Raise a TypeError naming ``name`` unless ``x`` is a floating-point tensor."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        got = f"{x.dtype} tensor" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"{name} must be a floating-point tensor {shape}; got {got}")
+
+
 def check_qk(q: torch.Tensor, k: torch.Tensor, d_q: int | None = None,
               d_k: int | None = None) -> None:
-    """Raise ValueError unless queries are ``(b, t, d_q)`` and keys ``(b, s, d_k)``."""
+    """Raise unless queries are float ``(b, t, d_q)`` and keys float ``(b, s, d_k)``."""
+    check_float(q, "queries", "(b, t, d_q)")
+    check_float(k, "keys", "(b, s, d_k)")
     if q.dim() != 3 or k.dim() != 3 or q.shape[0] != k.shape[0]:
         raise ValueError(f"queries must be (b, t, d_q) and keys (b, s, d_k) with one b; "
                          f"got {tuple(q.shape)} and {tuple(k.shape)}")
@@ -76,6 +86,7 @@ class BilinearScore(nn.Module):
 
     def __init__(self, d_q: int, d_k: int):
         super().__init__()
+        check_sizes("BilinearScore", d_q=d_q, d_k=d_k)
         self.W = nn.Parameter(torch.randn(d_q, d_k) / d_q**0.5)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -92,6 +103,7 @@ class AdditiveScore(nn.Module):
 
     def __init__(self, d_q: int, d_k: int, d_att: int):
         super().__init__()
+        check_sizes("AdditiveScore", d_q=d_q, d_k=d_k, d_att=d_att)
         self.d_q, self.d_k = d_q, d_k
         self.W1 = nn.Linear(d_k, d_att, bias=False)
         self.W2 = nn.Linear(d_q, d_att)
@@ -107,6 +119,7 @@ class AdditiveScore(nn.Module):
 
 def make_score(kind: str, d_q: int, d_k: int, d_att: int | None = None) -> nn.Module:
     """One of the three score functions by name (``"dot"`` needs ``d_q == d_k``)."""
+    check_sizes("make_score", d_q=d_q, d_k=d_k)
     if kind == "dot":
         if d_q != d_k:
             raise ValueError(f"a dot-product score needs d_q == d_k; got {d_q} and "
@@ -169,9 +182,11 @@ def attend(scores: torch.Tensor, values: torch.Tensor,
     be 1; a padding mask is ``(b, 1, s)``) or None → context ``(b, t, d_v)``, weights
     ``(b, t, s)``.
     """
-    if scores.dim() != 3 or values.dim() != 3 or scores.shape[::2] != values.shape[:2]:
+    check_float(values, "values", "(b, s, d_v)")
+    if not isinstance(scores, torch.Tensor) or scores.dim() != 3 or values.dim() != 3 \
+            or scores.shape[::2] != values.shape[:2]:
         raise ValueError(f"scores must be (b, t, s) and values (b, s, d_v); got "
-                         f"{tuple(scores.shape)} and {tuple(values.shape)}")
+                         f"{tuple(getattr(scores, 'shape', ()))} and {tuple(values.shape)}")
     weights = masked_softmax(scores, mask)
     return einsum(weights, values, "b t s, b s d -> b t d"), weights
 
@@ -183,6 +198,9 @@ def lookup(q, k, v, score: nn.Module, mask: torch.Tensor | None = None):
     Shapes: q ``(b, t, d_q)``, k ``(b, s, d_k)``, v ``(b, s, d_v)``, mask ``(b, t, s)``
     (b, t may be 1) → context ``(b, t, d_v)``, weights ``(b, t, s)``.
     """
+    if not callable(score):
+        raise TypeError(f"score must be a score module, score(q, k) -> (b, t, s); got "
+                        f"{type(score).__name__}")
     return attend(score(q, k), v, mask)
 
 
@@ -198,6 +216,9 @@ class AttentionDecoder(nn.Module):
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, d_enc: int,
                  n_layers: int = 1, score: str = "additive"):
         super().__init__()
+        check_sizes("AttentionDecoder", vocab_size=vocab_size, d_emb=d_emb, d_model=d_model,
+                    d_enc=d_enc, n_layers=n_layers)
+        self.vocab_size, self.d_model, self.d_enc = vocab_size, d_model, d_enc
         self.n_layers = n_layers
         self.embed = nn.Embedding(vocab_size, d_emb, padding_idx=PAD_ID)
         self.bridge = nn.Linear(d_enc, d_model)
@@ -210,8 +231,25 @@ class AttentionDecoder(nn.Module):
         h0 = torch.tanh(self.bridge(enc.context))                 # (b, d_model)
         return repeat(h0, "b d -> l b d", l=self.n_layers)       # (l, b, d_model)
 
+    def check_input(self, tgt_in, enc, h) -> None:
+        """Raise unless the call matches the shapes in the class docstring."""
+        check_ids(tgt_in, self.vocab_size, "tgt_in")
+        if not isinstance(enc, seq2seq.Encoded):
+            raise TypeError(f"enc must be a seq2seq.Encoded; got {type(enc).__name__}")
+        b = tgt_in.shape[0]
+        if enc.states.dim() != 3 or enc.states.shape[0] != b \
+                or enc.states.shape[2] != self.d_enc:
+            raise ValueError(f"enc.states must be (b, s, d_enc) = ({b}, s, {self.d_enc}); "
+                             f"got {tuple(enc.states.shape)}")
+        if h is not None and (not isinstance(h, torch.Tensor)
+                              or h.shape != (self.n_layers, b, self.d_model)):
+            got = tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__
+            raise ValueError(f"h must be (l, b, d_model) = ({self.n_layers}, {b}, "
+                             f"{self.d_model}) or None; got {got}")
+
     def forward(self, tgt_in: torch.Tensor, enc: seq2seq.Encoded,
                 h: torch.Tensor | None = None):
+        self.check_input(tgt_in, enc, h)
         h = self.init_state(enc) if h is None else h
         s, h = self.rnn(self.embed(tgt_in), h)                    # (b, t, d_model)
         scores = self.score(s, enc.states)                        # (b, t, s)

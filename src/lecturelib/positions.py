@@ -47,20 +47,29 @@ import torch.nn.functional as F
 from einops import einsum
 from torch import nn
 
+from lecturelib.attention import check_float
 from lecturelib.self_attention import MultiHeadAttention, causal_mask, scaled_dot_product
+from lecturelib.seq2seq import check_ids, check_sizes
 
 SCHEMES = ("none", "sinusoidal", "learned", "shaw", "alibi", "rope")
 
 
-def check_positive_int(n, what: str) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{what} must be a positive int; got {n!r}")
-
-
 def check_even(d: int, what: str = "d_model") -> None:
-    if not isinstance(d, int) or d < 2 or d % 2:
+    if isinstance(d, bool) or not isinstance(d, int) or d < 2 or d % 2:
         raise ValueError(f"{what} must be a positive even int (dimensions come in pairs); "
                          f"got {d!r}")
+
+
+def check_base(base: float) -> None:
+    if isinstance(base, bool) or not isinstance(base, (int, float)) \
+            or not math.isfinite(base) or base <= 1:
+        raise ValueError(f"base must be a finite number > 1 (frequencies base^(-2i/d) from "
+                         f"1 down to 1/base); got {base!r}")
+
+
+def check_int(n, what: str) -> None:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise ValueError(f"{what} must be an int; got {n!r}")
 
 
 def frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
@@ -71,6 +80,7 @@ def frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
     Shapes: → ``(d/2,)``.
     """
     check_even(d, "d")
+    check_base(base)
     return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
 
 
@@ -79,6 +89,7 @@ def sinusoidal(seq_len: int, d_model: int, base: float = 10000.0) -> torch.Tenso
 
     Shapes: → ``(seq_len, d_model)``.
     """
+    check_sizes("sinusoidal", seq_len=seq_len)
     angles = torch.arange(seq_len, dtype=torch.float64)[:, None] * frequencies(d_model, base)
     pe = torch.stack([angles.sin(), angles.cos()], -1)         # (t, d/2, 2)
     return pe.flatten(1).float()                                # (t, d): sin, cos, sin, ...
@@ -91,10 +102,18 @@ def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
 
     Shapes: → ``(d_model, d_model)``.
     """
+    check_int(k, "k")
     angle = k * frequencies(d_model, base)
     c, s = angle.cos(), angle.sin()
     blocks = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)
     return torch.block_diag(*blocks).float()                    # (d, d)
+
+
+def check_embeddings(x, d_model: int) -> None:
+    check_float(x, "x", f"(b, t, {d_model})")
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(f"x must be (b, t, d_model) = (b, t, {d_model}); got "
+                         f"{tuple(x.shape)}")
 
 
 class SinusoidalPositions(nn.Module):
@@ -106,9 +125,11 @@ class SinusoidalPositions(nn.Module):
     def __init__(self, d_model: int, base: float = 10000.0):
         super().__init__()
         check_even(d_model)
+        check_base(base)
         self.d_model, self.base = d_model, base
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_embeddings(x, self.d_model)
         return x + sinusoidal(x.shape[1], self.d_model, self.base).to(x.device, x.dtype)
 
 
@@ -121,10 +142,12 @@ class LearnedPositions(nn.Module):
 
     def __init__(self, max_len: int, d_model: int, clamp: bool = False):
         super().__init__()
-        self.max_len, self.clamp = max_len, clamp
+        check_sizes("LearnedPositions", max_len=max_len, d_model=d_model)
+        self.max_len, self.clamp, self.d_model = max_len, clamp, d_model
         self.table = nn.Embedding(max_len, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_embeddings(x, self.d_model)
         t = x.shape[1]
         if t > self.max_len and not self.clamp:
             raise ValueError(f"learned positions exist for 0..{self.max_len - 1} only; got "
@@ -141,9 +164,19 @@ def score_terms(x: torch.Tensor, p: torch.Tensor, W_q: torch.Tensor | None = Non
 
     Shapes: x ``(..., t, d)``, p ``(t, d)``, W_q, W_k ``(d_k, d)`` → four ``(..., t, t)``.
     """
-    if x.shape[-2:] != p.shape:
+    check_float(x, "x", "(..., t, d)")
+    check_float(p, "p", "(t, d)")
+    if x.dim() < 2 or x.shape[-2:] != p.shape:
         raise ValueError(f"x must be (..., t, d) and p (t, d) with one t and d; got "
                          f"{tuple(x.shape)} and {tuple(p.shape)}")
+    for name, W in (("W_q", W_q), ("W_k", W_k)):
+        if W is not None and (not isinstance(W, torch.Tensor) or W.dim() != 2
+                              or W.shape[1] != x.shape[-1]):
+            got = tuple(W.shape) if isinstance(W, torch.Tensor) else type(W).__name__
+            raise ValueError(f"{name} must be (d_k, d) = (d_k, {x.shape[-1]}); got {got}")
+    if W_q is not None and W_k is not None and W_q.shape != W_k.shape:
+        raise ValueError(f"W_q and W_k must have one shape (d_k, d); got "
+                         f"{tuple(W_q.shape)} and {tuple(W_k.shape)}")
     eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
     W_q, W_k = (eye if W_q is None else W_q), (eye if W_k is None else W_k)
 
@@ -164,8 +197,7 @@ def relative_distances(t: int, s: int | None = None, max_distance: int = 16,
     Shapes: → ``(t, s)`` long, values in ``0..2k``.
     """
     s = t if s is None else s
-    if max_distance < 1:
-        raise ValueError(f"max_distance k must be at least 1; got {max_distance}")
+    check_sizes("relative_distances", t=t, s=s, max_distance=max_distance)
     i = torch.arange(t, device=device)[:, None] + (s - t)
     j = torch.arange(s, device=device)[None, :]
     return (j - i).clamp(-max_distance, max_distance) + max_distance
@@ -185,6 +217,7 @@ class RelativeAttention(MultiHeadAttention):
     def __init__(self, d_model: int, n_heads: int, max_distance: int = 16,
                  bias: bool = True, dropout: float = 0.0):
         super().__init__(d_model, n_heads, bias, dropout)
+        check_sizes("RelativeAttention", max_distance=max_distance)
         self.max_distance = max_distance
         self.rel_k = nn.Embedding(2 * max_distance + 1, self.d_head)
         self.rel_v = nn.Embedding(2 * max_distance + 1, self.d_head)
@@ -226,19 +259,35 @@ def alibi_bias(n_heads: int, t: int, s: int | None = None, device=None) -> torch
     Shapes: → ``(h, t, s)``, to pass as ``bias`` to attention.
     """
     s = t if s is None else s
+    check_sizes("alibi_bias", t=t, s=s)
     i = torch.arange(t, device=device)[:, None] + (s - t)
     j = torch.arange(s, device=device)[None, :]
     return -alibi_slopes(n_heads).to(device)[:, None, None] * (i - j).abs()
 
 
 def rope_angles(t: int, d_head: int, base: float = 10000.0, offset: int = 0,
-                device=None) -> torch.Tensor:
-    """``m θ_i`` for positions ``m = offset..offset+t-1`` and the ``d_head/2`` pairs.
+                device=None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``m θ_i`` for positions ``m = offset..offset+t-1`` and the ``d_head/2`` pairs,
+    computed in float64 and returned in ``dtype``.
 
     Shapes: → ``(t, d_head/2)``.
     """
+    check_sizes("rope_angles", t=t)
+    check_int(offset, "offset")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0 (the position of the first query); got "
+                         f"{offset}")
     m = torch.arange(offset, offset + t, dtype=torch.float64)
-    return (m[:, None] * frequencies(d_head, base)).float().to(device)
+    return (m[:, None] * frequencies(d_head, base)).to(device=device, dtype=dtype)
+
+
+def check_rope_input(x, angles) -> None:
+    check_float(x, "x", "(..., t, d)")
+    check_float(angles, "angles", "(t, d/2)")
+    if x.dim() < 2 or angles.dim() != 2 or x.shape[-1] != 2 * angles.shape[-1] \
+            or x.shape[-2] != angles.shape[0]:
+        raise ValueError(f"x must be (..., t, d) and angles (t, d/2); got {tuple(x.shape)} "
+                         f"and {tuple(angles.shape)}")
 
 
 def rope_rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
@@ -247,9 +296,7 @@ def rope_rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
 
     Shapes: x ``(..., t, d)``, angles ``(t, d/2)`` → ``(..., t, d)``.
     """
-    if x.shape[-1] != 2 * angles.shape[-1] or x.shape[-2] != angles.shape[0]:
-        raise ValueError(f"x must be (..., t, d) and angles (t, d/2); got {tuple(x.shape)} "
-                         f"and {tuple(angles.shape)}")
+    check_rope_input(x, angles)
     x1, x2 = x[..., 0::2], x[..., 1::2]                           # (..., t, d/2) each
     cos, sin = angles.cos(), angles.sin()
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
@@ -261,7 +308,10 @@ def rope_complex(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
 
     Shapes: x ``(..., t, d)``, angles ``(t, d/2)`` → ``(..., t, d)``.
     """
-    z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2).contiguous())
+    check_rope_input(x, angles)
+    real = torch.float64 if x.dtype == torch.float64 else torch.float32  # complex64/128
+    z = torch.view_as_complex(x.to(real).reshape(*x.shape[:-1], -1, 2).contiguous())
+    angles = angles.to(real)
     rotated = z * torch.polar(torch.ones_like(angles), angles)  # e^{i m θ}
     return torch.view_as_real(rotated).flatten(-2).to(x.dtype)
 
@@ -276,13 +326,23 @@ class Rotary(nn.Module):
     def __init__(self, d_head: int, base: float = 10000.0):
         super().__init__()
         check_even(d_head, "d_head")
+        check_base(base)
         self.d_head, self.base = d_head, base
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        if x.shape[-1] != self.d_head:
-            raise ValueError(f"expected (..., t, {self.d_head}); got {tuple(x.shape)}")
-        angles = rope_angles(x.shape[-2], self.d_head, self.base, offset, x.device)
+        check_float(x, "x", f"(..., t, {self.d_head})")
+        if x.dim() < 2 or x.shape[-1] != self.d_head:
+            raise ValueError(f"x must be (..., t, d_head) = (..., t, {self.d_head}); got "
+                             f"{tuple(x.shape)}")
+        angles = rope_angles(x.shape[-2], self.d_head, self.base, offset, x.device,
+                             dtype=torch.float64 if x.dtype == torch.float64
+                             else torch.float32)
         return rope_rotate(x, angles)
+
+
+def check_dropout(p) -> None:
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+        raise ValueError(f"dropout must be a number in [0, 1); got {p!r}")
 
 
 class PreLNBlock(nn.Module):
@@ -296,6 +356,12 @@ class PreLNBlock(nn.Module):
 
     def __init__(self, d_model: int, attn: nn.Module, dropout: float = 0.0):
         super().__init__()
+        check_sizes("PreLNBlock", d_model=d_model)
+        check_dropout(dropout)
+        if not isinstance(attn, nn.Module):
+            raise TypeError(f"attn must be an attention nn.Module (e.g. MultiHeadAttention); "
+                            f"got {type(attn).__name__}")
+        self.d_model = d_model
         self.attn = attn
         self.norm1 = nn.LayerNorm(d_model)
         self.ffn = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
@@ -305,6 +371,7 @@ class PreLNBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
+        check_embeddings(x, self.d_model)
         x = x + self.drop(self.attn(self.norm1(x), mask=mask, bias=bias)[0])
         return x + self.drop(self.ffn(self.norm2(x)))
 
@@ -326,17 +393,15 @@ class PositionalLMConfig:
     def __post_init__(self):
         if self.scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}; got {self.scheme!r}")
-        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len",
-                     "max_distance"):
-            check_positive_int(getattr(self, name), name)
+        check_sizes("PositionalLMConfig", vocab_size=self.vocab_size, d_model=self.d_model,
+                    n_heads=self.n_heads, n_layers=self.n_layers, max_len=self.max_len,
+                    max_distance=self.max_distance)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model must be divisible by n_heads; got d_model="
                              f"{self.d_model}, n_heads={self.n_heads}")
         if self.scheme == "rope":
             check_even(self.d_model // self.n_heads, "d_head = d_model / n_heads")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) \
-                or not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be a number in [0, 1); got {self.dropout!r}")
+        check_dropout(self.dropout)
 
 
 class PositionalLM(nn.Module):
@@ -355,6 +420,9 @@ class PositionalLM(nn.Module):
         if not isinstance(config, PositionalLMConfig):
             raise TypeError(f"config must be a PositionalLMConfig; got "
                             f"{type(config).__name__}")
+        if block is not None and not callable(block):
+            raise TypeError(f"block must be callable, block(attn) -> nn.Module; got "
+                            f"{type(block).__name__}")
         self.config = c = config
         self.embed = nn.Embedding(c.vocab_size, c.d_model)
         self.pos = {"sinusoidal": lambda: SinusoidalPositions(c.d_model),
@@ -375,6 +443,7 @@ class PositionalLM(nn.Module):
         return MultiHeadAttention(c.d_model, c.n_heads, dropout=c.dropout, rotary=rotary)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        check_ids(ids, self.config.vocab_size, "ids")
         t = ids.shape[1]
         x = self.pos(self.embed(ids))                             # (b, t, d)
         mask = causal_mask(t, device=ids.device)                  # (1, t, t)
@@ -393,6 +462,17 @@ def loss_by_position(model: nn.Module, ids: torch.Tensor, length: int,
 
     Shapes: ids ``(n,)`` → ``(length,)``.
     """
+    if not isinstance(model, nn.Module) or next(model.parameters(), None) is None:
+        raise TypeError(f"model must be an nn.Module with parameters; got "
+                        f"{type(model).__name__}")
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.is_floating_point() \
+            or ids.is_complex() or ids.dtype == torch.bool:
+        got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) \
+            else type(ids).__name__
+        raise ValueError(f"ids must be a 1-d integer tensor (n,) of token ids; got {got}")
+    check_sizes("loss_by_position", length=length, batch_size=batch_size)
+    if max_windows is not None:
+        check_sizes("loss_by_position", max_windows=max_windows)
     n = (len(ids) - 1) // length
     n = n if max_windows is None else min(n, max_windows)
     if n < 1:

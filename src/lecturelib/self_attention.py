@@ -22,12 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import math
+
 import torch
 import torch.nn.functional as F
 from einops import einsum, rearrange
 from torch import nn
 
-from lecturelib.attention import masked_softmax
+from lecturelib.attention import check_float, masked_softmax
+from lecturelib.seq2seq import check_ids, check_sizes
 
 
 def scaled_dot_product(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -41,16 +44,31 @@ def scaled_dot_product(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     1; bias (float) broadcastable to ``(b, ..., t, s)`` → out ``(b, ..., t, d_v)``, weights
     ``(b, ..., t, s)``.
     """
-    if q.dim() < 2 or q.dim() != k.dim() or k.dim() != v.dim():
+    for name, a, shape in (("q", q, "(..., t, d_k)"), ("k", k, "(..., s, d_k)"),
+                           ("v", v, "(..., s, d_v)")):
+        check_float(a, name, shape)
+    if q.dim() < 2 or q.dim() != k.dim() or k.dim() != v.dim() \
+            or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
         raise ValueError(f"q, k, v must be (..., t, d_k), (..., s, d_k), (..., s, d_v) "
                          f"with the same leading axes; got {tuple(q.shape)}, "
                          f"{tuple(k.shape)}, {tuple(v.shape)}")
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"q and k need one d_k, k and v one number of keys s; got "
                          f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                              or not math.isfinite(scale) or scale <= 0):
+        raise ValueError(f"scale must be a positive finite number or None; got {scale!r}")
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = einsum(q, k, "... t d, ... s d -> ... t s") * scale
     if bias is not None:
+        check_float(bias, "bias", f"broadcastable to the scores {tuple(scores.shape)}")
+        try:
+            grows = torch.broadcast_shapes(bias.shape, scores.shape) != scores.shape
+        except RuntimeError:
+            grows = True
+        if grows:
+            raise ValueError(f"bias must broadcast to the scores (..., t, s) = "
+                             f"{tuple(scores.shape)}; got {tuple(bias.shape)}")
         scores = scores + bias
     weights = masked_softmax(scores, mask)
     return einsum(weights, v, "... t s, ... s d -> ... t d"), weights
@@ -111,9 +129,16 @@ class MultiHeadAttention(nn.Module):
                  dropout: float = 0.0,
                  rotary: Callable[[torch.Tensor], torch.Tensor] | None = None):
         super().__init__()
+        check_sizes("MultiHeadAttention", d_model=d_model, n_heads=n_heads)
         if d_model % n_heads:
             raise ValueError(f"d_model must be divisible by n_heads; got {d_model} and "
                              f"{n_heads}")
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) \
+                or not 0 <= dropout < 1:
+            raise ValueError(f"dropout must be a number in [0, 1); got {dropout!r}")
+        if rotary is not None and not callable(rotary):
+            raise TypeError(f"rotary must be callable (e.g. positions.Rotary) or None; got "
+                            f"{type(rotary).__name__}")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
         self.W_k = nn.Linear(d_model, d_model, bias=bias)
@@ -150,6 +175,11 @@ class MultiHeadAttention(nn.Module):
 
         Shapes: heads ``(b, h, t, d_h)`` → ``(b, t, d)``.
         """
+        check_float(heads, "heads", "(b, h, t, d_h)")
+        if heads.dim() != 4 or heads.shape[1] != self.n_heads \
+                or heads.shape[3] != self.d_head:
+            raise ValueError(f"heads must be (b, h, t, d_h) = (b, {self.n_heads}, t, "
+                             f"{self.d_head}); got {tuple(heads.shape)}")
         return self.W_o(self.dropout(rearrange(heads, "b h t e -> b t (h e)")))
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None,
@@ -162,6 +192,8 @@ class MultiHeadAttention(nn.Module):
 def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
     """Our :class:`MultiHeadAttention` with the weights of a ``batch_first``
     ``nn.MultiheadAttention`` (whose fused ``in_proj_weight`` stacks W_Q, W_K, W_V)."""
+    if not isinstance(mha, nn.MultiheadAttention):
+        raise TypeError(f"mha must be an nn.MultiheadAttention; got {type(mha).__name__}")
     if not mha.batch_first or not mha._qkv_same_embed_dim:
         raise ValueError("expected nn.MultiheadAttention(..., batch_first=True) with "
                          "kdim = vdim = embed_dim")
@@ -185,10 +217,15 @@ def order_mask(order: torch.Tensor) -> torch.Tensor:
 
     Shapes: order ``(t,)``, a permutation of ``0..t-1`` → ``(1, t, t)`` bool.
     """
+    if not isinstance(order, torch.Tensor):
+        raise TypeError(f"order must be a tensor (t,) of positions; got "
+                        f"{type(order).__name__}")
     t = order.numel()
-    if order.dim() != 1 or order.dtype.is_floating_point or not torch.equal(
+    if order.dim() != 1 or t == 0 or order.is_floating_point() or order.is_complex() \
+            or order.dtype == torch.bool or not torch.equal(
             order.sort().values, torch.arange(t, device=order.device)):
-        raise ValueError(f"order must be a permutation of 0..t-1; got {order.tolist()}")
+        raise ValueError(f"order must be a 1-d integer permutation of 0..t-1; got "
+                         f"{order.dtype} {order.tolist()}")
     rank = torch.empty_like(order)
     rank[order] = torch.arange(t, device=order.device)       # the step that writes each i
     return (rank[None, :] <= rank[:, None])[None]              # (1, t, t)
@@ -202,6 +239,7 @@ def dot_product_statistics(d_k: int, scaled: bool, n_keys: int = 64, n: int = 10
     norm of the gradient, with respect to the scores, of a loss ``Σ_j u_j α_j`` with
     random ``u ~ N(0, I)``. Scores are ``q·k/√d_k`` if ``scaled``, else ``q·k``.
     """
+    check_sizes("dot_product_statistics", d_k=d_k, n_keys=n_keys, n=n)
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(n, 1, d_k, generator=g)
     k = torch.randn(n, n_keys, d_k, generator=g)
@@ -223,6 +261,7 @@ def neighbour_retrieval(n: int, n_items: int, n_values: int = 16, seed: int = 0)
 
     Shapes: → keys, values ``(n, n_items)``, targets ``(n, n_items, 2)`` (next, previous).
     """
+    check_sizes("neighbour_retrieval", n=n, n_items=n_items, n_values=n_values)
     if n < 1 or n_items < 3 or n_values < 2:
         raise ValueError(f"need n >= 1, n_items >= 3, n_values >= 2; got {n}, {n_items}, "
                          f"{n_values}")
@@ -245,13 +284,20 @@ class SetAttention(nn.Module):
     def __init__(self, n_keys: int, n_values: int, d_model: int, n_heads: int,
                  n_out: int = 2):
         super().__init__()
-        self.n_out, self.n_values = n_out, n_values
+        check_sizes("SetAttention", n_keys=n_keys, n_values=n_values, d_model=d_model,
+                    n_heads=n_heads, n_out=n_out)
+        self.n_keys, self.n_out, self.n_values = n_keys, n_out, n_values
         self.key_embed = nn.Embedding(n_keys, d_model)
         self.value_embed = nn.Embedding(n_values, d_model)
         self.attn = MultiHeadAttention(d_model, n_heads)
         self.readout = nn.Linear(d_model, n_out * n_values)
 
     def forward(self, keys: torch.Tensor, values: torch.Tensor):
+        check_ids(keys, self.n_keys, "keys")
+        check_ids(values, self.n_values, "values")
+        if keys.shape != values.shape:
+            raise ValueError(f"keys and values must both be (b, t); got {tuple(keys.shape)} "
+                             f"and {tuple(values.shape)}")
         x = self.key_embed(keys) + self.value_embed(values)          # (b, t, d)
         out, weights = self.attn(x)                                   # (b, t, d)
         logits = rearrange(self.readout(out), "b t (o v) -> b t o v", o=self.n_out)

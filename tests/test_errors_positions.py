@@ -1,0 +1,210 @@
+"""Bad input to lecturelib.positions: each row is a call, the exception it raises and a
+pattern its message must match (the argument, what was expected, what was given)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from lecturelib import positions as pos
+from lecturelib import self_attention as sa
+
+X = torch.randn(2, 5, 8)
+ANGLES = pos.rope_angles(5, 8)
+LM = pos.PositionalLM(pos.PositionalLMConfig(vocab_size=7, scheme="alibi", d_model=8,
+                                             n_heads=2, n_layers=1, max_len=8))
+BLOCK = pos.PreLNBlock(8, sa.MultiHeadAttention(8, 2))
+
+
+def config(**kw):
+    return pos.PositionalLMConfig(**{"vocab_size": 7, "scheme": "rope"} | kw)
+
+
+CASES = [
+    # (id, call, exception, message pattern)
+    ("frequencies: odd d", lambda: pos.frequencies(7), ValueError,
+     r"d must be a positive even int \(dimensions come in pairs\); got 7"),
+    ("frequencies: zero base", lambda: pos.frequencies(8, 0.0), ValueError,
+     r"base must be a finite number > 1 .*got 0.0"),
+    ("frequencies: negative base", lambda: pos.frequencies(8, -10.0), ValueError,
+     r"base must be a finite number > 1 .*got -10.0"),
+    ("frequencies: base 1", lambda: pos.frequencies(8, 1), ValueError,
+     r"base must be a finite number > 1 .*got 1"),
+    ("frequencies: infinite base", lambda: pos.frequencies(8, math.inf), ValueError,
+     r"base must be a finite number > 1 .*got inf"),
+    ("sinusoidal: zero base", lambda: pos.sinusoidal(4, 8, base=0.0), ValueError,
+     r"base must be a finite number > 1"),
+    ("sinusoidal: float length", lambda: pos.sinusoidal(4.5, 8), ValueError,
+     r"sinusoidal: seq_len must be a positive int; got 4.5"),
+    ("sinusoidal: odd width", lambda: pos.sinusoidal(4, 5), ValueError,
+     r"d must be a positive even int .*got 5"),
+    ("shift_matrix: float k", lambda: pos.shift_matrix(1.5, 8), ValueError,
+     r"k must be an int; got 1.5"),
+    ("shift_matrix: negative base", lambda: pos.shift_matrix(1, 8, base=-2.0), ValueError,
+     r"base must be a finite number > 1"),
+    ("SinusoidalPositions: odd width", lambda: pos.SinusoidalPositions(7), ValueError,
+     r"d_model must be a positive even int .*got 7"),
+    ("SinusoidalPositions: zero base", lambda: pos.SinusoidalPositions(8, base=0),
+     ValueError, r"base must be a finite number > 1 .*got 0"),
+    ("SinusoidalPositions: other width", lambda: pos.SinusoidalPositions(6)(X), ValueError,
+     r"x must be \(b, t, d_model\) = \(b, t, 6\); got \(2, 5, 8\)"),
+    ("SinusoidalPositions: int x", lambda: pos.SinusoidalPositions(8)(X.long()), TypeError,
+     r"x must be a floating-point tensor \(b, t, 8\); got torch.int64"),
+    ("LearnedPositions: zero max_len", lambda: pos.LearnedPositions(0, 8), ValueError,
+     r"LearnedPositions: max_len must be a positive int; got 0"),
+    ("LearnedPositions: too long", lambda: pos.LearnedPositions(4, 8)(X), ValueError,
+     r"learned positions exist for 0..3 only; got a sequence of 5"),
+    ("LearnedPositions: 2-D x", lambda: pos.LearnedPositions(8, 8)(X[0]), ValueError,
+     r"x must be \(b, t, d_model\) = \(b, t, 8\); got \(5, 8\)"),
+    ("score_terms: p of another length", lambda: pos.score_terms(X, torch.randn(4, 8)),
+     ValueError, r"x must be \(\.\.\., t, d\) and p \(t, d\) with one t and d; got "
+     r"\(2, 5, 8\) and \(4, 8\)"),
+    ("score_terms: W of another width",
+     lambda: pos.score_terms(X, torch.randn(5, 8), torch.randn(4, 6)), ValueError,
+     r"W_q must be \(d_k, d\) = \(d_k, 8\); got \(4, 6\)"),
+    ("score_terms: W_q and W_k differ",
+     lambda: pos.score_terms(X, torch.randn(5, 8), torch.randn(4, 8), torch.randn(3, 8)),
+     ValueError, r"W_q and W_k must have one shape \(d_k, d\); got \(4, 8\) and \(3, 8\)"),
+    ("score_terms: int x", lambda: pos.score_terms(X.long(), torch.randn(5, 8)), TypeError,
+     r"x must be a floating-point tensor"),
+    ("relative_distances: zero k", lambda: pos.relative_distances(4, max_distance=0),
+     ValueError, r"relative_distances: max_distance must be a positive int; got 0"),
+    ("relative_distances: float t", lambda: pos.relative_distances(2.0), ValueError,
+     r"relative_distances: t must be a positive int; got 2.0"),
+    ("RelativeAttention: zero k", lambda: pos.RelativeAttention(8, 2, max_distance=0),
+     ValueError, r"RelativeAttention: max_distance must be a positive int; got 0"),
+    ("RelativeAttention: zero heads", lambda: pos.RelativeAttention(8, 0), ValueError,
+     r"MultiHeadAttention: n_heads must be a positive int; got 0"),
+    ("RelativeAttention: width of x", lambda: pos.RelativeAttention(8, 2)(X[..., :4]),
+     ValueError, r"x and context must be \(b, t, 8\) and \(b, s, 8\); got \(2, 5, 4\)"),
+    ("RelativeAttention: 2-D mask",
+     lambda: pos.RelativeAttention(8, 2)(X, mask=sa.causal_mask(5)[0]), ValueError,
+     r"mask must be 3-D \(b, t, s\) = \(2, 5, 5\).*mask\[None\]"),
+    ("alibi_slopes: zero heads", lambda: pos.alibi_slopes(0), ValueError,
+     r"n_heads must be a positive int; got 0"),
+    ("alibi_slopes: float heads", lambda: pos.alibi_slopes(4.0), ValueError,
+     r"n_heads must be a positive int; got 4.0"),
+    ("alibi_bias: zero length", lambda: pos.alibi_bias(4, 0), ValueError,
+     r"alibi_bias: t must be a positive int; got 0"),
+    ("rope_angles: odd width", lambda: pos.rope_angles(5, 7), ValueError,
+     r"d must be a positive even int .*got 7"),
+    ("rope_angles: negative base", lambda: pos.rope_angles(5, 8, base=-1.0), ValueError,
+     r"base must be a finite number > 1"),
+    ("rope_angles: negative offset", lambda: pos.rope_angles(5, 8, offset=-1), ValueError,
+     r"offset must be >= 0 .*got -1"),
+    ("rope_angles: float offset", lambda: pos.rope_angles(5, 8, offset=0.5), ValueError,
+     r"offset must be an int; got 0.5"),
+    ("rope_rotate: angles of another width", lambda: pos.rope_rotate(X, ANGLES[:, :3]),
+     ValueError, r"x must be \(\.\.\., t, d\) and angles \(t, d/2\); got \(2, 5, 8\) and "
+     r"\(5, 3\)"),
+    ("rope_rotate: angles of another length", lambda: pos.rope_rotate(X, ANGLES[:4]),
+     ValueError, r"got \(2, 5, 8\) and \(4, 4\)"),
+    ("rope_rotate: int x", lambda: pos.rope_rotate(X.long(), ANGLES), TypeError,
+     r"x must be a floating-point tensor \(\.\.\., t, d\); got torch.int64"),
+    ("rope_rotate: int angles", lambda: pos.rope_rotate(X, ANGLES.long()), TypeError,
+     r"angles must be a floating-point tensor \(t, d/2\); got torch.int64"),
+    ("rope_complex: odd x", lambda: pos.rope_complex(X[..., :7], ANGLES), ValueError,
+     r"x must be \(\.\.\., t, d\) and angles \(t, d/2\)"),
+    ("Rotary: odd d_head", lambda: pos.Rotary(5), ValueError,
+     r"d_head must be a positive even int .*got 5"),
+    ("Rotary: zero base", lambda: pos.Rotary(8, base=0.0), ValueError,
+     r"base must be a finite number > 1 .*got 0.0"),
+    ("Rotary: other width", lambda: pos.Rotary(4)(X), ValueError,
+     r"x must be \(\.\.\., t, d_head\) = \(\.\.\., t, 4\); got \(2, 5, 8\)"),
+    ("Rotary: int x", lambda: pos.Rotary(8)(X.int()), TypeError,
+     r"x must be a floating-point tensor .*got torch.int32"),
+    ("Rotary: negative offset", lambda: pos.Rotary(8)(X, offset=-2), ValueError,
+     r"offset must be >= 0"),
+    ("PreLNBlock: zero width", lambda: pos.PreLNBlock(0, sa.MultiHeadAttention(8, 2)),
+     ValueError, r"PreLNBlock: d_model must be a positive int; got 0"),
+    ("PreLNBlock: attention not a module", lambda: pos.PreLNBlock(8, "mha"), TypeError,
+     r"attn must be an attention nn.Module .*got str"),
+    ("PreLNBlock: dropout 1.5", lambda: pos.PreLNBlock(8, sa.MultiHeadAttention(8, 2),
+                                                       dropout=1.5), ValueError,
+     r"dropout must be a number in \[0, 1\); got 1.5"),
+    ("PreLNBlock: other width", lambda: BLOCK(X[..., :6]), ValueError,
+     r"x must be \(b, t, d_model\) = \(b, t, 8\); got \(2, 5, 6\)"),
+    ("PreLNBlock: 2-D mask", lambda: BLOCK(X, sa.causal_mask(5)[0]), ValueError,
+     r"mask must be 3-D"),
+    ("config: unknown scheme", lambda: config(scheme="absolute"), ValueError,
+     r"scheme must be one of \('none', .*\); got 'absolute'"),
+    ("config: zero heads", lambda: config(n_heads=0), ValueError,
+     r"PositionalLMConfig: n_heads must be a positive int; got 0"),
+    ("config: negative layers", lambda: config(n_layers=-1), ValueError,
+     r"PositionalLMConfig: n_layers must be a positive int; got -1"),
+    ("config: float vocabulary", lambda: config(vocab_size=7.0), ValueError,
+     r"PositionalLMConfig: vocab_size must be a positive int; got 7.0"),
+    ("config: not divisible", lambda: config(d_model=10, n_heads=4), ValueError,
+     r"d_model must be divisible by n_heads; got d_model=10, n_heads=4"),
+    ("config: odd RoPE heads", lambda: config(d_model=12, n_heads=4), ValueError,
+     r"d_head = d_model / n_heads must be a positive even int .*got 3"),
+    ("config: negative dropout", lambda: config(dropout=-0.1), ValueError,
+     r"dropout must be a number in \[0, 1\); got -0.1"),
+    ("config: positional", lambda: pos.PositionalLMConfig(7, "rope"), TypeError,
+     r"positional"),
+    ("PositionalLM: sizes, not a config", lambda: pos.PositionalLM(7, "rope"), TypeError,
+     r"config must be a PositionalLMConfig; got int"),
+    ("PositionalLM: block not callable", lambda: pos.PositionalLM(config(), block=3),
+     TypeError, r"block must be callable, block\(attn\) -> nn.Module; got int"),
+    ("PositionalLM: float ids", lambda: LM(torch.zeros(2, 4)), ValueError,
+     r"ids must be \(b, t\) integer token ids; got torch.float32"),
+    ("PositionalLM: 1-D ids", lambda: LM(torch.zeros(4, dtype=torch.long)), ValueError,
+     r"ids must be \(b, t\) integer token ids; got torch.int64 \(4,\)"),
+    ("PositionalLM: ids past the vocabulary", lambda: LM(torch.full((1, 4), 7)), ValueError,
+     r"ids must lie in 0..6 \(vocab_size=7\); got values from 7 to 7"),
+    ("loss_by_position: float ids", lambda: pos.loss_by_position(LM, torch.zeros(20), 4),
+     ValueError, r"ids must be a 1-d integer tensor \(n,\) of token ids; got torch.float32"),
+    ("loss_by_position: 2-D ids",
+     lambda: pos.loss_by_position(LM, torch.zeros(2, 20, dtype=torch.long), 4), ValueError,
+     r"ids must be a 1-d integer tensor \(n,\) of token ids; got torch.int64 \(2, 20\)"),
+    ("loss_by_position: zero length",
+     lambda: pos.loss_by_position(LM, torch.zeros(20, dtype=torch.long), 0), ValueError,
+     r"loss_by_position: length must be a positive int; got 0"),
+    ("loss_by_position: zero batch",
+     lambda: pos.loss_by_position(LM, torch.zeros(20, dtype=torch.long), 4, batch_size=0),
+     ValueError, r"loss_by_position: batch_size must be a positive int; got 0"),
+    ("loss_by_position: zero windows",
+     lambda: pos.loss_by_position(LM, torch.zeros(20, dtype=torch.long), 4, max_windows=0),
+     ValueError, r"loss_by_position: max_windows must be a positive int; got 0"),
+    ("loss_by_position: stream too short",
+     lambda: pos.loss_by_position(LM, torch.zeros(4, dtype=torch.long), 4), ValueError,
+     r"the stream \(4 tokens\) is shorter than one window of 5"),
+    ("loss_by_position: not a model",
+     lambda: pos.loss_by_position(lambda ids: ids, torch.zeros(20, dtype=torch.long), 4),
+     TypeError, r"model must be an nn.Module with parameters; got function"),
+    ("loss_by_position: a model without parameters",
+     lambda: pos.loss_by_position(nn.Identity(), torch.zeros(20, dtype=torch.long), 4),
+     TypeError, r"model must be an nn.Module with parameters; got Identity"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_bad_input_raises_a_clear_error(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_float64_rope_computes_in_float64():
+    x = torch.randn(1, 2, 300, 8, dtype=torch.float64)
+    m = torch.arange(300, dtype=torch.float64)[:, None] * pos.frequencies(8)  # exact angles
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    exact = torch.stack([x1 * m.cos() - x2 * m.sin(), x1 * m.sin() + x2 * m.cos()],
+                        -1).flatten(-2)
+    for rotated in (pos.Rotary(8)(x),
+                    pos.rope_rotate(x, pos.rope_angles(300, 8, dtype=torch.float64)),
+                    pos.rope_complex(x, pos.rope_angles(300, 8, dtype=torch.float64))):
+        assert rotated.dtype == torch.float64
+        torch.testing.assert_close(rotated, exact, rtol=1e-12, atol=1e-12)
+    # float32 angles would be off by about 1e-5 at position 300: the test can tell
+    off = pos.rope_rotate(x, pos.rope_angles(300, 8)) - exact
+    assert off.abs().max() > 1e-9
+
+
+def test_positional_tables_stay_finite_for_any_valid_base():
+    for base in (1.5, 100.0, 1e6):
+        assert torch.isfinite(pos.sinusoidal(64, 16, base)).all()
+        assert torch.isfinite(pos.shift_matrix(3, 16, base)).all()
