@@ -249,12 +249,16 @@ class TransformerConfig(StackConfig):
                     max_len=self.max_len)
 
 
+def check_config(config, kind: type) -> None:
+    """Raise a TypeError unless ``config`` is a ``kind`` (a config dataclass)."""
+    if not isinstance(config, kind):
+        raise TypeError(f"config must be a {kind.__name__}; got {type(config).__name__}")
+
+
 def stack(config: StackConfig, *, cross: bool = False) -> nn.ModuleList:
     """``config.n_layers`` blocks; a Pre-LN stack also needs a final norm (its output is
     an un-normalised residual stream), which the models below add."""
-    if not isinstance(config, StackConfig):
-        raise TypeError(f"config must be a StackConfig (or TransformerConfig, "
-                        f"ViTConfig); got {type(config).__name__}")
+    check_config(config, StackConfig)
     c = config
     return nn.ModuleList(
         Block(c.d_model, c.n_heads, d_ff=c.d_ff, dropout=c.dropout,
@@ -270,6 +274,7 @@ class TransformerLM(nn.Module):
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
+        check_config(config, TransformerConfig)
         c = self.config = config
         self.embed = Embedding(c.vocab_size, c.d_model, c.max_len, c.dropout)
         self.blocks = stack(c)
@@ -293,6 +298,7 @@ class TransformerEncoder(nn.Module):
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
+        check_config(config, TransformerConfig)
         c = self.config = config
         self.embed = Embedding(c.vocab_size, c.d_model, c.max_len, c.dropout)
         self.blocks = stack(c)
@@ -324,6 +330,7 @@ class TransformerDecoder(nn.Module):
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
+        check_config(config, TransformerConfig)
         c = self.config = config
         self.embed = Embedding(c.vocab_size, c.d_model, c.max_len, c.dropout)
         self.blocks = stack(c, cross=True)
@@ -346,9 +353,7 @@ def make_seq2seq(config: TransformerConfig, *, src_vocab_size: int) -> seq2seq.S
     """An encoder–decoder Transformer: a decoder as ``config`` says (``vocab_size``: the
     target vocabulary) and an encoder of the same sizes over ``src_vocab_size``
     tokens."""
-    if not isinstance(config, TransformerConfig):
-        raise TypeError(f"config must be a TransformerConfig; got "
-                        f"{type(config).__name__}")
+    check_config(config, TransformerConfig)
     encoder = TransformerEncoder(replace(config, vocab_size=src_vocab_size))
     return seq2seq.Seq2Seq(encoder, TransformerDecoder(config))
 
@@ -429,6 +434,7 @@ class ViT(nn.Module):
 
     def __init__(self, config: ViTConfig):
         super().__init__()
+        check_config(config, ViTConfig)
         c = self.config = config
         self.patches = PatchEmbedding(c.image_size, c.patch_size, c.in_channels,
                                       c.d_model)
