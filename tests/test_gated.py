@@ -203,5 +203,5 @@ def test_bad_inputs_are_rejected():
         gated.n_params("mamba", 2, 3)
     with pytest.raises(ValueError, match="positive ints"):
         gated.n_params("gru", 2, 0)
-    with pytest.raises(TypeError, match="dtype long"):
+    with pytest.raises(TypeError, match=r"x must be an integer \(long\) tensor"):
         gated.CharLSTM(5, 2, 3)(torch.zeros(2, 3))

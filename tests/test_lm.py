@@ -78,10 +78,20 @@ def test_bigram_known_answer_and_smoothing():
         lm.BigramLM(3, k=-1)
 
 
-def test_embedding_is_one_hot_product():
-    emb = torch.nn.Embedding(7, 3)
+def test_window_lm_is_a_linear_layer_on_concatenated_one_hot_vectors():
+    """Chapter 1's claim: an embedding layer is a one-hot vector times a matrix, so the window
+    LM is Bengio et al.'s network on concatenated one-hot inputs, and only the embedding rows
+    of the tokens in the batch receive a gradient."""
+    torch.manual_seed(0)
+    model = lm.WindowLM(vocab_size=7, context=3, d_embed=4, d_hidden=5)
     x = torch.tensor([[1, 4, 4], [0, 6, 2]])
-    check.close(emb(x), F.one_hot(x, 7).float() @ emb.weight)
+    one_hot = F.one_hot(x, 7).float()                                  # (b, context, v)
+    e = (one_hot @ model.embed.weight).flatten(1)                      # (b, context·d)
+    by_product = model.out(torch.tanh(model.hidden(e)))
+    check.close(model(x), by_product)
+    model(x).sum().backward()
+    rows = model.embed.weight.grad.abs().sum(1).nonzero().flatten()
+    assert rows.tolist() == [0, 1, 2, 4, 6]
 
 
 def test_window_lm_shapes_and_errors():

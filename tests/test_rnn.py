@@ -236,7 +236,7 @@ def test_pad_sequences_and_classifier_ignore_padding():
         check.close(model(x, mask), model(longer, more), atol=1e-6, name=how)
     with pytest.raises(ValueError, match="pooling"):
         rnn.RNNClassifier(10, 4, 6, 3, pooling="attention")
-    with pytest.raises(ValueError, match="non-empty"):
+    with pytest.raises(ValueError, match="at least 1 token id"):
         rnn.pad_sequences([torch.tensor([1]), torch.tensor([], dtype=torch.long)])
 
 

@@ -1,28 +1,22 @@
-"""Chapter 10: decoding, or how a language model's next-token distributions become text.
+"""Chapter 10, search: how a language model's next-token distributions become the most probable
+text, and why that text is not the best.
 
-Every algorithm here talks to a model through one function, a *step*: ``step(prefixes)``
-takes token ids ``(b, t)`` (long, on the CPU) and returns the logits ``(b, v)`` of the token
-that follows each prefix. Any autoregressive model fits: a table of n-gram counts, an RNN
-(:class:`RecurrentStep` keeps its state, so a call costs one time step) or a Transformer.
+Every algorithm of the chapter talks to a model through one function, a *step*:
+``step(prefixes)`` takes token ids ``(b, t)`` (long, on the CPU) and returns the logits
+``(b, v)`` of the token that follows each prefix. Any autoregressive model fits: a table of
+n-gram counts, an RNN (:class:`RecurrentStep` keeps its state, so a call costs one time step)
+or a Transformer. :func:`pipe` passes a step's logits through processors (functions from
+logits to logits), and :class:`TreeLM` is a toy model whose every prefix has its own random
+distribution.
 
-- :func:`temperature`, :func:`top_k` (Fan, Lewis and Dauphin, 2018, arXiv:1805.04833) and
-  :func:`top_p`, nucleus sampling (Holtzman et al., 2020, arXiv:1904.09751), map logits to
-  logits; :func:`pipe` applies them to a step's output, so a sampler is ancestral sampling
-  (:func:`sample`) of a transformed model. :func:`top_k` keeps ties with the k-th logit.
-- :func:`constrain` masks the tokens that a rule forbids after a prefix; :func:`regex_allowed`
-  builds the rule from a regular expression by partial matching. Guided-generation libraries
-  compile the expression into an automaton over tokens instead (Willard and Louf, 2023,
-  arXiv:2307.09702), which is faster but allows the same tokens.
+- :func:`generate` is the loop shared by :func:`greedy` decoding and sampling
+  (:mod:`lecturelib.sampling`); :func:`sequence_logprobs` scores given continuations.
 - :func:`greedy`, :func:`beam_search` and the oracle :func:`exhaustive_search` look for likely
   sequences; beam search keeps finished hypotheses aside and ranks them by
   ``log p / length^alpha``, a simpler length normalisation than GNMT's
   ``((5 + length) / 6)^alpha`` (Wu et al., 2016, arXiv:1609.08144).
-- :func:`contrastive` scores ``log p_strong - log p_weak`` on the tokens with
-  ``p_strong >= alpha * max p_strong`` (Li et al., 2023, arXiv:2210.15097), searched greedily
-  here where the paper uses beam search.
 - :func:`repetition` and :func:`distinct_n` measure repeated n-grams (Welleck et al., 2020,
-  arXiv:1908.04319; Li et al., 2016, arXiv:1510.03055); :class:`TreeLM` is a toy model whose
-  every prefix has its own random distribution.
+  arXiv:1908.04319; Li et al., 2016, arXiv:1510.03055).
 
 Shapes use ``b`` batch, ``t`` time, ``v`` vocabulary.
 """
@@ -33,146 +27,47 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import regex
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lecturelib._checks import check_callable, check_int, check_number, describe
 from lecturelib.seq2seq import ngrams
 
 Step = Callable[[torch.Tensor], torch.Tensor]
 
 
-def _check_logits(logits: torch.Tensor) -> None:
+def _check_logits(logits: torch.Tensor, what: str = "logits") -> None:
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
-        raise TypeError(f"logits must be a float tensor (..., v); got {type(logits).__name__}"
-                        f" {getattr(logits, 'dtype', '')}")
+        raise TypeError(f"{what} must be a float tensor (..., v); got {describe(logits)}")
     if logits.dim() == 0 or logits.shape[-1] == 0:
-        raise ValueError(f"logits must be (..., v) with a non-empty vocabulary v >= 1; "
+        raise ValueError(f"{what} must be (..., v) with a non-empty vocabulary v >= 1; "
                          f"got shape {tuple(logits.shape)}")
+    if torch.isnan(logits).any():
+        raise ValueError(f"{what} must not hold nan; got {int(torch.isnan(logits).sum())} nan "
+                         f"of {logits.numel()}")
 
 
 def _check_prefixes(prefixes: torch.Tensor, what: str = "prefixes") -> None:
     if not isinstance(prefixes, torch.Tensor) or prefixes.dtype != torch.long:
-        raise TypeError(f"{what} must be a long tensor of token ids; "
-                        f"got {getattr(prefixes, 'dtype', type(prefixes).__name__)}")
+        raise TypeError(f"{what} must be a long tensor of token ids (b, t); "
+                        f"got {describe(prefixes)}")
     if prefixes.dim() != 2 or prefixes.shape[0] == 0 or prefixes.shape[1] == 0:
         raise ValueError(f"{what} must be (b, t) with b, t >= 1; got {tuple(prefixes.shape)}")
+    if (prefixes < 0).any():
+        raise ValueError(f"{what} must hold token ids >= 0; got {prefixes.min().item()}")
 
 
-def temperature(logits: torch.Tensor, T: float) -> torch.Tensor:
-    """``logits / T``: sampling from their softmax sharpens (``T < 1``) or flattens (``T > 1``)
-    the distribution and never changes the order of the tokens.
-
-    >>> temperature(torch.tensor([2.0, 0.0]), 2.0)
-    tensor([1., 0.])
-
-    Shapes: ``(..., v)`` → ``(..., v)``.
-    """
-    _check_logits(logits)
-    if not T > 0:  # also rejects nan
-        raise ValueError(f"the temperature T must be > 0; got {T}")
-    return logits / T
+def _check_step_output(logits: torch.Tensor, n: int) -> None:
+    _check_logits(logits, "step(prefixes)")
+    if logits.dim() != 2 or logits.shape[0] != n:
+        raise ValueError(f"step(prefixes) must return logits (b, v) with b = {n}, one row per "
+                         f"prefix; got shape {tuple(logits.shape)}")
 
 
-def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the ``k`` largest logits (and any tied with the k-th), set the rest to ``-inf``.
-
-    >>> top_k(torch.tensor([1.0, 3.0, 2.0]), 2)
-    tensor([-inf, 3., 2.])
-
-    Shapes: ``(..., v)`` → ``(..., v)``.
-    """
-    _check_logits(logits)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an int >= 1; got {k!r}")
-    if k >= logits.shape[-1]:
-        return logits
-    kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest logit
-    return logits.masked_fill(logits < kth, -math.inf)
-
-
-def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """Nucleus filtering: keep the smallest set of most probable tokens whose probability
-    reaches ``p``, set the rest to ``-inf``. A token is kept when the tokens ranked above it
-    hold less than ``p``, so the most probable token is always kept.
-
-    >>> top_p(torch.tensor([0.5, 0.3, 0.2]).log(), 0.7).exp()
-    tensor([0.5000, 0.3000, 0.0000])
-
-    Shapes: ``(..., v)`` → ``(..., v)``.
-    """
-    _check_logits(logits)
-    if not 0 < p <= 1:
-        raise ValueError(f"p must be in (0, 1]; got {p}")
-    if p == 1:
-        return logits
-    probs, order = logits.softmax(-1).sort(dim=-1, descending=True)
-    above = probs.cumsum(-1) - probs  # (..., v): mass of the tokens ranked above each one
-    drop = torch.zeros_like(above, dtype=torch.bool).scatter(-1, order, above >= p)
-    return logits.masked_fill(drop, -math.inf)
-
-
-def pipe(step: Step, *processors: Callable[[torch.Tensor], torch.Tensor]) -> Step:
-    """A step whose logits pass through ``processors`` in order, e.g.
-    ``pipe(step, lambda z: temperature(z, 0.8), lambda z: top_p(z, 0.9))``."""
-    def processed(prefixes: torch.Tensor) -> torch.Tensor:
-        logits = step(prefixes)
-        for process in processors:
-            logits = process(logits)
-        return logits
-
-    return processed
-
-
-def constrain(step: Step, allowed: Callable[[torch.Tensor], torch.Tensor]) -> Step:
-    """A step that sets the logits of forbidden tokens to ``-inf``; ``allowed(prefixes)``
-    returns a bool mask ``(b, v)``, True where the token may follow the prefix.
-
-    Shapes: prefixes ``(b, t)`` → logits ``(b, v)``.
-    """
-    def constrained(prefixes: torch.Tensor) -> torch.Tensor:
-        logits, ok = step(prefixes), allowed(prefixes)
-        if ok.dtype != torch.bool or ok.shape != logits.shape:
-            raise ValueError(f"allowed(prefixes) must be a bool mask of shape "
-                             f"{tuple(logits.shape)}; got {ok.dtype} {tuple(ok.shape)}")
-        if not ok.any(-1).all():
-            raise ValueError("the constraint allows no token after some prefix")
-        return logits.masked_fill(~ok, -math.inf)
-
-    return constrained
-
-
-def regex_allowed(pattern: str, tokens: Sequence[str], eos: int, n_prompt: int,
-                  sep: str = "") -> Callable[[torch.Tensor], torch.Tensor]:
-    """The rule "the generated text must match ``pattern``" as a mask for :func:`constrain`.
-
-    The text is ``sep.join`` of the strings of the tokens after the first ``n_prompt``. A token
-    may follow when the text with it can still be completed to a full match (a partial match);
-    ``eos`` may follow only a full match, and after ``eos`` only ``eos``.
-
-    Shapes: prefixes ``(b, t)`` → mask ``(b, v)`` with ``v = len(tokens)``.
-    """
-    compiled = regex.compile(pattern)
-    if not 0 <= eos < len(tokens):
-        raise ValueError(f"eos must be a token id in 0..{len(tokens) - 1}; got {eos}")
-
-    def allowed(prefixes: torch.Tensor) -> torch.Tensor:
-        mask = torch.zeros(prefixes.shape[0], len(tokens), dtype=torch.bool)
-        for i, row in enumerate(prefixes[:, n_prompt:].tolist()):
-            if eos in row:
-                mask[i, eos] = True
-                continue
-            words = [tokens[t] for t in row]
-            for j, s in enumerate(tokens):
-                if j == eos:
-                    mask[i, j] = compiled.fullmatch(sep.join(words)) is not None
-                else:
-                    text = sep.join([*words, s])
-                    mask[i, j] = compiled.fullmatch(text, partial=True) is not None
-        return mask
-
-    return allowed
+def _check_eos(eos: int | None, v: int | None = None) -> None:
+    if eos is not None:
+        check_int(eos, "eos", 0, None if v is None else v - 1)
 
 
 @torch.no_grad()
@@ -183,14 +78,15 @@ def generate(step: Step, prompts: torch.Tensor, max_new: int,
 
     Shapes: prompts ``(b, t)`` → ``(b, t + n)`` with ``n <= max_new``.
     """
+    check_callable(step, "step")
     _check_prefixes(prompts, "prompts")
-    if isinstance(max_new, bool) or not isinstance(max_new, int) or max_new < 0:
-        raise ValueError(f"max_new must be an int >= 0; got {max_new!r}")
+    check_int(max_new, "max_new", 0)
+    _check_eos(eos)
     ids, done = prompts, torch.zeros(len(prompts), dtype=torch.bool)
     for _ in range(max_new):
         logits = step(ids)  # (b, v)
-        if logits.shape[0] != len(ids):
-            raise ValueError(f"step returned {tuple(logits.shape)} for {len(ids)} prefixes")
+        _check_step_output(logits, len(ids))
+        _check_eos(eos, logits.shape[1])
         token = choose(logits)  # (b,)
         if eos is not None:
             token = token.masked_fill(done, eos)
@@ -209,20 +105,40 @@ def greedy(step: Step, prompts: torch.Tensor, max_new: int, eos: int | None = No
     return generate(step, prompts, max_new, lambda logits: logits.argmax(-1), eos)
 
 
-def sample(step: Step, prompts: torch.Tensor, max_new: int, eos: int | None = None,
-           generator: torch.Generator | None = None):
-    """Ancestral sampling: draw each token from ``softmax(logits)``, the model's conditional
-    distribution; truncate or reshape it first with :func:`pipe`.
+class TreeLM:
+    """A toy language model in which every prefix has its own next-token distribution, with
+    logits drawn once as ``scale * N(0, 1)``. The first token of a prefix is a start symbol
+    and is ignored, so prefixes hold 1 to ``depth + 1`` tokens.
 
-    Shapes: prompts ``(b, t)`` → ``(b, t + n)``.
+    Shapes: prefixes ``(b, t)`` → logits ``(b, v)`` (float64).
     """
-    def draw(logits: torch.Tensor) -> torch.Tensor:
-        _check_logits(logits)
-        if not torch.isfinite(logits).any(-1).all():
-            raise ValueError("every logit of some row is -inf: there is nothing to sample")
-        return torch.multinomial(logits.double().softmax(-1), 1, generator=generator)[:, 0]
 
-    return generate(step, prompts, max_new, draw, eos)
+    MAX_LOGITS = 50_000_000  # 400 MB of float64
+
+    def __init__(self, vocab_size: int, depth: int, seed: int = 0, scale: float = 1.0):
+        check_int(vocab_size, "vocab_size", 1)
+        check_int(depth, "depth", 1)
+        check_int(seed, "seed", 0)
+        check_number(scale, "scale", 0.0)
+        n_nodes = sum(vocab_size**d for d in range(depth + 1))
+        if n_nodes * vocab_size > self.MAX_LOGITS:
+            raise ValueError(f"vocab_size {vocab_size} and depth {depth} need "
+                             f"{n_nodes * vocab_size:,} logits; at most {self.MAX_LOGITS:,}")
+        self.vocab_size, self.depth = vocab_size, depth
+        g = torch.Generator().manual_seed(seed)
+        self.logits = scale * torch.randn(n_nodes, vocab_size, generator=g, dtype=torch.float64)
+
+    def __call__(self, prefixes: torch.Tensor) -> torch.Tensor:
+        _check_prefixes(prefixes)
+        path = prefixes[:, 1:]  # (b, d): the tokens after the start symbol
+        d, v = path.shape[1], self.vocab_size
+        if d > self.depth or (path >= v).any():
+            raise ValueError(f"prefixes must hold a start symbol and at most {self.depth} "
+                             f"tokens in 0..{v - 1}; got shape {tuple(prefixes.shape)} with "
+                             f"largest id {prefixes.max().item()}")
+        weights = torch.tensor([v ** (d - 1 - i) for i in range(d)], dtype=torch.long)
+        node = sum(v**j for j in range(d)) + (path * weights).sum(1)  # nodes of depth d
+        return self.logits[node]
 
 
 @dataclass
@@ -244,15 +160,25 @@ def _extend(step: Step, prompt: torch.Tensor, live: list[Hypothesis]) -> torch.T
     """Log-probabilities ``(n, v)`` of the next token after each live hypothesis (float64)."""
     prefixes = torch.stack([torch.cat([prompt, torch.tensor(h.tokens, dtype=torch.long)])
                             for h in live])  # (n, t + len): all hypotheses have one length
-    return F.log_softmax(step(prefixes).double(), dim=-1)
+    logits = step(prefixes)
+    _check_step_output(logits, len(live))
+    return F.log_softmax(logits.double(), dim=-1)
 
 
-def _check_search(prompt: torch.Tensor, max_new: int, alpha: float) -> None:
-    _check_prefixes(prompt[None] if isinstance(prompt, torch.Tensor) else prompt, "prompt")
-    if isinstance(max_new, bool) or not isinstance(max_new, int) or max_new < 1:
-        raise ValueError(f"max_new must be an int >= 1; got {max_new!r}")
-    if not alpha >= 0:
-        raise ValueError(f"the length-normalisation exponent alpha must be >= 0; got {alpha}")
+def _check_search(step: Step, prompt: torch.Tensor, max_new: int, eos: int | None,
+                  alpha: float) -> None:
+    check_callable(step, "step")
+    if not isinstance(prompt, torch.Tensor) or prompt.dtype != torch.long:
+        raise TypeError(f"prompt must be a long tensor of token ids (t,); got "
+                        f"{describe(prompt)}")
+    if prompt.dim() != 1 or len(prompt) == 0:
+        raise ValueError(f"prompt must be one sequence of token ids (t,) with t >= 1; got shape "
+                         f"{tuple(prompt.shape)} (for a batch, search each row: prompts[i])")
+    if (prompt < 0).any():
+        raise ValueError(f"prompt must hold token ids >= 0; got {prompt.min().item()}")
+    check_int(max_new, "max_new", 1)
+    _check_eos(eos)
+    check_number(alpha, "the length-normalisation exponent alpha", 0.0)
 
 
 @torch.no_grad()
@@ -268,13 +194,13 @@ def beam_search(step: Step, prompt: torch.Tensor, beam_size: int, max_new: int,
 
     Shapes: prompt ``(t,)``.
     """
-    _check_search(prompt, max_new, alpha)
-    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be an int >= 1; got {beam_size!r}")
+    _check_search(step, prompt, max_new, eos, alpha)
+    check_int(beam_size, "beam_size", 1)
     live, done = [Hypothesis([], 0.0)], []
     for _ in range(max_new):
         logp = _extend(step, prompt, live)  # (n, v)
         v = logp.shape[1]
+        _check_eos(eos, v)
         total = torch.tensor([h.logprob for h in live], dtype=torch.float64)[:, None] + logp
         # each live hypothesis has one eos extension, so the 2k best hold k that go on
         scores, flat = total.flatten().topk(min(2 * beam_size, total.numel()))
@@ -305,10 +231,12 @@ def exhaustive_search(step: Step, prompt: torch.Tensor, max_new: int, eos: int |
 
     Shapes: prompt ``(t,)``.
     """
-    _check_search(prompt, max_new, alpha)
+    _check_search(step, prompt, max_new, eos, alpha)
+    check_int(limit, "limit", 1)
     frontier, done = [Hypothesis([], 0.0)], []
     for _ in range(max_new):
         logp = _extend(step, prompt, frontier)  # (n, v)
+        _check_eos(eos, logp.shape[1])
         if logp.numel() > limit:
             raise ValueError(f"{logp.numel():,} continuations exceed the limit of {limit:,}")
         children = [Hypothesis(h.tokens + [tok], h.logprob + lp, tok == eos)
@@ -322,45 +250,6 @@ def exhaustive_search(step: Step, prompt: torch.Tensor, max_new: int, eos: int |
     return sorted(done, key=lambda h: h.score(alpha), reverse=True)
 
 
-@torch.no_grad()
-def sequence_logprobs(step: Step, ids: torch.Tensor, n_prompt: int) -> torch.Tensor:
-    """The log-probability of every token after the first ``n_prompt``, given those before it.
-
-    Shapes: ids ``(b, t)`` → ``(b, t - n_prompt)``.
-    """
-    _check_prefixes(ids, "ids")
-    if not 1 <= n_prompt < ids.shape[1]:
-        raise ValueError(f"n_prompt must be in 1..{ids.shape[1] - 1}; got {n_prompt}")
-    out = []
-    for t in range(n_prompt, ids.shape[1]):
-        logp = F.log_softmax(step(ids[:, :t]).double(), dim=-1)  # (b, v)
-        out.append(logp.gather(1, ids[:, t:t + 1]))
-    return torch.cat(out, dim=1)
-
-
-def contrastive(strong: torch.Tensor, weak: torch.Tensor, alpha: float = 0.1) -> torch.Tensor:
-    """Contrastive scores ``log p_strong - log p_weak`` on the plausible tokens,
-    ``p_strong >= alpha * max p_strong``, and ``-inf`` elsewhere.
-
-    Shapes: strong, weak logits ``(..., v)`` → scores ``(..., v)``.
-    """
-    _check_logits(strong)
-    if weak.shape != strong.shape:
-        raise ValueError(f"strong and weak logits must have one shape; got "
-                         f"{tuple(strong.shape)} and {tuple(weak.shape)}")
-    if not 0 <= alpha <= 1:
-        raise ValueError(f"alpha must be in [0, 1]; got {alpha}")
-    log_s, log_w = F.log_softmax(strong.double(), -1), F.log_softmax(weak.double(), -1)
-    floor = math.log(alpha) if alpha > 0 else -math.inf
-    plausible = log_s >= log_s.max(-1, keepdim=True).values + floor
-    return (log_s - log_w).masked_fill(~plausible, -math.inf)
-
-
-def contrastive_step(strong: Step, weak: Step, alpha: float = 0.1) -> Step:
-    """A step whose "logits" are the :func:`contrastive` scores, for :func:`greedy`."""
-    return lambda prefixes: contrastive(strong(prefixes), weak(prefixes), alpha)
-
-
 class RecurrentStep:
     """The step of a recurrent model ``model(x (b, t), state) -> (logits (b, t, v), state)``
     such as ``rnn.CharRNN`` or ``gated.CharLSTM``. It remembers the state after each prefix
@@ -372,6 +261,10 @@ class RecurrentStep:
     """
 
     def __init__(self, model: nn.Module, batch_dim: int = -2):
+        if not isinstance(model, nn.Module) or next(model.parameters(), None) is None:
+            raise TypeError(f"model must be a torch.nn.Module with parameters; got "
+                            f"{describe(model)}")
+        check_int(batch_dim, "batch_dim", -8, 7)
         self.model, self.batch_dim, self.cache = model, batch_dim, {}
 
     @torch.no_grad()
@@ -389,32 +282,53 @@ class RecurrentStep:
         return logits[:, -1].float().cpu()
 
 
-class TreeLM:
-    """A toy language model in which every prefix has its own next-token distribution, with
-    logits drawn once as ``scale * N(0, 1)``. The first token of a prefix is a start symbol
-    and is ignored, so prefixes hold 1 to ``depth + 1`` tokens.
+def pipe(step: Step, *processors: Callable[[torch.Tensor], torch.Tensor]) -> Step:
+    """A step whose logits pass through ``processors`` in order, e.g.
+    ``pipe(step, lambda z: temperature(z, 0.8), lambda z: top_p(z, 0.9))``."""
+    check_callable(step, "step")
+    for i, process in enumerate(processors):
+        check_callable(process, f"processor {i}")
 
-    Shapes: prefixes ``(b, t)`` → logits ``(b, v)`` (float64).
+    def processed(prefixes: torch.Tensor) -> torch.Tensor:
+        logits = step(prefixes)
+        for process in processors:
+            logits = process(logits)
+        return logits
+
+    return processed
+
+
+@torch.no_grad()
+def sequence_logprobs(step: Step, ids: torch.Tensor, n_prompt: int) -> torch.Tensor:
+    """The log-probability of every token after the first ``n_prompt``, given those before it.
+
+    Shapes: ids ``(b, t)`` → ``(b, t - n_prompt)``.
     """
+    check_callable(step, "step")
+    _check_prefixes(ids, "ids")
+    if ids.shape[1] < 2:
+        raise ValueError(f"ids must hold a prompt and at least one token to score (t >= 2); got "
+                         f"shape {tuple(ids.shape)}")
+    check_int(n_prompt, "n_prompt", 1, ids.shape[1] - 1)
+    out = []
+    for t in range(n_prompt, ids.shape[1]):
+        logits = step(ids[:, :t])
+        _check_step_output(logits, len(ids))
+        check_int(ids[:, t].max().item(), "every id of ids", 0, logits.shape[1] - 1)
+        logp = F.log_softmax(logits.double(), dim=-1)  # (b, v)
+        out.append(logp.gather(1, ids[:, t:t + 1]))
+    return torch.cat(out, dim=1)
 
-    def __init__(self, vocab_size: int, depth: int, seed: int = 0, scale: float = 1.0):
-        if vocab_size < 1 or depth < 1:
-            raise ValueError(f"vocab_size and depth must be >= 1; got {vocab_size}, {depth}")
-        self.vocab_size, self.depth = vocab_size, depth
-        n_nodes = sum(vocab_size**d for d in range(depth + 1))
-        g = torch.Generator().manual_seed(seed)
-        self.logits = scale * torch.randn(n_nodes, vocab_size, generator=g, dtype=torch.float64)
 
-    def __call__(self, prefixes: torch.Tensor) -> torch.Tensor:
-        _check_prefixes(prefixes)
-        path = prefixes[:, 1:]  # (b, d): the tokens after the start symbol
-        d, v = path.shape[1], self.vocab_size
-        if d > self.depth or (path >= v).any() or (path < 0).any():
-            raise ValueError(f"prefixes must hold a start symbol and at most {self.depth} "
-                             f"tokens in 0..{v - 1}; got {tuple(prefixes.shape)}")
-        weights = torch.tensor([v ** (d - 1 - i) for i in range(d)], dtype=torch.long)
-        node = sum(v**j for j in range(d)) + (path * weights).sum(1)  # nodes of depth d
-        return self.logits[node]
+def _check_tokens(tokens: Sequence[int], name: str = "tokens") -> list[int]:
+    if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
+        raise TypeError(f"{name} must be a list of int token ids (e.g. tensor.tolist()); got "
+                        f"{describe(tokens)}")
+    bad = [t for t in tokens if isinstance(t, bool) or not isinstance(t, int)]
+    if bad:
+        raise TypeError(f"{name} must be a list of int token ids (e.g. tensor.tolist()); got "
+                        f"an element {describe(bad[0])}")
+    return list(tokens)
 
 
 def repetition(tokens: Sequence[int], n: int = 4) -> float:
@@ -424,7 +338,8 @@ def repetition(tokens: Sequence[int], n: int = 4) -> float:
     >>> repetition([1, 2, 1, 2, 1, 2], n=2)
     0.6
     """
-    counts = ngrams(list(tokens), n)
+    check_int(n, "n", 1)
+    counts = ngrams(_check_tokens(tokens), n)
     total = sum(counts.values())
     return 0.0 if total == 0 else 1 - len(counts) / total
 
@@ -435,7 +350,12 @@ def distinct_n(sequences: Sequence[Sequence[int]], n: int = 2) -> float:
     >>> distinct_n([[1, 2, 3], [1, 2, 4]], n=2)
     0.75
     """
-    counts = sum((ngrams(list(s), n) for s in sequences), start=ngrams([], n))
+    check_int(n, "n", 1)
+    if isinstance(sequences, (str, bytes)) or not isinstance(sequences, Sequence):
+        raise TypeError(f"sequences must be a list of token-id lists; got "
+                        f"{describe(sequences)}")
+    seqs = [_check_tokens(s, "each of sequences") for s in sequences]
+    counts = sum((ngrams(s, n) for s in seqs), start=ngrams([], n))
     total = sum(counts.values())
     if total == 0:
         raise ValueError(f"the sequences hold no {n}-gram")

@@ -32,6 +32,8 @@ import math
 import torch
 from torch import nn
 
+from lecturelib._checks import check_ids, check_sizes, check_tensor, describe
+
 KINDS = ("rnn", "gru", "lstm")
 N_GATES = {"rnn": 1, "gru": 3, "lstm": 4}  # weight blocks per layer: W_x is (n_gates·d, d_in)
 
@@ -51,6 +53,7 @@ class LSTMCell(nn.Module):
 
     def __init__(self, d_in: int, d_model: int):
         super().__init__()
+        check_sizes(d_in=d_in, d_model=d_model)
         self.d_in, self.d_model = d_in, d_model
         self.W_x = _uniform(4 * d_model, d_in, d_model=d_model)
         self.W_h = _uniform(4 * d_model, d_model, d_model=d_model)
@@ -81,6 +84,7 @@ class GRUCell(nn.Module):
 
     def __init__(self, d_in: int, d_model: int):
         super().__init__()
+        check_sizes(d_in=d_in, d_model=d_model)
         self.d_in, self.d_model = d_in, d_model
         self.W_x = _uniform(3 * d_model, d_in, d_model=d_model)
         self.W_h = _uniform(3 * d_model, d_model, d_model=d_model)
@@ -105,14 +109,19 @@ CELLS = {"lstm": LSTMCell, "gru": GRUCell}
 
 def _check_cell_input(cell: nn.Module, x: torch.Tensor, state) -> None:
     if not isinstance(cell, (LSTMCell, GRUCell)):
-        raise TypeError(f"expected an LSTMCell or GRUCell; got {type(cell).__name__}")
+        kind = f"{type(cell).__module__}.{type(cell).__qualname__}"
+        raise TypeError(f"cell must be a lecturelib.gated.LSTMCell or GRUCell (torch.nn cells are "
+                        f"not accepted); got {kind}")
+    check_tensor(x, "x", f"(b, t, d_in={cell.d_in})")
     if x.dim() != 3 or x.shape[-1] != cell.d_in:
         raise ValueError(f"x must be (b, t, d_in={cell.d_in}); got shape {tuple(x.shape)}")
     n_state = 2 if isinstance(cell, LSTMCell) else 1
     expected = (x.shape[0], cell.d_model)
-    if state is not None and (len(state) != n_state
-                              or any(tuple(s.shape) != expected for s in state)):
-        shapes = [tuple(s.shape) for s in state]
+    if state is not None and (not isinstance(state, (tuple, list)) or len(state) != n_state
+                              or any(not isinstance(s, torch.Tensor) or tuple(s.shape) != expected
+                                     for s in state)):
+        shapes = ([tuple(s.shape) if isinstance(s, torch.Tensor) else describe(s) for s in state]
+                  if isinstance(state, (tuple, list)) else describe(state))
         raise ValueError(f"state must be {n_state} tensor(s) of shape (b, d_model) = {expected};"
                          f" got {shapes}")
 
@@ -152,8 +161,7 @@ class Recurrent(nn.Module):
         super().__init__()
         if kind not in CELLS:
             raise ValueError(f"kind must be one of {sorted(CELLS)}; got {kind!r}")
-        if not isinstance(n_layers, int) or n_layers < 1:
-            raise ValueError(f"n_layers must be a positive int; got {n_layers!r}")
+        check_sizes(d_in=d_in, d_model=d_model, n_layers=n_layers)
         self.kind, self.d_model, self.n_layers = kind, d_model, n_layers
         self.dirs = 2 if bidirectional else 1
         widths = [d_in] + [self.dirs * d_model] * (n_layers - 1)  # each layer's input width
@@ -179,6 +187,7 @@ class Recurrent(nn.Module):
 
     def _per_cell(self, x: torch.Tensor, state):
         """Split a PyTorch-style state into one tuple per cell, checking its shape."""
+        check_tensor(x, "x", "(b, t, d_in)")
         if x.dim() != 3:
             raise ValueError(f"x must be (b, t, d_in); got shape {tuple(x.shape)}")
         if state is None:
@@ -186,9 +195,11 @@ class Recurrent(nn.Module):
         parts = state if self.kind == "lstm" else (state,)
         expected = (len(self.cells), x.shape[0], self.d_model)
         if (not isinstance(parts, (tuple, list)) or len(parts) != (2 if self.kind == "lstm" else 1)
-                or any(tuple(p.shape) != expected for p in parts)):
+                or any(not isinstance(p, torch.Tensor) or tuple(p.shape) != expected
+                       for p in parts)):
             what = "(h0, c0), each" if self.kind == "lstm" else "h0"
-            got = [tuple(p.shape) for p in parts] if isinstance(parts, (tuple, list)) else parts
+            got = ([tuple(p.shape) if isinstance(p, torch.Tensor) else describe(p) for p in parts]
+                   if isinstance(parts, (tuple, list)) else describe(parts))
             raise ValueError(f"state must be {what} (l·dirs, b, d_model) = {expected}; got {got}")
         return list(zip(*parts))  # [(h0_k, c0_k) or (h0_k,) for every cell k]
 
@@ -260,6 +271,15 @@ def trace_gates(cell: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
     return {name: torch.stack(values, dim=1) for name, values in record.items()}
 
 
+def _check_lm_input(model: "CharLSTM", x: torch.Tensor, state) -> None:
+    check_ids(x, "x", dims=2, vocab_size=model.embed.num_embeddings)
+    expected = (2, model.lstm.num_layers, x.shape[0], model.lstm.hidden_size)
+    if state is not None and (not isinstance(state, torch.Tensor)
+                              or tuple(state.shape) != expected):
+        raise ValueError(f"state must be (h, c) stacked, (2, l, b, d_model) = {expected}; got "
+                         f"{describe(state)}")
+
+
 class CharLSTM(nn.Module):
     """Embedding → ``torch.nn.LSTM`` → readout: next-token logits (chapter 2's ``CharRNN``).
 
@@ -273,14 +293,13 @@ class CharLSTM(nn.Module):
 
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, n_layers: int = 1):
         super().__init__()
+        check_sizes(vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_layers=n_layers)
         self.embed = nn.Embedding(vocab_size, d_emb)
         self.lstm = nn.LSTM(d_emb, d_model, n_layers, batch_first=True)
         self.readout = nn.Linear(d_model, vocab_size)
 
     def forward(self, x: torch.Tensor, state: torch.Tensor | None = None):
-        if x.dim() != 2 or x.dtype != torch.long:
-            raise TypeError(f"x must be token ids (b, t) of dtype long; got {x.dtype} "
-                            f"{tuple(x.shape)}")
+        _check_lm_input(self, x, state)
         hc = None if state is None else (state[0], state[1])
         states, (h, c) = self.lstm(self.embed(x), hc)  # (b, t, d_model); (l, b, d_model) each
         return self.readout(states), torch.stack([h, c])

@@ -17,13 +17,27 @@ Shapes use ``b`` batch, ``t`` time, ``d`` width, ``v`` vocabulary.
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from lecturelib._checks import (check_ids, check_int, check_number, check_sizes, check_tensor,
+                                describe)
+
+
+def _as_id(i) -> int:
+    """An int read from ``i`` without rounding (an int, a numpy int, a 0-d integer tensor)."""
+    try:
+        if isinstance(i, bool):
+            raise TypeError
+        return operator.index(i)
+    except TypeError:
+        raise TypeError(f"ids must be int token ids; got {describe(i)}") from None
 
 
 class Vocab:
@@ -35,7 +49,15 @@ class Vocab:
     """
 
     def __init__(self, symbols: Iterable[str], *, min_count: int = 1, unk: str | None = None):
+        if not isinstance(symbols, Iterable) or isinstance(symbols, torch.Tensor):
+            raise TypeError(f"symbols must be a str or a list of str; got {describe(symbols)}")
+        check_int(min_count, "min_count", 1)
+        if unk is not None and not isinstance(unk, str):
+            raise TypeError(f"unk must be a str or None; got {describe(unk)}")
         counts = Counter(symbols)
+        if not all(isinstance(s, str) for s in counts):
+            bad = next(s for s in counts if not isinstance(s, str))
+            raise TypeError(f"symbols must be str (characters or words); got {describe(bad)}")
         kept = sorted((s for s, c in counts.items() if c >= min_count),
                       key=lambda s: (-counts[s], s))
         if unk is not None:
@@ -46,12 +68,16 @@ class Vocab:
         self.stoi: dict[str, int] = {s: i for i, s in enumerate(kept)}
         self.counts = counts
         self.unk = unk
+        self.of_words = any(len(s) != 1 for s in kept if s != unk)
 
     def __len__(self) -> int:
         return len(self.itos)
 
     def encode(self, symbols: Iterable[str]) -> torch.Tensor:
         """Ids of ``symbols`` as a LongTensor ``(t,)``; unknown symbols map to ``unk``."""
+        if isinstance(symbols, str) and self.of_words:
+            raise TypeError(f"symbols must be a list of words for this word vocabulary; got a "
+                            f"str, which would be read as characters: {symbols[:20]!r}")
         if self.unk is None:
             try:
                 return torch.tensor([self.stoi[s] for s in symbols], dtype=torch.long)
@@ -63,11 +89,19 @@ class Vocab:
 
     def decode(self, ids: Iterable[int] | torch.Tensor, sep: str = "") -> str:
         """The symbols of ``ids`` joined with ``sep`` (``""`` for characters, ``" "`` for words)."""
-        return sep.join(self.itos[int(i)] for i in ids)
+        if not isinstance(ids, torch.Tensor):
+            if isinstance(ids, str) or not isinstance(ids, Iterable):
+                raise TypeError(f"ids must be a 1-D tensor or a list of int ids; got "
+                                f"{describe(ids)}")
+            ids = torch.tensor([_as_id(i) for i in ids], dtype=torch.long)
+        check_ids(ids, "ids", dims=1, vocab_size=len(self), min_len=0)
+        return sep.join(self.itos[i] for i in ids.tolist())
 
 
 def words(text: str) -> list[str]:
     """Lower-cased words and punctuation marks: ``"Don't stop!"`` → ``["don't", "stop", "!"]``."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str; got {describe(text)}")
     return re.findall(r"[a-z]+(?:'[a-z]+)?|[0-9]+|[^\sa-z0-9]", text.lower())
 
 
@@ -77,10 +111,10 @@ def split_ids(ids: torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tenso
     The split is contiguous, not random: neighbouring windows overlap, so a random split would
     leak validation text into training.
     """
-    if ids.dim() != 1:
-        raise ValueError(f"ids must be a 1-D token stream (t,); got shape {tuple(ids.shape)}")
-    if not 0 < val_fraction < 1:
-        raise ValueError(f"val_fraction must be in (0, 1); got {val_fraction}")
+    check_ids(ids, "ids", dims=1, min_len=2)
+    check_number(val_fraction, "val_fraction", 0.0, 1.0, low_open=True)
+    if val_fraction == 1:
+        raise ValueError("val_fraction must be < 1, leaving tokens for training; got 1")
     n_val = max(1, int(len(ids) * val_fraction))
     return ids[:-n_val], ids[-n_val:]
 
@@ -91,6 +125,8 @@ def random_windows(ids: torch.Tensor, batch_size: int, length: int,
 
     Shapes: ids ``(t,)`` → x, y ``(b, length)`` with ``y[:, i] = x[:, i + 1]`` in the stream.
     """
+    check_ids(ids, "ids", dims=1)
+    check_sizes(batch_size=batch_size, length=length)
     if len(ids) <= length:
         raise ValueError(f"the stream ({len(ids)} tokens) must be longer than a window ({length})")
     starts = torch.randint(0, len(ids) - length, (batch_size,), generator=generator)
@@ -105,8 +141,8 @@ def context_windows(ids: torch.Tensor, context: int) -> tuple[torch.Tensor, torc
 
     Shapes: ids ``(t,)`` → x ``(t - context, context)``, y ``(t - context,)``.
     """
-    if not isinstance(context, int) or context < 1:
-        raise ValueError(f"context must be a positive int; got {context!r}")
+    check_ids(ids, "ids", dims=1)
+    check_int(context, "context", 1)
     if len(ids) <= context:
         raise ValueError(f"the stream ({len(ids)} tokens) must be longer than the context")
     windows = ids.unfold(0, context + 1, 1)  # (t - context, context + 1), a view
@@ -121,13 +157,14 @@ class BigramLM:
     """
 
     def __init__(self, vocab_size: int, k: float = 1.0):
-        if k < 0:
-            raise ValueError(f"the smoothing constant k must be >= 0; got {k}")
+        check_int(vocab_size, "vocab_size", 1)
+        check_number(k, "the smoothing constant k", 0.0)
         self.vocab_size, self.k = vocab_size, k
         self.counts = torch.zeros(vocab_size, vocab_size)
 
     def fit(self, ids: torch.Tensor) -> "BigramLM":
         """Count the bigrams of a token stream ``(t,)``."""
+        check_ids(ids, "ids", dims=1, vocab_size=self.vocab_size, min_len=2)
         self.counts = torch.zeros(self.vocab_size, self.vocab_size)
         self.counts.index_put_((ids[:-1], ids[1:]), torch.ones(len(ids) - 1), accumulate=True)
         return self
@@ -142,6 +179,7 @@ class BigramLM:
 
     def nll(self, ids: torch.Tensor) -> float:
         """Mean negative log-likelihood (nats per token) of a stream's bigrams."""
+        check_ids(ids, "ids", dims=1, vocab_size=self.vocab_size, min_len=2)
         prev, nxt = ids[:-1], ids[1:]
         total = self.counts.sum(dim=1)[prev] + self.k * self.vocab_size
         p = torch.where(total > 0, (self.counts[prev, nxt] + self.k) / total.clamp_min(1e-30), 0.0)
@@ -157,13 +195,15 @@ class WindowLM(nn.Module):
 
     def __init__(self, vocab_size: int, context: int, d_embed: int, d_hidden: int):
         super().__init__()
+        check_sizes(vocab_size=vocab_size, context=context, d_embed=d_embed, d_hidden=d_hidden)
         self.context = context
         self.embed = nn.Embedding(vocab_size, d_embed)
         self.hidden = nn.Linear(context * d_embed, d_hidden)
         self.out = nn.Linear(d_hidden, vocab_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 2 or x.shape[1] != self.context:
+        check_ids(x, "x", dims=2, vocab_size=self.embed.num_embeddings)
+        if x.shape[1] != self.context:
             raise ValueError(f"x must be (batch, {self.context}) token ids; got {tuple(x.shape)}")
         e = self.embed(x)                        # (b, context, d_embed)
         h = torch.tanh(self.hidden(e.flatten(1)))  # (b, d_hidden): the window, concatenated
@@ -194,10 +234,21 @@ def next_token_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) 
     return F.cross_entropy(logits.flatten(0, 1), y.flatten())
 
 
+def _check_counts(counts: torch.Tensor) -> None:
+    if not isinstance(counts, torch.Tensor) or counts.dim() != 1 or counts.dtype == torch.bool:
+        raise TypeError(f"counts must be a 1-D tensor of counts per word (v,); got "
+                        f"{describe(counts)}")
+    if (counts < 0).any() or counts.sum() <= 0 or not torch.isfinite(counts.float()).all():
+        raise ValueError(f"counts must be finite, >= 0 and not all 0; got {counts.tolist()[:8]}")
+
+
 def subsample(ids: torch.Tensor, counts: torch.Tensor, t: float = 1e-4,
               generator: torch.Generator | None = None) -> torch.Tensor:
     """Drop each occurrence of word ``w`` with probability ``1 - sqrt(t / f(w))`` (word2vec's
     subsampling of frequent words; ``f`` is the relative frequency). Shapes: ``(n,)`` → ``(m,)``."""
+    _check_counts(counts)
+    check_ids(ids, "ids", dims=1, vocab_size=len(counts), min_len=0)
+    check_number(t, "t", 0.0, low_open=True)
     freq = counts.float() / counts.sum()
     keep = (t / freq).sqrt().clamp(max=1.0)
     return ids[torch.rand(len(ids), generator=generator) < keep[ids]]
@@ -208,8 +259,8 @@ def skipgram_pairs(ids: torch.Tensor, window: int) -> torch.Tensor:
 
     Shapes: ids ``(n,)`` → pairs ``(p, 2)``.
     """
-    if not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be a positive int; got {window!r}")
+    check_ids(ids, "ids", dims=1, min_len=0)
+    check_int(window, "window", 1)
     pairs = []
     for offset in range(1, window + 1):
         pairs.append(torch.stack([ids[:-offset], ids[offset:]], dim=1))  # context to the right
@@ -219,8 +270,21 @@ def skipgram_pairs(ids: torch.Tensor, window: int) -> torch.Tensor:
 
 def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tensor:
     """word2vec's distribution for negative samples: unigram counts raised to ``power``, normalised."""
+    _check_counts(counts)
+    check_number(power, "power", 0.0)
     weights = counts.float() ** power
     return weights / weights.sum()
+
+
+def _check_sgns(center: torch.Tensor, context: torch.Tensor, negatives: torch.Tensor) -> None:
+    check_tensor(center, "center", "(b, d)", 2)
+    check_tensor(context, "context", "(b, d)", 2)
+    check_tensor(negatives, "negatives", "(b, k, d)", 3)
+    b, d = center.shape
+    if context.shape != (b, d) or negatives.shape[0] != b or negatives.shape[2] != d:
+        raise ValueError(f"center (b, d), context (b, d) and negatives (b, k, d) must agree on "
+                         f"b and d; got {tuple(center.shape)}, {tuple(context.shape)} and "
+                         f"{tuple(negatives.shape)}")
 
 
 def sgns_loss(center: torch.Tensor, context: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
@@ -228,6 +292,7 @@ def sgns_loss(center: torch.Tensor, context: torch.Tensor, negatives: torch.Tens
 
     Shapes: center ``(b, d)``, context ``(b, d)``, negatives ``(b, k, d)`` → scalar.
     """
+    _check_sgns(center, context, negatives)
     positive = F.logsigmoid((center * context).sum(-1))                               # (b,)
     negative = F.logsigmoid(-torch.einsum("bd,bkd->bk", center, negatives)).sum(-1)  # (b,)
     return -(positive + negative).mean()
@@ -241,6 +306,7 @@ class SkipGram(nn.Module):
 
     def __init__(self, vocab_size: int, d_embed: int, sparse: bool = False):
         super().__init__()
+        check_sizes(vocab_size=vocab_size, d_embed=d_embed)
         # sparse=True: each step updates only the rows it used (with torch.optim.SparseAdam)
         self.center = nn.Embedding(vocab_size, d_embed, sparse=sparse)
         self.context = nn.Embedding(vocab_size, d_embed, sparse=sparse)
@@ -251,6 +317,10 @@ class SkipGram(nn.Module):
         nn.init.normal_(self.context.weight, std=0.1)
 
     def forward(self, center, context, negatives) -> torch.Tensor:
+        v = self.center.num_embeddings
+        check_ids(center, "center", dims=1, vocab_size=v)
+        check_ids(context, "context", dims=1, vocab_size=v)
+        check_ids(negatives, "negatives", dims=2, vocab_size=v)
         return sgns_loss(self.center(center), self.context(context), self.context(negatives))
 
 
@@ -259,6 +329,9 @@ def nearest(vectors: torch.Tensor, query: int, k: int = 5) -> list[tuple[int, fl
 
     Shapes: vectors ``(v, d)``.
     """
+    check_tensor(vectors, "vectors", "(v, d)", 2)
+    check_int(query, "query", 0, len(vectors) - 1)
+    check_int(k, "k", 1, len(vectors) - 1)
     unit = F.normalize(vectors, dim=1)
     sims = unit @ unit[query]
     sims[query] = -math.inf
@@ -268,12 +341,11 @@ def nearest(vectors: torch.Tensor, query: int, k: int = 5) -> list[tuple[int, fl
 
 def project_2d(vectors: torch.Tensor) -> torch.Tensor:
     """Project rows onto their first two principal components. Shapes: ``(n, d)`` → ``(n, 2)``."""
+    check_tensor(vectors, "vectors", "(n, d)", 2)
+    if min(vectors.shape) < 2:
+        raise ValueError(f"vectors must be (n, d) with n, d >= 2 for two components; got shape "
+                         f"{tuple(vectors.shape)}")
     centred = vectors - vectors.mean(dim=0)
     _, _, v = torch.linalg.svd(centred, full_matrices=False)
     return centred @ v[:2].T
 
-
-def ngram_counts_table(vocab: Vocab, rows: Sequence[str], cols: Sequence[str],
-                       counts: torch.Tensor) -> list[list[str]]:
-    """A small printable table of bigram counts for the given row and column symbols."""
-    return [[r, *[str(int(counts[vocab.stoi[r], vocab.stoi[c]])) for c in cols]] for r in rows]

@@ -32,6 +32,9 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from lecturelib._checks import (check_ids, check_int, check_number, check_sizes, check_tensor,
+                                describe)
+
 POOLINGS = ("last", "mean", "max")
 
 
@@ -43,6 +46,7 @@ class ElmanCell(nn.Module):
 
     def __init__(self, d_in: int, d_model: int):
         super().__init__()
+        check_sizes(d_in=d_in, d_model=d_model)
         bound = 1 / math.sqrt(d_model)  # the same uniform initialisation as torch.nn.RNN
         self.W_x = nn.Parameter(torch.empty(d_model, d_in).uniform_(-bound, bound))
         self.W_h = nn.Parameter(torch.empty(d_model, d_model).uniform_(-bound, bound))
@@ -63,8 +67,7 @@ class ElmanRNN(nn.Module):
 
     def __init__(self, d_in: int, d_model: int, n_layers: int = 1):
         super().__init__()
-        if n_layers < 1:
-            raise ValueError(f"n_layers must be at least 1; got {n_layers}")
+        check_sizes(d_in=d_in, d_model=d_model, n_layers=n_layers)
         self.d_in, self.d_model = d_in, d_model
         self.cells = nn.ModuleList(
             [ElmanCell(d_in if i == 0 else d_model, d_model) for i in range(n_layers)])
@@ -83,6 +86,9 @@ class ElmanRNN(nn.Module):
         return inputs, torch.stack(h_last)
 
     def _check(self, x: torch.Tensor, h0: torch.Tensor | None) -> tuple[int, int, int]:
+        check_tensor(x, "x", f"(b, t, d_in={self.d_in})")
+        if h0 is not None:
+            check_tensor(h0, "h0", "(l, b, d_model)")
         if x.dim() != 3 or x.shape[-1] != self.d_in:
             raise ValueError(f"x must be (b, t, d_in={self.d_in}); got shape {tuple(x.shape)}")
         expected = (len(self.cells), x.shape[0], self.d_model)
@@ -116,6 +122,9 @@ def jacobian_norms(cell: ElmanCell, x: torch.Tensor, h0: torch.Tensor | None = N
     Shapes: x ``(t, d_in)`` (one sequence), h0 ``(d_model,)`` → ``(t + 1,)``, indexed by the
     distance ``k = T - t``; entry 0 is the identity's norm, 1.
     """
+    if not isinstance(cell, ElmanCell):
+        raise TypeError(f"cell must be an rnn.ElmanCell; got {describe(cell)}")
+    check_tensor(x, "x", "(t, d_in)")
     if x.dim() != 2 or x.shape[1] != cell.W_x.shape[1]:
         raise ValueError(f"x must be (t, d_in={cell.W_x.shape[1]}); got {tuple(x.shape)}")
     d = cell.W_h.shape[0]
@@ -139,6 +148,8 @@ def init_recurrent_(weight: torch.Tensor, scheme: str = "orthogonal", scale: flo
 
     Shapes: weight ``(d, d)`` → the same tensor, modified in place.
     """
+    check_tensor(weight, "weight", "(d, d)")
+    check_number(scale, "scale", 0.0)
     if weight.dim() != 2 or weight.shape[0] != weight.shape[1]:
         raise ValueError(f"a recurrent weight must be square (d, d); got {tuple(weight.shape)}")
     d = weight.shape[0]
@@ -159,8 +170,9 @@ def clip_grad_norm(grads: list[torch.Tensor], max_norm: float) -> float:
 
     Shapes: any list of tensors, modified in place.
     """
-    if max_norm <= 0:
-        raise ValueError(f"max_norm must be positive; got {max_norm}")
+    check_number(max_norm, "max_norm", 0.0, low_open=True)
+    if not isinstance(grads, (list, tuple)) or not all(isinstance(g, torch.Tensor) for g in grads):
+        raise TypeError(f"grads must be a list of tensors; got {describe(grads)}")
     norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads)).item()
     factor = min(1.0, max_norm / (norm + 1e-6))
     for g in grads:
@@ -174,10 +186,8 @@ def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
 
     Shapes: ids ``(n_tokens,)`` → ``(b, n)`` with ``n = n_tokens // b``.
     """
-    if ids.dim() != 1:
-        raise ValueError(f"ids must be a 1-D token stream (n_tokens,); got {tuple(ids.shape)}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int; got {batch_size!r}")
+    check_ids(ids, "ids", dims=1)
+    check_int(batch_size, "batch_size", 1)
     n = len(ids) // batch_size
     if n < 2:
         raise ValueError(f"{len(ids)} tokens are too few for {batch_size} streams")
@@ -189,11 +199,10 @@ def chunk(streams: torch.Tensor, k: int, seq_len: int) -> tuple[torch.Tensor, to
 
     Shapes: streams ``(b, n)`` → x, y ``(b, seq_len)``; there are ``(n - 1) // seq_len`` chunks.
     """
-    if not isinstance(seq_len, int) or seq_len < 1:
-        raise ValueError(f"seq_len must be a positive int; got {seq_len!r}")
+    check_ids(streams, "streams", dims=2)
+    check_int(seq_len, "seq_len", 1)
     n_chunks = (streams.shape[1] - 1) // seq_len
-    if not 0 <= k < n_chunks:
-        raise ValueError(f"chunk index must be in 0..{n_chunks - 1}; got {k}")
+    check_int(k, "the chunk index k", 0, n_chunks - 1)
     start = k * seq_len
     return streams[:, start: start + seq_len], streams[:, start + 1: start + seq_len + 1]
 
@@ -206,8 +215,7 @@ class TruncatedBPTT:
     """
 
     def __init__(self, ids: torch.Tensor, batch_size: int, seq_len: int):
-        if not isinstance(seq_len, int) or seq_len < 1:
-            raise ValueError(f"seq_len must be a positive int; got {seq_len!r}")
+        check_int(seq_len, "seq_len", 1)
         self.streams, self.seq_len = batchify(ids, batch_size), seq_len
         self.n_chunks = (self.streams.shape[1] - 1) // seq_len
         if self.n_chunks < 1:
@@ -215,6 +223,7 @@ class TruncatedBPTT:
         self.h = None
 
     def batch(self, step: int):
+        check_int(step, "step", 0)
         k = step % self.n_chunks
         return (*chunk(self.streams, k, self.seq_len), k == 0)
 
@@ -225,6 +234,14 @@ class TruncatedBPTT:
         return F.cross_entropy(logits.flatten(0, 1), y.flatten())
 
 
+def _check_lm_input(embed: nn.Embedding, rnn: nn.RNNBase, x: torch.Tensor, h) -> None:
+    check_ids(x, "x", dims=2, vocab_size=embed.num_embeddings)
+    if h is not None:
+        expected = (rnn.num_layers, x.shape[0], rnn.hidden_size)
+        if not isinstance(h, torch.Tensor) or tuple(h.shape[-3:]) != expected:
+            raise ValueError(f"the state must be (l, b, d_model) = {expected}; got {describe(h)}")
+
+
 class CharRNN(nn.Module):
     """Embedding → ``torch.nn.RNN`` (tanh) → readout ``y_t = W_y h_t + c``: next-token logits.
 
@@ -233,14 +250,13 @@ class CharRNN(nn.Module):
 
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, n_layers: int = 1):
         super().__init__()
+        check_sizes(vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_layers=n_layers)
         self.embed = nn.Embedding(vocab_size, d_emb)
         self.rnn = nn.RNN(d_emb, d_model, n_layers, batch_first=True)
         self.readout = nn.Linear(d_model, vocab_size)
 
     def forward(self, x: torch.Tensor, h: torch.Tensor | None = None):
-        if x.dim() != 2 or x.dtype != torch.long:
-            raise TypeError(f"x must be token ids (b, t) of dtype long; got {x.dtype} "
-                            f"{tuple(x.shape)}")
+        _check_lm_input(self.embed, self.rnn, x, h)
         states, h = self.rnn(self.embed(x), h)  # (b, t, d_model), (l, b, d_model)
         return self.readout(states), h
 
@@ -251,6 +267,7 @@ def stream_nll(model: nn.Module, ids: torch.Tensor, batch_size: int = 16, seq_le
 
     Shapes: ids ``(n_tokens,)`` → a float.
     """
+    check_int(seq_len, "seq_len", 1)
     streams = batchify(ids, batch_size).to(next(model.parameters()).device)
     n = streams.shape[1] - 1
     total, h = 0.0, None
@@ -270,10 +287,11 @@ def sample(model: nn.Module, prompt: torch.Tensor, n_new: int, temperature: floa
 
     Shapes: prompt ``(t,)`` ids → ``(t + n_generated,)``.
     """
-    if prompt.dim() != 1 or len(prompt) == 0:
-        raise ValueError(f"prompt must be a non-empty 1-D id tensor (t,); got {tuple(prompt.shape)}")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0; got {temperature}")
+    check_ids(prompt, "prompt", dims=1)
+    check_int(n_new, "n_new", 0)
+    check_number(temperature, "temperature", 0.0)
+    if stop_id is not None:
+        check_int(stop_id, "stop_id", 0)
     out = prompt.tolist()
     logits, h = model(prompt[None].to(next(model.parameters()).device))
     for _ in range(n_new):
@@ -294,8 +312,11 @@ def pad_sequences(seqs: list[torch.Tensor], pad_id: int = 0) -> tuple[torch.Tens
 
     Shapes: ``b`` tensors ``(t_i,)`` → x ``(b, max t_i)`` long, mask ``(b, max t_i)`` bool.
     """
-    if not seqs or any(s.dim() != 1 or len(s) == 0 for s in seqs):
-        raise ValueError("pad_sequences needs a non-empty list of non-empty 1-D id tensors")
+    if not isinstance(seqs, (list, tuple)) or not seqs:
+        raise TypeError(f"seqs must be a non-empty list of 1-D id tensors; got {describe(seqs)}")
+    for s in seqs:
+        check_ids(s, "each of seqs", dims=1)
+    check_int(pad_id, "pad_id", 0)
     x = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=torch.long)
     mask = torch.zeros(x.shape, dtype=torch.bool)
     for i, s in enumerate(seqs):
@@ -309,7 +330,8 @@ def pool(states: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
 
     Shapes: states ``(b, t, d)``, mask ``(b, t)`` bool → ``(b, d)``.
     """
-    if mask.shape != states.shape[:2] or mask.dtype != torch.bool:
+    check_tensor(states, "states", "(b, t, d)", 3)
+    if not isinstance(mask, torch.Tensor) or mask.shape != states.shape[:2] or mask.dtype != torch.bool:
         raise ValueError(f"mask must be bool (b, t) = {tuple(states.shape[:2])}; "
                          f"got {mask.dtype} {tuple(mask.shape)}")
     if not mask.any(1).all():
@@ -333,6 +355,7 @@ class RNNClassifier(nn.Module):
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, n_classes: int,
                  pooling: str = "last"):
         super().__init__()
+        check_sizes(vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_classes=n_classes)
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}; got {pooling!r}")
         self.pooling = pooling
@@ -341,5 +364,6 @@ class RNNClassifier(nn.Module):
         self.classify = nn.Linear(d_model, n_classes)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        check_ids(x, "x", dims=2, vocab_size=self.embed.num_embeddings)
         states, _ = self.rnn(self.embed(x))  # (b, t, d_model); right padding leaves real states
         return self.classify(pool(states, mask, self.pooling))

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 
 import regex
 
+from lecturelib._checks import describe
+
 # GPT-2's pre-tokenizer (Radford et al. 2019; openai/gpt-2 src/encoder.py): contractions, an
 # optional space followed by letters, by digits, or by other symbols, then runs of whitespace.
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -55,7 +57,26 @@ def pretokenize(text: str, pattern: str | None = GPT2_PATTERN) -> list[str]:
         raise TypeError(f"text must be a str; got {type(text).__name__}")
     if pattern is None:
         return [text] if text else []
-    return regex.findall(pattern, text)
+    return _compile(pattern).findall(text)
+
+
+def _compile(pattern: str) -> regex.Pattern:
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be a str (a regular expression) or None; got "
+                        f"{describe(pattern)}")
+    try:
+        return regex.compile(pattern)  # cached by the regex module
+    except regex.error as err:
+        raise ValueError(f"pattern must be a valid regular expression; got {pattern!r} "
+                         f"({err})") from None
+
+
+def _check_id_lists(words: list[list[int]], freqs: list[int] | None) -> None:
+    if isinstance(words, (str, bytes)) or (words and isinstance(words[0], (str, bytes))):
+        raise TypeError(f"words must be a list of lists of int ids (e.g. list(s.encode())), not "
+                        f"text; got {describe(words)}")
+    if freqs is not None and len(freqs) != len(words):
+        raise ValueError(f"freqs must hold one count per word ({len(words)}); got {len(freqs)}")
 
 
 def count_pairs(words: list[list[int]], freqs: list[int] | None = None) -> Counter:
@@ -64,6 +85,7 @@ def count_pairs(words: list[list[int]], freqs: list[int] | None = None) -> Count
     >>> count_pairs([[1, 2, 3, 1, 2]])
     Counter({(1, 2): 2, (2, 3): 1, (3, 1): 1})
     """
+    _check_id_lists(words, freqs)
     counts: Counter = Counter()
     for i, ids in enumerate(words):
         f = 1 if freqs is None else freqs[i]
@@ -78,6 +100,9 @@ def merge(ids: list[int], pair: Pair, new_id: int) -> list[int]:
     >>> merge([97, 97, 97, 98], (97, 97), 256)
     [256, 97, 98]
     """
+    if isinstance(ids, (str, bytes)) or not isinstance(pair, tuple) or len(pair) != 2:
+        raise TypeError(f"ids must be a list of int ids and pair a tuple of two ids; got "
+                        f"{describe(ids)} and {describe(pair)}")
     out, i = [], 0
     while i < len(ids):
         if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
@@ -253,6 +278,11 @@ def bytes_per_token(tok, text: str) -> float:
 
     ``tok`` is our :class:`Tokenizer` or a Hugging Face ``tokenizers.Tokenizer``.
     """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str; got {describe(text)}")
+    if isinstance(tok, (str, bytes)) or not hasattr(tok, "encode"):
+        raise TypeError(f"tok must be a tokenize.Tokenizer or a tokenizers.Tokenizer; got "
+                        f"{describe(tok)}")
     n_bytes = len(text.encode("utf-8"))
     if isinstance(tok, Tokenizer):
         n_tokens = len(tok.encode(text))
@@ -283,6 +313,8 @@ def train_hf_bpe(text: str, vocab_size: int):
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import decoders, models, pre_tokenizers, trainers
 
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str; got {describe(text)}")
     n_merges(vocab_size)
     tok = HFTokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -296,5 +328,7 @@ def train_hf_bpe(text: str, vocab_size: int):
 
 def hf_vocab_bytes(hf_tok) -> dict[bytes, int]:
     """The vocabulary of a byte-level Hugging Face tokenizer as ``{token bytes: id}``."""
+    if not hasattr(hf_tok, "get_vocab"):
+        raise TypeError(f"hf_tok must be a tokenizers.Tokenizer; got {describe(hf_tok)}")
     to_byte = {c: b for b, c in gpt2_byte_alphabet().items()}
     return {bytes(to_byte[c] for c in s): i for s, i in hf_tok.get_vocab().items()}
