@@ -18,7 +18,8 @@ def test_shape_returns_the_named_sizes():
 
 
 def test_wrong_number_of_axes():
-    with pytest.raises(AssertionError, match=r"expected 3 axes \(b t d\), got 2 with shape \(2, 5\)"):
+    with pytest.raises(AssertionError,
+                       match=r"expected 3 axes \(b t d\), got 2 with shape \(2, 5\)"):
         check.shape(torch.zeros(2, 5), "b t d")
 
 
@@ -116,3 +117,33 @@ def test_max_abs_diff():
 
 def test_docstring_examples():
     assert doctest.testmod(check).failed == 0
+
+
+def test_close_compares_the_imaginary_part_of_complex_tensors():
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    check.close(z, z.clone())
+    check.close(z, z + 1e-7j)  # within tolerance on the imaginary part
+    with pytest.raises(AssertionError, match=r"1 of 2 elements differ.*index \(1,\).*"
+                                             r"actual 3\+4j, expected 3-4j"):
+        check.close(torch.tensor([1 + 2j, 3 + 4j]), z)  # the real parts are equal
+    with pytest.raises(AssertionError, match="1 of 1 elements differ"):
+        check.close(torch.tensor([1 + 1e-3j]), torch.tensor([1 + 0j]))
+
+
+def test_close_reads_a_real_tensor_as_complex_with_zero_imaginary_part():
+    check.close(torch.tensor([1.0, 2.0]), torch.tensor([1 + 0j, 2 + 0j]))
+    with pytest.raises(AssertionError):
+        check.close(torch.tensor([1.0, 2.0]), torch.tensor([1 + 0j, 2 + 1j]))
+
+
+def test_complex_nan_and_max_abs_diff():
+    check.close(torch.tensor([complex(1, math.nan)]), torch.tensor([complex(1, math.nan)]))
+    with pytest.raises(AssertionError, match="actual 1\\+nanj"):
+        check.close(torch.tensor([complex(1, math.nan)]), torch.tensor([1 + 0j]))
+    assert check.max_abs_diff(torch.tensor([3 + 4j]), torch.tensor([0j])) == pytest.approx(5.0)
+
+
+def test_nan_is_matched_element_by_element():
+    """NaN in both at one place, NaN against a number at another: only the second differs."""
+    with pytest.raises(AssertionError, match=r"^tensors: 1 of 2 elements differ.*index \(1,\)"):
+        check.close(torch.tensor([math.nan, math.nan]), torch.tensor([math.nan, 1.0]))

@@ -103,11 +103,15 @@ def test_registry_checksums_agree_with_the_readme():
     readme = SHARED / "README.md"
     if not readme.is_file():
         pytest.skip(f"{readme} is not here")
-    rows = dict(re.findall(r"^\| `([^`]+)`[^|]*\|[^|]*\|[^|]*\| `([0-9a-f]{64})`", readme.read_text(),
-                           re.MULTILINE))
+    rows = dict(re.findall(r"^\| `([^`]+)`[^|]*\|[^|]*\|[^|]*\| `([0-9a-f]{64})`",
+                           readme.read_text(), re.MULTILINE))
     for ds in data.DATASETS.values():
         for form in ds.forms:
             assert rows[form.file] == form.sha256, form.file
+    sizes = dict(re.findall(r"^\| `([^`]+)`[^|]*\| (\d+) \|", readme.read_text(), re.MULTILINE))
+    for ds in data.DATASETS.values():
+        for form in ds.forms:
+            assert form.size == int(sizes[form.file]), form.file
     polarity = data.dataset("polarity/pos")
     assert polarity.zip_sha256 in readme.read_text() and polarity.url.endswith(".zip")
 
@@ -118,13 +122,6 @@ def test_every_url_is_pinned_and_every_set_is_attributed():
         assert re.search(r"/[0-9a-f]{40}/", ds.url), f"{ds.name}: URL not pinned to a commit"
         assert ds.licence and ds.attribution
     assert "tatoeba" in data.attribution("fra-eng").lower()
-
-
-def test_unknown_name():
-    with pytest.raises(KeyError, match="tinyshakespeare"):
-        data.dataset("tinyshakespear")
-    with pytest.raises(KeyError, match="alice"):
-        data.gutenberg_text("ulysses")
 
 
 # --- local copies --------------------------------------------------------------------------------
@@ -159,16 +156,87 @@ def test_cache_is_used_when_there_is_no_data_folder(monkeypatch, tmp_path):
     assert data.path("fake") == cached
 
 
-def test_wrong_checksum_says_delete_and_where_to_get_it(monkeypatch, tmp_path):
-    register(monkeypatch, fake())
-    bad = tmp_path / "sub" / "fake.txt"
-    bad.parent.mkdir()
-    bad.write_bytes(RAW + b"tampered")
-    monkeypatch.setenv(data.DATA_ENV, str(tmp_path))
+def put(folder: Path, payload: bytes, file: str = "sub/fake.txt") -> Path:
+    p = folder / file
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(payload)
+    return p
+
+
+def test_corrupt_data_copy_without_fallback_says_where_what_size_and_what_to_do(monkeypatch,
+                                                                               tmp_path):
+    register(monkeypatch, fake(forms=(LocalForm("sub/fake.txt", sha(RAW), size=len(RAW)),)))
+    bad = put(tmp_path / "data", RAW + b"tampered")
+    monkeypatch.setenv(data.DATA_ENV, str(tmp_path / "data"))
     with pytest.raises(DataError) as err:
         data.read_text("fake")
     msg = str(err.value)
-    assert str(bad) in msg and "Delete it" in msg and URL in msg and sha(RAW) in msg
+    assert str(bad) in msg and f"the folder {tmp_path / 'data'} named by $LECTURELIB_DATA" in msg
+    assert f"{len(RAW) + 8} bytes (expected {len(RAW)})" in msg
+    assert sha(RAW + b"tampered") in msg and sha(RAW) in msg
+    assert "delete it" in msg and URL in msg and "Offline" in msg
+    assert str(tmp_path / "cache" / "sub" / "fake.txt") in msg  # where to put a copy by hand
+    with pytest.raises(DataError, match="corrupt"):
+        data.path("fake")
+    assert bad.read_bytes() == RAW + b"tampered"  # the user's file is left alone
+
+
+def test_corrupt_data_copy_falls_back_to_a_verified_cached_copy(monkeypatch, tmp_path):
+    register(monkeypatch, fake())
+    bad = put(tmp_path / "data", RAW[:-1] + b"X")
+    good = put(tmp_path / "cache", RAW)
+    monkeypatch.setenv(data.DATA_ENV, str(tmp_path / "data"))
+    with pytest.warns(data.DataWarning, match=re.escape(str(bad))) as record:
+        assert data.read_text("fake") == "First line\nsecond line\n"
+    assert str(good) in str(record[0].message)
+    with pytest.warns(data.DataWarning):
+        assert data.path("fake") == good
+
+
+def test_corrupt_form_gives_way_to_a_verified_form(monkeypatch, tmp_path):
+    packed = gzip.compress(RAW)
+    register(monkeypatch, fake(forms=(LocalForm("fake.txt", sha(RAW)),
+                                      LocalForm("fake.txt.gz", sha(packed), gzipped=True))))
+    put(tmp_path, b"not it", "fake.txt")
+    put(tmp_path, packed, "fake.txt.gz")
+    monkeypatch.setenv(data.DATA_ENV, str(tmp_path))
+    with pytest.warns(data.DataWarning, match="fake.txt "):
+        assert data.read_bytes("fake") == RAW
+
+
+def test_corrupt_copies_everywhere_are_all_listed(monkeypatch, tmp_path):
+    register(monkeypatch, fake())
+    in_data = put(tmp_path / "data", b"a")
+    in_cache = put(tmp_path / "cache", b"bb")
+    monkeypatch.setenv(data.DATA_ENV, str(tmp_path / "data"))
+    with pytest.raises(DataError) as err:
+        data.read_bytes("fake")
+    msg = str(err.value)
+    assert f"{in_data} (in the folder" in msg and "1 bytes (size unknown)" in msg
+    assert f"{in_cache} (in the cache {tmp_path / 'cache'})" in msg and "2 bytes" in msg
+
+
+def test_corrupt_cache_copy_without_a_data_folder(monkeypatch, tmp_path):
+    register(monkeypatch, fake())
+    bad = put(tmp_path / "cache", RAW + b"!")
+    with pytest.raises(DataError, match=re.escape(f"{bad} (in the cache")):
+        data.read_text("fake")
+
+
+def test_a_file_changed_in_place_is_not_trusted(monkeypatch, tmp_path):
+    """Same size, same modification time, different bytes: the checksum still catches it."""
+    register(monkeypatch, fake())
+    p = put(tmp_path / "data", RAW)
+    monkeypatch.setenv(data.DATA_ENV, str(tmp_path / "data"))
+    assert data.path("fake") == p and data.read_bytes("fake") == RAW
+    st = p.stat()
+    p.write_bytes(RAW[:-1] + b"?")
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert p.stat().st_size == st.st_size and p.stat().st_mtime_ns == st.st_mtime_ns
+    with pytest.raises(DataError, match="corrupt"):
+        data.path("fake")
+    with pytest.raises(DataError, match="corrupt"):
+        data.read_bytes("fake")
 
 
 # --- downloads (faked) ---------------------------------------------------------------------------
@@ -183,6 +251,23 @@ def test_download_lands_in_the_cache_and_verifies(monkeypatch, tmp_path):
     assert sorted(x.name for x in p.parent.iterdir()) == ["fake.txt"]  # no temporary file left
     assert data.read_text("fake") == "First line\nsecond line\n"
     assert calls == [URL]  # the second read comes from the cache
+
+
+@pytest.mark.parametrize("failure", [OSError("No space left on device"), KeyboardInterrupt()])
+def test_a_failed_write_leaves_nothing_half_written(monkeypatch, tmp_path, failure):
+    register(monkeypatch, fake())
+    serve(monkeypatch, RAW)
+
+    def replace(src, dst):
+        raise failure
+
+    monkeypatch.setattr(data.os, "replace", replace)
+    expected = DataError if isinstance(failure, OSError) else KeyboardInterrupt
+    with pytest.raises(expected) as err:
+        data.path("fake")
+    if expected is DataError:
+        assert "No space left" in str(err.value) and data.CACHE_ENV in str(err.value)
+    assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []
 
 
 def test_download_without_content_length(monkeypatch):

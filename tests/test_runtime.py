@@ -159,7 +159,8 @@ def test_glue_stores_plain_python_numbers(monkeypatch):
     import lecturelib
 
     stored = {}
-    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True: stored.update({name: value}))
+    monkeypatch.setattr("myst_nb.glue",
+                        lambda name, value, display=True: stored.update({name: value}))
     lecturelib.glue("a", np.float64(1.5))
     lecturelib.glue("b", torch.tensor(2))
     lecturelib.glue("c", 3.25)

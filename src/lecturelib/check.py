@@ -9,9 +9,17 @@
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 Tensor = torch.Tensor
+
+
+def _tensor(x, name: str, func: str) -> Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{func}(): {name} must be a torch.Tensor; got {type(x).__name__}")
+    return x
 
 
 def shape(x: Tensor, axes: str, **expected: int) -> dict[str, int]:
@@ -21,8 +29,16 @@ def shape(x: Tensor, axes: str, **expected: int) -> dict[str, int]:
     An axis name used twice must have the same size both times (``"b t t"`` for a square matrix
     per batch). Raises ``AssertionError`` that names the axis, its expected and its actual size.
     """
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"shape() checks a torch.Tensor; got {type(x).__name__}")
+    _tensor(x, "x", "shape")
+    if not isinstance(axes, str):
+        raise TypeError(f"shape(): axes must be a str of axis names such as 'b t d'; "
+                        f"got {type(axes).__name__}")
+    for axis, size in expected.items():
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral):
+            raise TypeError(f"shape(): the size of axis {axis!r} must be an int; "
+                            f"got {size!r} ({type(size).__name__})")
+        if size < 0:
+            raise ValueError(f"shape(): the size of axis {axis!r} must be >= 0; got {size}")
     names = axes.split()
     if x.dim() != len(names):
         raise AssertionError(
@@ -47,36 +63,64 @@ def shape(x: Tensor, axes: str, **expected: int) -> dict[str, int]:
     return dims
 
 
+def _widen(*ts: Tensor) -> list[Tensor]:
+    """Detached CPU copies in float64, or complex128 when any of them is complex."""
+    wide = torch.complex128 if any(t.is_complex() for t in ts) else torch.float64
+    return [t.detach().cpu().to(wide) for t in ts]
+
+
 def max_abs_diff(a: Tensor, b: Tensor) -> float:
-    """The largest absolute elementwise difference (0.0 for empty tensors)."""
+    """The largest absolute elementwise difference (0.0 for empty tensors); for complex
+    tensors the largest modulus ``|a - b|``."""
+    _tensor(a, "a", "max_abs_diff")
+    _tensor(b, "b", "max_abs_diff")
     if a.shape != b.shape:
-        raise ValueError(f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}")
+        raise ValueError(f"max_abs_diff(): a and b must have one shape; got {tuple(a.shape)} "
+                         f"vs {tuple(b.shape)}")
     if a.numel() == 0:
         return 0.0
-    return (a.detach().double() - b.detach().double()).abs().max().item()
+    a, b = _widen(a, b)
+    return (a - b).abs().max().item()
+
+
+def _tolerance(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"close(): {name} must be a real number; got {type(value).__name__}")
+    if not value >= 0:  # also refuses NaN
+        raise ValueError(f"close(): {name} must be a number >= 0; got {value}")
+    return float(value)
+
+
+def _mismatch(a: Tensor, e: Tensor, atol: float, rtol: float) -> Tensor:
+    """Where real tensors ``a`` and ``e`` differ beyond the tolerance. NaN matches NaN; an
+    infinity matches only the same infinity (the tolerance test would pass 5 vs inf)."""
+    finite = torch.isfinite(a) & torch.isfinite(e)
+    within = finite & ((a - e).abs() <= atol + rtol * e.abs())
+    return ~((a == e) | (torch.isnan(a) & torch.isnan(e)) | within)
 
 
 def close(actual: Tensor, expected: Tensor, *, atol: float = 1e-5, rtol: float = 1e-5,
           name: str = "tensors") -> None:
     """Assert ``actual ≈ expected`` elementwise (``|a - e| <= atol + rtol·|e|``).
 
-    The error says how many elements differ, the largest difference and where it is, so a
-    notebook reader sees at once whether it is a rounding issue or a bug.
+    Complex tensors are compared on their real and their imaginary parts. The error says how
+    many elements differ, the largest difference and where it is, so a notebook reader sees at
+    once whether it is a rounding issue or a bug.
     """
-    for label, t in (("actual", actual), ("expected", expected)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"close() compares torch.Tensors; {label} is {type(t).__name__}")
+    _tensor(actual, "actual", "close")
+    _tensor(expected, "expected", "close")
+    atol, rtol = _tolerance(atol, "atol"), _tolerance(rtol, "rtol")
+    if not isinstance(name, str):
+        raise TypeError(f"close(): name must be a str; got {type(name).__name__}")
     if actual.shape != expected.shape:
         raise AssertionError(
             f"{name}: shapes differ, {tuple(actual.shape)} vs expected {tuple(expected.shape)}"
         )
-    a, e = actual.detach().double().cpu(), expected.detach().double().cpu()
-    if torch.equal(torch.isnan(a), torch.isnan(e)):
-        a = a.nan_to_num(0.0, posinf=float("inf"), neginf=float("-inf"))  # keep infinities
-        e = e.nan_to_num(0.0, posinf=float("inf"), neginf=float("-inf"))
-    # an infinity matches only the same infinity (the tolerance test would pass 5 vs inf)
-    finite = torch.isfinite(a) & torch.isfinite(e)
-    bad = ~((a == e) | (finite & ((a - e).abs() <= atol + rtol * e.abs())))
+    a, e = _widen(actual, expected)
+    if a.is_complex():
+        bad = _mismatch(a.real, e.real, atol, rtol) | _mismatch(a.imag, e.imag, atol, rtol)
+    else:
+        bad = _mismatch(a, e, atol, rtol)
     if bad.any():
         diff = (a - e).abs().nan_to_num(float("inf"), posinf=float("inf")).masked_fill(~bad, -1.0)
         flat = int(diff.argmax())

@@ -9,9 +9,12 @@ Where a file is looked for, in order:
 2. the cache folder (``$LECTURELIB_CACHE``, else ``~/.cache/lecturelib``);
 3. its pinned URL, downloaded with a progress bar into the cache.
 
-Every file is checked against its SHA-256 before use. A download goes to a temporary file that is
-renamed into the cache only after its checksum matched, so a failed or corrupted download never
-leaves a bad file behind. Without internet the error says where to put a copy by hand.
+Every file is checked against its SHA-256 each time it is used. A corrupt copy in
+``$LECTURELIB_DATA`` gives way to a verified one in the cache (with a :class:`DataWarning`);
+with none, the :class:`DataError` names the folder, the file's size against the registered one,
+and what to do offline. A download goes to a temporary file that is renamed into the cache only
+after its checksum matched, so a failed or corrupted download never leaves a bad file behind.
+Without internet the error says where to put a copy by hand.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import re
 import tempfile
 import urllib.error
 import urllib.request
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,13 +40,19 @@ class DataError(RuntimeError):
     """A data set could not be found, downloaded or verified; the message says what to do."""
 
 
+class DataWarning(UserWarning):
+    """A local copy failed its checksum and a verified copy elsewhere was used instead."""
+
+
 @dataclass(frozen=True)
 class LocalForm:
-    """One way a data set may be stored on disk: a relative path and the SHA-256 of its bytes."""
+    """One way a data set may be stored on disk: a relative path, the SHA-256 of its bytes and
+    their number (``size``; ``None`` where it is not registered)."""
 
     file: str
     sha256: str
     gzipped: bool = False
+    size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -109,26 +119,42 @@ _GUTENBERG = {  # name: (file, repo @ commit, sha256, title)
 }
 
 
+_BYTES = {  # the size of every registered file, as in the data README
+    "tinyshakespeare.txt": 1115394, "fra-eng.txt": 11669748, "fra-eng.txt.gz": 3411914,
+    "fra-eng_about.txt": 1441,
+    "sentiment_labelled_sentences/amazon_cells_labelled.txt": 58226,
+    "sentiment_labelled_sentences/imdb_labelled.txt": 85285,
+    "sentiment_labelled_sentences/yelp_labelled.txt": 61320,
+    "sentence_polarity/rt-polarity.pos": 626334, "sentence_polarity/rt-polarity.neg": 612441,
+    "gutenberg/11-0.txt": 173595, "gutenberg/1342-0.txt": 724725, "gutenberg/1400-0.txt": 1049619,
+    "gutenberg/1661.txt": 594941, "gutenberg/2600-0.txt": 3359542, "gutenberg/2701-0.txt": 1276201,
+    "gutenberg/84-0.txt": 450783, "gutenberg/98-0.txt": 804335,
+}
+
+
+def _form(file: str, sha256: str, gzipped: bool = False) -> LocalForm:
+    return LocalForm(file, sha256, gzipped, _BYTES[file])
+
+
 def _registry() -> dict[str, Dataset]:
     d = [
         Dataset("tinyshakespeare",
-                (LocalForm("tinyshakespeare.txt",
-                           "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"),),
+                (_form("tinyshakespeare.txt",
+                       "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"),),
                 f"{_GH}/karpathy/char-rnn/6f9487a6fe5b420b7ca9afb0d7c078e37c1d1b4e/"
                 "data/tinyshakespeare/input.txt",
                 "public domain text; char-rnn repository MIT",
                 "Tiny Shakespeare, prepared by Andrej Karpathy for char-rnn (public domain text)"),
         Dataset("fra-eng",
-                (LocalForm("fra-eng.txt",
-                           "0bb85dbaa1c896844649094d7eaf2e34bee34e84fe362b26ce7e8f2e12aae104"),
-                 LocalForm("fra-eng.txt.gz",
-                           "3f7ce9b82d57439edff14f487e2ef9fd52ad72757a838857f153fa4668dd6066",
-                           gzipped=True)),
+                (_form("fra-eng.txt",
+                       "0bb85dbaa1c896844649094d7eaf2e34bee34e84fe362b26ce7e8f2e12aae104"),
+                 _form("fra-eng.txt.gz",
+                       "3f7ce9b82d57439edff14f487e2ef9fd52ad72757a838857f153fa4668dd6066", True)),
                 f"{_GH}/modelexlab/data/adddaf33ac35572bcfeb421efec29435e7ea9332/fra.txt",
                 "CC BY 2.0 FR", _TATOEBA),
         Dataset("fra-eng-about",
-                (LocalForm("fra-eng_about.txt",
-                           "79f39a53dbddaf7ab43c801f231089174a611f23987244056f9e3cb5aa79358b"),),
+                (_form("fra-eng_about.txt",
+                       "79f39a53dbddaf7ab43c801f231089174a611f23987244056f9e3cb5aa79358b"),),
                 f"{_GH}/rebirthmonkey/ai-deep-learning/4ab3450d2527dec409ff5bad3b665ecc160af78b/"
                 "data/fra-eng/_about.txt", "CC BY 2.0", _TATOEBA),
     ]
@@ -138,19 +164,20 @@ def _registry() -> dict[str, Dataset]:
         ("yelp", "c76468b7b5c6e56a0804d728345c5f84aa2142ddb214420f61cc9cfd4c00d2ea"),
     ):
         file = f"sentiment_labelled_sentences/{name}_labelled.txt"
-        d.append(Dataset(f"sentiment/{name.split('_')[0]}", (LocalForm(file, sha),),
+        d.append(Dataset(f"sentiment/{name.split('_')[0]}", (_form(file, sha),),
                          f"{_SENTIMENT}/{file}", "CC BY 4.0", _UCI))
     for name, sha in (
         ("pos", "c2dc6b2f55bcf725725372916287cc3f8f9b19402edaa9167de5287cb3ade421"),
         ("neg", "614274f81185a850e5a88d533d4679f916d6f62e9af6f0b4ec71fb94bf466ea5"),
     ):
         file = f"sentence_polarity/rt-polarity.{name}"
-        d.append(Dataset(f"polarity/{name}", (LocalForm(file, sha),), _POLARITY_ZIP, "CC BY 4.0",
+        d.append(Dataset(f"polarity/{name}", (_form(file, sha),), _POLARITY_ZIP, "CC BY 4.0",
                          _MR, zip_sha256=_POLARITY_ZIP_SHA, zip_member=file))
     for name, (file, repo, commit, sha, title) in _GUTENBERG.items():
-        d.append(Dataset(f"gutenberg/{name}", (LocalForm(f"gutenberg/{file}", sha),),
+        d.append(Dataset(f"gutenberg/{name}", (_form(f"gutenberg/{file}", sha),),
                          f"{_GH}/GITenberg/{repo}/{commit}/{file}", "public domain in the USA",
-                         f"{title}, Project Gutenberg (www.gutenberg.org), public domain in the USA"))
+                         f"{title}, Project Gutenberg (www.gutenberg.org), public domain in "
+                         "the USA"))
     return {ds.name: ds for ds in d}
 
 
@@ -160,8 +187,11 @@ GUTENBERG_BOOKS = tuple(_GUTENBERG)
 
 def dataset(name: str) -> Dataset:
     """The registry entry for ``name``."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be the str name of a data set; got {type(name).__name__}")
     if name not in DATASETS:
-        raise KeyError(f"unknown data set {name!r}; registered: {', '.join(sorted(DATASETS))}")
+        raise ValueError(f"name must be a registered data set ({', '.join(sorted(DATASETS))}); "
+                         f"got {name!r}")
     return DATASETS[name]
 
 
@@ -175,7 +205,10 @@ def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "lecturelib").expanduser()
 
 
-def sha256_of(path: Path) -> str:
+def sha256_of(path: Path | str) -> str:
+    """The SHA-256 of a file's bytes, as 64 hexadecimal digits."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or a Path; got {type(path).__name__}")
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -183,31 +216,78 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
-_verified: dict[tuple[str, int, int], str] = {}
+@dataclass(frozen=True)
+class _Corrupt:
+    """A local file that is there but does not match its registered checksum."""
+
+    path: Path
+    where: str  # which folder holds it, in words
+    form: LocalForm
+    size: int
+    sha256: str
+
+    def describe(self) -> str:
+        expected = f"expected {self.form.size}" if self.form.size is not None else "size unknown"
+        return (f"{self.path} (in {self.where}): {self.size} bytes ({expected}), "
+                f"SHA-256 {self.sha256} (expected {self.form.sha256})")
 
 
-def _matches(path: Path, form: LocalForm) -> bool:
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _verified:
-        _verified[key] = sha256_of(path)
-    return _verified[key] == form.sha256
+def _roots() -> list[tuple[Path, str]]:
+    """The folders searched for local copies, in order, each with how it was chosen."""
+    roots = []
+    if os.environ.get(DATA_ENV):
+        folder = Path(os.environ[DATA_ENV]).expanduser()
+        roots.append((folder, f"the folder {folder} named by ${DATA_ENV}"))
+    roots.append((cache_dir(), f"the cache {cache_dir()}"))
+    return roots
 
 
-def _find_local(ds: Dataset) -> tuple[Path, LocalForm] | None:
-    roots = [Path(os.environ[DATA_ENV]).expanduser()] if os.environ.get(DATA_ENV) else []
-    roots.append(cache_dir())
-    for root in roots:
+def _source(ds: Dataset) -> str:
+    member = f" (a zip archive: take its member {ds.zip_member})" if ds.zip_member else ""
+    return f"{ds.url}{member}"
+
+
+def _corrupt_message(ds: Dataset, corrupt: list[_Corrupt]) -> str:
+    form = ds.forms[0]
+    size = f", {form.size} bytes" if form.size is not None else ""
+    listing = "\n".join(f"  {c.describe()}" for c in corrupt)
+    return (
+        f"data set {ds.name!r}: no verified copy was found, and these files are corrupt or a "
+        f"different release:\n{listing}\n"
+        f"Replace each with a verified copy, or delete it, and lecturelib will download the pinned "
+        f"copy from {ds.url} into {cache_dir()}. Offline: fetch {_source(ds)} on a machine with "
+        f"internet access and copy it to {cache_dir() / form.file} (SHA-256 {form.sha256}{size}), "
+        f"or set ${DATA_ENV} to a folder that holds a verified copy."
+    )
+
+
+def _locate(ds: Dataset, read: bool) -> tuple[Path, LocalForm, bytes | None] | None:
+    """The first local copy of ``ds`` whose checksum matches, with its bytes when ``read``.
+
+    The checksum is computed every time (a file may change in place without a new size or
+    modification time), and with ``read`` it is computed on the very bytes returned. A corrupt
+    copy in ``$LECTURELIB_DATA`` gives way to a verified one in the cache, with a warning; when
+    no copy verifies, the error lists every corrupt one.
+    """
+    corrupt: list[_Corrupt] = []
+    for root, where in _roots():
         for form in ds.forms:
             p = root / form.file
-            if p.is_file():
-                if _matches(p, form):
-                    return p, form
-                raise DataError(
-                    f"{p} does not match the SHA-256 registered for {ds.name!r} "
-                    f"({form.sha256}); it is corrupt or a different release. Delete it, and "
-                    f"lecturelib will download the pinned copy from {ds.url}"
-                )
+            if not p.is_file():
+                continue
+            payload = p.read_bytes() if read else None
+            got = hashlib.sha256(payload).hexdigest() if read else sha256_of(p)
+            if got == form.sha256:
+                if corrupt:
+                    warnings.warn(
+                        f"data set {ds.name!r}: using the verified copy {p}, because "
+                        + "; ".join(c.describe() for c in corrupt)
+                        + " does not match its checksum. Replace or delete the corrupt file.",
+                        DataWarning, stacklevel=3)
+                return p, form, payload
+            corrupt.append(_Corrupt(p, where, form, p.stat().st_size, got))
+    if corrupt:
+        raise DataError(_corrupt_message(ds, corrupt))
     return None
 
 
@@ -232,13 +312,19 @@ def _offline_message(ds: Dataset, reason: object) -> str:
     target = cache_dir() / ds.file
     return (
         f"could not download data set {ds.name!r} from {ds.url} ({reason}). If this machine is "
-        f"offline, fetch that URL on another machine and copy the file to {target}, or set "
+        f"offline, fetch {_source(ds)} on another machine and copy the file to {target}, or set "
         f"{DATA_ENV} to a folder that holds {ds.file} (SHA-256 {ds.forms[0].sha256})."
     )
 
 
 def download(ds: Dataset) -> Path:
-    """Download ``ds`` into the cache, verifying its checksum; returns the cached path."""
+    """Download ``ds`` into the cache, verifying its checksum; returns the cached path.
+
+    The bytes go to a temporary file in the cache that is renamed into place only when complete,
+    so an interrupted or failed download leaves nothing behind.
+    """
+    if not isinstance(ds, Dataset):
+        raise TypeError(f"ds must be a Dataset (see dataset(name)); got {type(ds).__name__}")
     try:
         payload = _download_bytes(ds.url, ds.name)
     except (urllib.error.URLError, OSError, TimeoutError) as err:
@@ -257,6 +343,18 @@ def download(ds: Dataset) -> Path:
                         f"{ds.forms[0].sha256}; nothing was kept. The server may have changed "
                         f"the file: retry, or put a verified copy where {DATA_ENV} points")
     target = cache_dir() / ds.file
+    try:
+        _write_atomically(target, payload)
+    except OSError as err:
+        raise DataError(f"could not write {ds.name!r} into the cache {cache_dir()} ({err}); "
+                        f"nothing was kept. Free some space or set {CACHE_ENV} to a writable "
+                        f"folder") from None
+    return target
+
+
+def _write_atomically(target: Path, payload: bytes) -> None:
+    """Write a temporary file beside ``target`` and rename it into place; on any failure or
+    interruption the temporary file is removed."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     try:
@@ -266,22 +364,23 @@ def download(ds: Dataset) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return target
 
 
 def path(name: str) -> Path:
     """A verified local file of data set ``name``, downloading it on first use."""
     ds = dataset(name)
-    found = _find_local(ds)
+    found = _locate(ds, read=False)
     return found[0] if found else download(ds)
 
 
 def read_bytes(name: str) -> bytes:
     """The bytes of data set ``name`` as its URL serves them (gzipped copies are expanded)."""
     ds = dataset(name)
-    found = _find_local(ds)
-    p, form = found if found else (download(ds), ds.forms[0])
-    raw = p.read_bytes()
+    found = _locate(ds, read=True)
+    if found:
+        _, form, raw = found
+    else:
+        form, raw = ds.forms[0], download(ds).read_bytes()
     return gzip.decompress(raw) if form.gzipped else raw
 
 
@@ -296,10 +395,16 @@ _PG_START = re.compile(r"^\*\*\* ?START OF (THE|THIS) PROJECT GUTENBERG EBOOK.*$
 _PG_END = re.compile(r"^\*\*\* ?END OF (THE|THIS) PROJECT GUTENBERG EBOOK.*$", re.M | re.I)
 
 
+def _check_book(book: str) -> None:
+    if not isinstance(book, str):
+        raise TypeError(f"book must be a str; got {type(book).__name__}")
+    if book not in _GUTENBERG:
+        raise ValueError(f"book must be one of {', '.join(GUTENBERG_BOOKS)}; got {book!r}")
+
+
 def gutenberg_text(book: str) -> str:
     """The text of a Project Gutenberg book without the licence header and footer."""
-    if book not in _GUTENBERG:
-        raise KeyError(f"unknown book {book!r}; available: {', '.join(GUTENBERG_BOOKS)}")
+    _check_book(book)
     text = read_text(f"gutenberg/{book}")
     start, end = _PG_START.search(text), _PG_END.search(text)
     if not start or not end:
@@ -309,9 +414,8 @@ def gutenberg_text(book: str) -> str:
 
 def gutenberg_title(book: str) -> str:
     """Author and title of a Project Gutenberg book, e.g. ``"Herman Melville, Moby Dick; ..."``."""
-    if book not in _GUTENBERG:
-        raise KeyError(f"unknown book {book!r}; available: {', '.join(GUTENBERG_BOOKS)}")
-    return _GUTENBERG[book][4]
+    _check_book(book)
+    return _GUTENBERG[book][-1]
 
 
 def sentiment_sentences(source: str = "all") -> list[tuple[str, int]]:
@@ -321,7 +425,10 @@ def sentiment_sentences(source: str = "all") -> list[tuple[str, int]]:
     only (the IMDb file holds U+0085, which ``str.splitlines`` would break at) and no quoting is
     applied (some sentences hold a stray ``"``).
     """
-    sources = ("amazon", "imdb", "yelp") if source == "all" else (source,)
+    known = ("amazon", "imdb", "yelp")
+    if not isinstance(source, str) or source not in (*known, "all"):
+        raise ValueError(f"source must be one of {', '.join(known)} or all; got {source!r}")
+    sources = known if source == "all" else (source,)
     pairs = []
     for s in sources:
         for line in read_text(f"sentiment/{s}").split("\n"):

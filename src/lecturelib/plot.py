@@ -7,9 +7,11 @@ colour-blind-safe Okabe–Ito palette.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 
 import matplotlib as mpl
+import matplotlib.axes
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -45,6 +47,8 @@ FIGSIZE = (6.0, 3.5)
 
 def family_color(name: str) -> str:
     """The book colour of a model family (``"rnn"``, ``"lstm"``, ...)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str naming a model family; got {type(name).__name__}")
     key = name.lower()
     if key not in FAMILY_COLORS:
         raise ValueError(f"unknown model family {name!r}; expected one of {sorted(FAMILY_COLORS)}")
@@ -80,9 +84,13 @@ def use_book_style() -> None:
 
 
 def plain_log_ticks(ax, axis: str = "y"):
-    """Label a log-scaled axis with plain numbers (``6``, ``10``, ``20``) instead of ``6×10⁰``."""
+    """Label a log-scaled axis (``axis`` "x" or "y") with plain numbers (``6``, ``10``, ``20``)
+    instead of ``6×10⁰``."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
+    _check_axes(ax, allow_none=False)
+    if axis not in ("x", "y"):
+        raise ValueError(f"axis must be 'x' or 'y'; got {axis!r}")
     fmt = FuncFormatter(lambda v, _: f"{v:g}")
     target = ax.yaxis if axis == "y" else ax.xaxis
     target.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
@@ -91,7 +99,23 @@ def plain_log_ticks(ax, axis: str = "y"):
     return ax
 
 
+def _check_axes(ax, allow_none: bool = True) -> None:
+    if ax is None and allow_none:
+        return
+    if not isinstance(ax, mpl.axes.Axes):
+        expected = "a matplotlib Axes or None" if allow_none else "a matplotlib Axes"
+        raise TypeError(f"ax must be {expected}; got {type(ax).__name__}")
+
+
+def _check_mapping(value, name: str, what: str, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a dict of {what}; got {type(value).__name__}")
+
+
 def _axes(ax):
+    _check_axes(ax)
     if ax is None:
         _, ax = plt.subplots(figsize=FIGSIZE)
     return ax
@@ -108,12 +132,23 @@ def curves(
     styles: Mapping[str, str] | None = None,
 ):
     """Plot named ``(x, y)`` series, e.g. learning curves: ``{"train": (steps, losses)}``."""
-    ax = _axes(ax)
+    _check_mapping(series, "series", "name -> (x, y)")
     if not series:
-        raise ValueError("curves needs at least one named (x, y) series")
-    for name, (x, y) in series.items():
+        raise ValueError("series must hold at least one named (x, y) pair; got an empty dict")
+    for name, pair in series.items():
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"series[{name!r}] must be an (x, y) pair of sequences; got "
+                            f"{type(pair).__name__}")
+        x, y = pair
+        if not (hasattr(x, "__len__") and hasattr(y, "__len__")):
+            raise TypeError(f"series[{name!r}]: x and y must be sequences; got "
+                            f"{type(x).__name__} and {type(y).__name__}")
         if len(x) != len(y):
             raise ValueError(f"series {name!r}: x has {len(x)} points but y has {len(y)}")
+    _check_mapping(colors, "colors", "name -> colour", allow_none=True)
+    _check_mapping(styles, "styles", "name -> line style", allow_none=True)
+    ax = _axes(ax)
+    for name, (x, y) in series.items():
         kw = {}
         if colors and name in colors:
             kw["color"] = colors[name]
@@ -129,6 +164,13 @@ def curves(
 def history(hist, ax=None, *, metric: str = "loss", logy: bool = False, label: str = ""):
     """Learning curves of a :class:`lecturelib.train.History`: training loss and, if it was
     evaluated, the evaluation metric of the same name."""
+    if not all(hasattr(hist, a) for a in ("steps", "train_loss", "eval_steps", "evals")):
+        raise TypeError(f"hist must be a lecturelib.train.History; got {type(hist).__name__}")
+    if hist.evals and metric not in hist.evals:
+        raise ValueError(f"metric must be one of the evaluated metrics {sorted(hist.evals)}; "
+                         f"got {metric!r}")
+    if not isinstance(label, str):
+        raise TypeError(f"label must be a str; got {type(label).__name__}")
     prefix = f"{label} " if label else ""
     series = {f"{prefix}train": (hist.steps, hist.train_loss)}
     if metric in hist.evals:
@@ -151,15 +193,26 @@ def heatmap(
     annotate: bool = False,
 ):
     """A labelled heatmap of a 2-D array (attention weights, gate activations, ...)."""
-    m = np.asarray(matrix.detach().cpu() if hasattr(matrix, "detach") else matrix, dtype=float)
+    try:
+        m = np.asarray(matrix.detach().cpu() if hasattr(matrix, "detach") else matrix,
+                       dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"matrix must be a 2-D array of numbers (a tensor, an array or nested "
+                        f"lists); got {type(matrix).__name__}") from None
     if m.ndim != 2:
         raise ValueError(f"heatmap needs a 2-D matrix; got shape {m.shape}")
+    if 0 in m.shape:
+        raise ValueError(f"matrix must have at least one row and one column; got shape "
+                         f"{m.shape}")
+    for labels, setter, n in ((xticklabels, "x", m.shape[1]), (yticklabels, "y", m.shape[0])):
+        if labels is not None and len(labels) != n:
+            raise ValueError(f"{setter}ticklabels has {len(labels)} labels for {n} columns/rows")
+    if vmin is not None and vmax is not None and not vmin < vmax:
+        raise ValueError(f"vmin must be below vmax; got vmin={vmin}, vmax={vmax}")
     ax = _axes(ax)
     im = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     for labels, setter, n in ((xticklabels, "x", m.shape[1]), (yticklabels, "y", m.shape[0])):
         if labels is not None:
-            if len(labels) != n:
-                raise ValueError(f"{setter}ticklabels has {len(labels)} labels for {n} columns/rows")
             getattr(ax, f"set_{setter}ticks")(range(n))
             getattr(ax, f"set_{setter}ticklabels")(labels, rotation=90 if setter == "x" else 0)
     if annotate:
@@ -174,8 +227,18 @@ def heatmap(
 def bars(values: Mapping[str, float], ax=None, *, ylabel: str = "", colors=None, fmt="{:.2f}",
          logy: bool = False):
     """A labelled bar chart of named values, each bar annotated with its value."""
+    _check_mapping(values, "values", "name -> number")
     if not values:
-        raise ValueError("bars needs at least one named value")
+        raise ValueError("values must hold at least one named number; got an empty dict")
+    for name, v in values.items():
+        scalar = hasattr(v, "item") and getattr(v, "ndim", None) == 0  # 0-d tensor or array
+        if isinstance(v, bool) or not (isinstance(v, numbers.Real) or scalar):
+            raise TypeError(f"values[{name!r}] must be a number; got {v!r} "
+                            f"({type(v).__name__})")
+    _check_mapping(colors, "colors", "name -> colour", allow_none=True)
+    if not isinstance(fmt, str):
+        raise TypeError(f"fmt must be a format string such as '{{:.2f}}'; got "
+                        f"{type(fmt).__name__}")
     ax = _axes(ax)
     names = list(values)
     heights = [float(values[n]) for n in names]

@@ -59,7 +59,10 @@ def resolve_profile(profile: str = "auto") -> str:
     """``smoke``, ``cpu`` or ``gpu``: the environment override, else ``profile``, with ``auto``
     meaning ``gpu`` when CUDA is available and ``cpu`` otherwise."""
     requested = os.environ.get(PROFILE_ENV) or profile
-    if not isinstance(requested, str) or requested not in (*PROFILES, "auto"):
+    if not isinstance(requested, str):
+        raise TypeError(f"profile must be a str, one of {', '.join((*PROFILES, 'auto'))}; "
+                        f"got {type(requested).__name__}")
+    if requested not in (*PROFILES, "auto"):
         source = f"${PROFILE_ENV}" if os.environ.get(PROFILE_ENV) else "profile"
         raise ValueError(
             f"{source} must be one of {', '.join((*PROFILES, 'auto'))}; got {requested!r}"
@@ -71,6 +74,9 @@ def resolve_profile(profile: str = "auto") -> str:
 
 def pick_device(profile: str) -> torch.device:
     """CUDA, then Apple MPS, then CPU; ``smoke`` always runs on the CPU so tests are comparable."""
+    if not isinstance(profile, str) or profile not in PROFILES:
+        raise ValueError(f"profile must be a resolved profile, one of {', '.join(PROFILES)} "
+                         f"(see resolve_profile); got {profile!r}")
     if profile == "smoke":
         return torch.device("cpu")
     if torch.cuda.is_available():
@@ -83,7 +89,10 @@ def pick_device(profile: str) -> torch.device:
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and PyTorch (all devices)."""
     if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int; got {type(seed).__name__}")
+        raise TypeError(f"seed must be an int; got {seed!r} ({type(seed).__name__})")
+    if not -(2**63) <= seed < 2**64:
+        raise ValueError(f"seed must be an int in -2**63..2**64-1 (what torch accepts); "
+                         f"got {seed}")
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -100,6 +109,14 @@ def _check_sizes(sizes: dict[str, dict[str, Any]] | None) -> None:
         raise ValueError(
             f"sizes needs exactly the profiles {list(PROFILES)}; missing {missing}, unknown {extra}"
         )
+    for p in PROFILES:
+        if not isinstance(sizes[p], dict):
+            raise TypeError(f"sizes[{p!r}] must be a dict of name -> size; got "
+                            f"{type(sizes[p]).__name__}")
+        odd = [k for k in sizes[p] if not isinstance(k, str) or not k.isidentifier()]
+        if odd:
+            raise ValueError(f"sizes[{p!r}] keys must be names such as 'n_steps' (read as "
+                             f"run.n_steps); got {odd[0]!r}")
     keys = {p: set(sizes[p]) for p in PROFILES}
     if len({frozenset(k) for k in keys.values()}) != 1:
         raise ValueError(f"every profile must set the same sizes; got {keys}")
@@ -127,6 +144,8 @@ def environment_line(run: Run) -> str:
     """One line that says where and how a chapter runs."""
     from lecturelib import __version__
 
+    if not isinstance(run, Run):
+        raise TypeError(f"run must be the Run that setup() returns; got {type(run).__name__}")
     device = str(run.device)
     if run.device.type == "cuda":
         device += f" ({torch.cuda.get_device_name(run.device)})"
@@ -155,8 +174,11 @@ def setup(
     include the chapter's sizes for the resolved profile.
     """
     _check_sizes(sizes)
-    if cpu_threads is not None and (not isinstance(cpu_threads, int) or cpu_threads < 1):
+    if cpu_threads is not None and (isinstance(cpu_threads, bool)
+                                    or not isinstance(cpu_threads, int) or cpu_threads < 1):
         raise ValueError(f"cpu_threads must be a positive int or None; got {cpu_threads!r}")
+    if not isinstance(quiet, bool):
+        raise TypeError(f"quiet must be a bool; got {quiet!r}")
     resolved = resolve_profile(profile)
     seed_everything(seed)
     cores = max(1, os.cpu_count() or 1)

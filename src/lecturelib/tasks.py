@@ -27,17 +27,27 @@ PAD, SEP, IGNORE = 0, 1, -100
 N_SPECIAL = 2
 
 
-def _generator(seed: int) -> torch.Generator:
-    if not isinstance(seed, int):
-        raise TypeError(f"seed must be an int; got {type(seed).__name__}")
+def _int(func: str, name: str, value, low: int) -> None:
+    """``value`` must be an int (not a bool) >= ``low``: TypeError or ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{func}(): {name} must be an int; got {value!r} "
+                        f"({type(value).__name__})")
+    if value < low:
+        raise ValueError(f"{func}(): {name} must be an int >= {low}; got {value}")
+
+
+def _generator(func: str, seed: int) -> torch.Generator:
+    _int(func, "seed", seed, -(2**63))
     return torch.Generator().manual_seed(seed)
 
 
-def _check(n: int, seq_len: int, vocab_size: int, min_symbols: int = 1) -> None:
-    for name, v, low in (("n", n, 1), ("seq_len", seq_len, 1),
-                         ("vocab_size", vocab_size, N_SPECIAL + min_symbols)):
-        if not isinstance(v, int) or v < low:
-            raise ValueError(f"{name} must be an int >= {low}; got {v!r}")
+def _check(func: str, n: int, seq_len: int, vocab_size: int, min_symbols: int = 1,
+           length: str = "seq_len") -> None:
+    """Sizes of a token task: ``n`` sequences, ``seq_len`` (named ``length``) and a vocabulary
+    with room for the special tokens and ``min_symbols`` content symbols."""
+    _int(func, "n", n, 1)
+    _int(func, length, seq_len, 1)
+    _int(func, "vocab_size", vocab_size, N_SPECIAL + min_symbols)
 
 
 def _symbols(n: int, t: int, vocab_size: int, g: torch.Generator) -> torch.Tensor:
@@ -58,22 +68,22 @@ def copy_task(n: int, seq_len: int, vocab_size: int = 10, seed: int = 0):
 
     Shapes: x, y ``(n, 2·seq_len)``.
     """
-    _check(n, seq_len, vocab_size)
-    seq = _symbols(n, seq_len, vocab_size, _generator(seed))
+    _check("copy_task", n, seq_len, vocab_size)
+    seq = _symbols(n, seq_len, vocab_size, _generator("copy_task", seed))
     return _answer_after_sep(seq, seq)
 
 
 def reverse_task(n: int, seq_len: int, vocab_size: int = 10, seed: int = 0):
     """Like :func:`copy_task`, but the answer is the input reversed. Shapes: ``(n, 2·seq_len)``."""
-    _check(n, seq_len, vocab_size)
-    seq = _symbols(n, seq_len, vocab_size, _generator(seed))
+    _check("reverse_task", n, seq_len, vocab_size)
+    seq = _symbols(n, seq_len, vocab_size, _generator("reverse_task", seed))
     return _answer_after_sep(seq, seq.flip(1))
 
 
 def sorting_task(n: int, seq_len: int, vocab_size: int = 10, seed: int = 0):
     """Like :func:`copy_task`, but the answer is the input sorted. Shapes: ``(n, 2·seq_len)``."""
-    _check(n, seq_len, vocab_size)
-    seq = _symbols(n, seq_len, vocab_size, _generator(seed))
+    _check("sorting_task", n, seq_len, vocab_size)
+    seq = _symbols(n, seq_len, vocab_size, _generator("sorting_task", seed))
     return _answer_after_sep(seq, seq.sort(dim=1).values)
 
 
@@ -84,10 +94,12 @@ def adding_problem(n: int, seq_len: int, seed: int = 0):
 
     Shapes: x ``(n, t, 2)`` float (value, marker), y ``(n,)`` float.
     """
-    _check(n, seq_len, N_SPECIAL + 1)
+    _int("adding_problem", "n", n, 1)
+    _int("adding_problem", "seq_len", seq_len, 1)
     if seq_len < 2:
-        raise ValueError(f"seq_len must be at least 2 to hold two markers; got {seq_len}")
-    g = _generator(seed)
+        raise ValueError(f"adding_problem(): seq_len must be at least 2 to hold two markers; "
+                         f"got {seq_len}")
+    g = _generator("adding_problem", seed)
     values = torch.rand(n, seq_len, generator=g)
     half = seq_len // 2
     first = torch.randint(0, half, (n,), generator=g)
@@ -106,12 +118,12 @@ def associative_recall(n: int, n_pairs: int, vocab_size: int = 20, seed: int = 0
     Keys are distinct within a sequence and drawn from the lower half of the symbols, values from
     the upper half. Shapes: x, y ``(n, 2·n_pairs + 2)``; only the last position is scored.
     """
+    _check("associative_recall", n, n_pairs, vocab_size, min_symbols=2, length="n_pairs")
     n_keys = (vocab_size - N_SPECIAL) // 2
-    _check(n, n_pairs, vocab_size, min_symbols=2)
     if n_pairs > n_keys:
-        raise ValueError(f"{n_pairs} distinct keys need vocab_size >= {2 * n_pairs + N_SPECIAL}; "
-                         f"got {vocab_size}")
-    g = _generator(seed)
+        raise ValueError(f"associative_recall(): n_pairs={n_pairs} distinct keys need "
+                         f"vocab_size >= {2 * n_pairs + N_SPECIAL}; got {vocab_size}")
+    g = _generator("associative_recall", seed)
     keys = torch.rand(n, n_keys, generator=g).argsort(dim=1)[:, :n_pairs] + N_SPECIAL
     values = torch.randint(N_SPECIAL + n_keys, vocab_size, (n, n_pairs), generator=g)
     pick = torch.randint(0, n_pairs, (n,), generator=g)
@@ -127,10 +139,12 @@ def selective_copying(n: int, seq_len: int, n_tokens: int = 4, vocab_size: int =
                       seed: int = 0):
     """``n_tokens`` symbols scattered among ``PAD`` noise in ``seq_len`` steps; after ``SEP``
     reproduce the symbols in order (Gu & Dao, 2023). Shapes: ``(n, seq_len + n_tokens)``."""
-    _check(n, seq_len, vocab_size)
-    if not 1 <= n_tokens <= seq_len:
-        raise ValueError(f"n_tokens must be in 1..seq_len={seq_len}; got {n_tokens}")
-    g = _generator(seed)
+    _check("selective_copying", n, seq_len, vocab_size)
+    _int("selective_copying", "n_tokens", n_tokens, 1)
+    if n_tokens > seq_len:
+        raise ValueError(f"selective_copying(): n_tokens must be in 1..seq_len={seq_len}; "
+                         f"got {n_tokens}")
+    g = _generator("selective_copying", seed)
     symbols = _symbols(n, n_tokens, vocab_size, g)
     where = torch.rand(n, seq_len, generator=g).argsort(dim=1)[:, :n_tokens].sort(dim=1).values
     seq = torch.full((n, seq_len), PAD)
@@ -144,10 +158,11 @@ def induction_heads(n: int, seq_len: int, vocab_size: int = 16, seed: int = 0):
 
     Shapes: x, y ``(n, seq_len)``; only the last position is scored.
     """
-    _check(n, seq_len, vocab_size, min_symbols=2)
+    _check("induction_heads", n, seq_len, vocab_size, min_symbols=2)
     if seq_len < 4:
-        raise ValueError(f"seq_len must be at least 4; got {seq_len}")
-    g = _generator(seed)
+        raise ValueError(f"induction_heads(): seq_len must be at least 4 (trigger, answer, "
+                         f"trigger and one more symbol); got {seq_len}")
+    g = _generator("induction_heads", seed)
     x = _symbols(n, seq_len, vocab_size, g)
     where = torch.randint(0, seq_len - 3, (n,), generator=g)
     rows = torch.arange(n)
@@ -161,10 +176,12 @@ def induction_heads(n: int, seq_len: int, vocab_size: int = 16, seed: int = 0):
 def passkey(n: int, seq_len: int, key_len: int = 4, vocab_size: int = 12, seed: int = 0):
     """A ``key_len``-symbol pass key hidden at a random place in random filler; after ``SEP``
     the model must repeat it (Mohtashami & Jaggi, 2023). Shapes: ``(n, seq_len + key_len)``."""
-    _check(n, seq_len, vocab_size, min_symbols=2)
-    if not 1 <= key_len < seq_len:
-        raise ValueError(f"key_len must be in 1..seq_len-1; got {key_len}")
-    g = _generator(seed)
+    _check("passkey", n, seq_len, vocab_size, min_symbols=2)
+    _int("passkey", "key_len", key_len, 1)
+    if key_len >= seq_len:
+        raise ValueError(f"passkey(): key_len must be in 1..seq_len-1 = 1..{seq_len - 1}; "
+                         f"got {key_len}")
+    g = _generator("passkey", seed)
     filler = _symbols(n, seq_len, vocab_size, g)
     key = _symbols(n, key_len, vocab_size, g)
     start = torch.randint(0, seq_len - key_len + 1, (n,), generator=g)
@@ -183,11 +200,15 @@ _DATE_FORMATS = (
 def date_normalisation(n: int, seed: int = 0, years: tuple[int, int] = (1950, 2049)):
     """``n`` pairs ``(human-written date, ISO date)``, e.g. ``("3 Mar 1998", "1998-03-03")``,
     in ten formats. Two-digit years are read as 1950–2049."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int; got {n!r}")
+    _int("date_normalisation", "n", n, 1)
+    _int("date_normalisation", "seed", seed, -(2**63))
+    if (not isinstance(years, (tuple, list)) or len(years) != 2
+            or not all(isinstance(y, int) and not isinstance(y, bool) for y in years)):
+        raise TypeError(f"date_normalisation(): years must be a (first, last) pair of ints; "
+                        f"got {years!r}")
     if years[0] < 1950 or years[1] > 2049 or years[0] > years[1]:
-        raise ValueError(f"years must lie within 1950..2049 so two-digit years are unambiguous; "
-                         f"got {years}")
+        raise ValueError(f"date_normalisation(): years must lie within 1950..2049 (so two-digit "
+                         f"years are unambiguous), first <= last; got {tuple(years)}")
     rng = random.Random(seed)
     pairs = []
     for _ in range(n):

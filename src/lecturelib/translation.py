@@ -46,6 +46,48 @@ Pair = tuple[Tokens, Tokens]
 TOKEN_RE = re.compile(r"\w+'|\w+|[^\w\s]")
 
 
+def _int(value, name: str, func: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{func}(): {name} must be an int; got {value!r} "
+                        f"({type(value).__name__})")
+    if value < low:
+        raise ValueError(f"{func}(): {name} must be >= {low}; got {value}")
+    return value
+
+
+def _tokens(tokens, name: str, func: str) -> None:
+    """Refuse a string (it would be read as characters) or anything but a list of str."""
+    if isinstance(tokens, str):
+        raise TypeError(f"{func}(): {name} must be a list of tokens; got the str {tokens[:40]!r} "
+                        f"(call tokenize() on a string first)")
+    if not isinstance(tokens, (list, tuple)):
+        raise TypeError(f"{func}(): {name} must be a list of tokens; got "
+                        f"{type(tokens).__name__}")
+
+
+def _token_pairs(pairs, func: str) -> None:
+    """Refuse anything but a sequence of (source tokens, target tokens) pairs."""
+    if isinstance(pairs, str) or not isinstance(pairs, Sequence):
+        raise TypeError(f"{func}(): pairs must be a list of (source tokens, target tokens) "
+                        f"pairs; got {type(pairs).__name__}")
+    seq = (list, tuple)
+    for i, pair in enumerate(pairs):
+        if (isinstance(pair, seq) and len(pair) == 2 and isinstance(pair[0], seq)
+                and isinstance(pair[1], seq)):
+            continue
+        if not isinstance(pair, seq) or len(pair) != 2:
+            raise ValueError(f"{func}(): pairs[{i}] must be a (source tokens, target tokens) "
+                             f"pair; got {pair!r:.60}")
+        _tokens(pair[0], f"pairs[{i}][0]", func)
+        _tokens(pair[1], f"pairs[{i}][1]", func)
+
+
+def _vocab(vocab, name: str, func: str) -> None:
+    if not isinstance(vocab, lm.Vocab):
+        raise TypeError(f"{func}(): {name} must be a lecturelib.lm.Vocab (see build_vocab); "
+                        f"got {type(vocab).__name__}")
+
+
 def tokenize(text: str) -> Tokens:
     """Lower-case ``text`` and split it into words and punctuation marks.
 
@@ -53,7 +95,8 @@ def tokenize(text: str) -> Tokens:
     ['tu', "n'", 'as', 'pas', "l'", 'air', 'occupé', '!']
     """
     if not isinstance(text, str):
-        raise TypeError(f"tokenize() takes a str; got {type(text).__name__}")
+        raise TypeError(f"tokenize(): text must be a str; got {type(text).__name__} (a list "
+                        f"of tokens is already tokenized)")
     return TOKEN_RE.findall(text.lower().replace("’", "'"))
 
 
@@ -64,23 +107,38 @@ def detokenize(tokens: Sequence[str]) -> str:
     >>> detokenize(["est", "-", "ce", "que", "tu", "n'", "as", "pas", "l'", "air", "."])
     "est-ce que tu n'as pas l'air."
     """
+    _tokens(tokens, "tokens", "detokenize")
+    _str_tokens(tokens, "tokens", "detokenize")
     text = " ".join(tokens).replace("' ", "'").replace(" - ", "-")
     return re.sub(r" ([.,])", r"\1", text)
 
 
 def tokenize_pairs(pairs: Sequence[tuple[str, str]]) -> list[Pair]:
     """Tokenize both sides of ``(source, target)`` string pairs."""
-    if pairs and not (isinstance(pairs[0], tuple) and len(pairs[0]) == 2):
-        raise ValueError(f"expected (source, target) string pairs; got {pairs[0]!r}")
+    if isinstance(pairs, str) or not isinstance(pairs, Sequence):
+        raise TypeError(f"tokenize_pairs(): pairs must be a list of (source, target) string "
+                        f"pairs; got {type(pairs).__name__}")
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+                and isinstance(pair[0], str) and isinstance(pair[1], str)):
+            raise ValueError(f"tokenize_pairs(): pairs[{i}] must be a (source, target) pair of "
+                             f"str; got {pair!r:.60}")
     return [(tokenize(src), tokenize(tgt)) for src, tgt in pairs]
 
 
 def filter_by_length(pairs: Sequence[Pair], max_len: int,
                      min_len: int = 1) -> list[Pair]:
     """Keep the pairs whose source and target both have ``min_len..max_len`` tokens."""
-    if not isinstance(max_len, int) or not 1 <= min_len <= max_len:
-        raise ValueError(f"need integers 1 <= min_len <= max_len; got {min_len}, "
-                         f"{max_len}")
+    _int(min_len, "min_len", "filter_by_length")
+    _int(max_len, "max_len", "filter_by_length")
+    if min_len > max_len:
+        raise ValueError(f"filter_by_length(): need 1 <= min_len <= max_len; got min_len="
+                         f"{min_len}, max_len={max_len}")
+    _token_pairs(pairs, "filter_by_length")
+    return _by_length(pairs, max_len, min_len)
+
+
+def _by_length(pairs: Sequence[Pair], max_len: int, min_len: int = 1) -> list[Pair]:
     return [(s, t) for s, t in pairs
             if min_len <= len(s) <= max_len and min_len <= len(t) <= max_len]
 
@@ -89,8 +147,12 @@ def filter_by_vocab(pairs: Sequence[Pair], n_words: int) -> list[Pair]:
     """Keep the pairs made only of the ``n_words`` most frequent tokens of each language
     (counted over ``pairs``), so that no sentence needs ``<unk>`` and the softmax stays
     small."""
-    if not isinstance(n_words, int) or n_words < 1:
-        raise ValueError(f"n_words must be a positive int; got {n_words!r}")
+    _int(n_words, "n_words", "filter_by_vocab")
+    _token_pairs(pairs, "filter_by_vocab")
+    return _by_vocab(pairs, n_words)
+
+
+def _by_vocab(pairs: Sequence[Pair], n_words: int) -> list[Pair]:
     common = []
     for side in (0, 1):
         counts = Counter(tok for pair in pairs for tok in pair[side])
@@ -108,9 +170,13 @@ def split_pairs(pairs: Sequence[Pair], n_val: int, n_test: int, seed: int = 0,
     seen in training. ``n_val`` and ``n_test`` count pairs (whole groups are taken until
     the count is reached); ``n_train`` caps the training set (``None``: all the rest).
     """
-    if min(n_val, n_test) < 1 or (n_train is not None and n_train < 1):
-        raise ValueError(f"n_val, n_test (and n_train) must be positive; got {n_val}, "
-                         f"{n_test}, {n_train}")
+    _split_sizes(n_val, n_test, n_train, seed, "split_pairs")
+    _token_pairs(pairs, "split_pairs")
+    return _split(pairs, n_val, n_test, seed, n_train)
+
+
+def _split(pairs: Sequence[Pair], n_val: int, n_test: int, seed: int,
+           n_train: int | None) -> tuple[list[Pair], list[Pair], list[Pair]]:
     groups: dict[tuple[str, ...], list[Pair]] = {}
     for src, tgt in pairs:
         groups.setdefault(tuple(src), []).append((src, tgt))
@@ -127,14 +193,33 @@ def split_pairs(pairs: Sequence[Pair], n_val: int, n_test: int, seed: int = 0,
         sets[part].extend(groups[key])
     val, test, train = sets
     if len(val) < n_val or len(test) < n_test or not train:
-        raise ValueError(f"{len(pairs)} pairs are too few for {n_val} validation and "
-                         f"{n_test} test pairs and a training set")
+        raise ValueError(f"pairs: {len(pairs)} pairs are too few for n_val={n_val} validation "
+                         f"and n_test={n_test} test pairs and a training set")
     return train, val, test
+
+
+def _split_sizes(n_val, n_test, n_train, seed, func: str) -> None:
+    _int(n_val, "n_val", func)
+    _int(n_test, "n_test", func)
+    if n_train is not None:
+        _int(n_train, "n_train", func)
+    _int(seed, "seed", func, low=-(2**63))
 
 
 def build_vocab(sentences: Sequence[Tokens], min_count: int = 1) -> lm.Vocab:
     """A :class:`lecturelib.lm.Vocab` of the tokens seen at least ``min_count`` times,
     with ``<pad> <s> </s> <unk>`` at ids ``0 1 2 3``; rarer tokens encode as ``<unk>``."""
+    if isinstance(sentences, str) or not isinstance(sentences, Sequence):
+        raise TypeError(f"build_vocab(): sentences must be a list of token lists; got "
+                        f"{type(sentences).__name__}")
+    for i, sent in enumerate(sentences):
+        _tokens(sent, f"sentences[{i}]", "build_vocab")
+        _str_tokens(sent, f"sentences[{i}]", "build_vocab")
+    _int(min_count, "min_count", "build_vocab")
+    return _build_vocab(sentences, min_count)
+
+
+def _build_vocab(sentences: Sequence[Tokens], min_count: int) -> lm.Vocab:
     tokens = (tok for sent in sentences for tok in sent)
     vocab = lm.Vocab(tokens, min_count=min_count, unk=UNK)
     vocab.itos = list(SPECIALS) + [s for s in vocab.itos if s not in SPECIALS]
@@ -144,11 +229,45 @@ def build_vocab(sentences: Sequence[Tokens], min_count: int = 1) -> lm.Vocab:
 
 def encode(tokens: Sequence[str], vocab: lm.Vocab) -> torch.Tensor:
     """``<s> tokens </s>`` as ids. Shapes: ``m`` tokens → ``(m + 2,)`` long."""
-    if isinstance(tokens, str):
-        raise TypeError("encode() takes a list of tokens; call tokenize() on a string "
-                        "first")
+    _tokens(tokens, "tokens", "encode")
+    _vocab(vocab, "vocab", "encode")
+    _str_tokens(tokens, "tokens", "encode")
+    return _encode(tokens, vocab)
+
+
+def _str_tokens(tokens: Sequence, name: str, func: str) -> None:
+    if not all(isinstance(tok, str) for tok in tokens):
+        i, tok = next((i, tok) for i, tok in enumerate(tokens) if not isinstance(tok, str))
+        raise TypeError(f"{func}(): {name}[{i}] must be a str; got {tok!r} "
+                        f"({type(tok).__name__})")
+
+
+def _encode(tokens: Sequence[str], vocab: lm.Vocab) -> torch.Tensor:
     return torch.cat([torch.tensor([BOS_ID]), vocab.encode(tokens),
                       torch.tensor([EOS_ID])])
+
+
+def _ids(ids, vocab_size: int, func: str) -> list[int]:
+    """``ids`` as a list of ints in ``0..vocab_size-1``; floats, bools, other shapes and
+    negative ids (which would index from the end) are refused."""
+    if isinstance(ids, torch.Tensor):
+        if ids.dim() != 1:
+            raise ValueError(f"{func}(): ids must be one sequence (t,); got shape "
+                             f"{tuple(ids.shape)}")
+        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+            raise TypeError(f"{func}(): ids must be integer token ids; got dtype {ids.dtype}")
+        ids = ids.tolist()
+    elif isinstance(ids, str) or not isinstance(ids, Sequence):
+        raise TypeError(f"{func}(): ids must be a 1-D tensor or a list of ints; got "
+                        f"{type(ids).__name__}")
+    for pos, i in enumerate(ids):
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise TypeError(f"{func}(): ids must be ints; got {i!r} ({type(i).__name__}) at "
+                            f"position {pos}")
+        if not 0 <= i < vocab_size:
+            raise ValueError(f"{func}(): ids must be in 0..{vocab_size - 1} (the vocabulary "
+                             f"size is {vocab_size}); got {i} at position {pos}")
+    return list(ids)
 
 
 def decode(ids: Sequence[int] | torch.Tensor, vocab: lm.Vocab) -> Tokens:
@@ -156,8 +275,9 @@ def decode(ids: Sequence[int] | torch.Tensor, vocab: lm.Vocab) -> Tokens:
 
     Shapes: ids ``(t,)`` → at most ``t`` tokens.
     """
+    _vocab(vocab, "vocab", "decode")
     out = []
-    for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids):
+    for i in _ids(ids, len(vocab), "decode"):
         if i == EOS_ID:
             break
         if i not in (BOS_ID, PAD_ID):
@@ -170,6 +290,22 @@ def pad(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
 
     Shapes: ``b`` tensors ``(t_i,)`` → ``(b, max t_i)``.
     """
+    if isinstance(seqs, (torch.Tensor, str)) or not isinstance(seqs, Sequence):
+        raise TypeError(f"pad(): seqs must be a list of 1-D id tensors; got "
+                        f"{type(seqs).__name__}")
+    if not seqs:
+        raise ValueError("pad(): seqs must hold at least one tensor; got an empty list")
+    for i, seq in enumerate(seqs):
+        if not isinstance(seq, torch.Tensor):
+            raise TypeError(f"pad(): seqs[{i}] must be a 1-D id tensor; got "
+                            f"{type(seq).__name__}")
+        if seq.dim() != 1 or seq.is_floating_point() or seq.dtype == torch.bool:
+            raise ValueError(f"pad(): seqs[{i}] must be a 1-D integer tensor (t,); got shape "
+                             f"{tuple(seq.shape)} and dtype {seq.dtype}")
+    return _pad(seqs)
+
+
+def _pad(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
     return pad_sequences(list(seqs), pad_id=PAD_ID)[0]  # chapter 2's padding, without the mask
 
 
@@ -199,12 +335,23 @@ class Batch(NamedTuple):
 def make_batch(pairs: Sequence[Pair], src_vocab: lm.Vocab,
                tgt_vocab: lm.Vocab) -> Batch:
     """Encode and pad token pairs into a :class:`Batch` (see its shapes)."""
+    _token_pairs(pairs, "make_batch")
     if not pairs:
-        raise ValueError("make_batch() needs at least one (source, target) pair")
-    src = [encode(s, src_vocab) for s, _ in pairs]
-    tgt = [encode(t, tgt_vocab) for _, t in pairs]
-    return Batch(pad(src), torch.tensor([len(s) for s in src]),
-                 pad([t[:-1] for t in tgt]), pad([t[1:] for t in tgt]))
+        raise ValueError("make_batch(): pairs must hold at least one (source, target) pair; "
+                         "got none")
+    _vocab(src_vocab, "src_vocab", "make_batch")
+    _vocab(tgt_vocab, "tgt_vocab", "make_batch")
+    for i, (s, t) in enumerate(pairs):
+        _str_tokens(s, f"pairs[{i}][0]", "make_batch")
+        _str_tokens(t, f"pairs[{i}][1]", "make_batch")
+    return _make_batch(pairs, src_vocab, tgt_vocab)
+
+
+def _make_batch(pairs: Sequence[Pair], src_vocab: lm.Vocab, tgt_vocab: lm.Vocab) -> Batch:
+    src = [_encode(s, src_vocab) for s, _ in pairs]
+    tgt = [_encode(t, tgt_vocab) for _, t in pairs]
+    return Batch(_pad(src), torch.tensor([len(s) for s in src]),
+                 _pad([t[:-1] for t in tgt]), _pad([t[1:] for t in tgt]))
 
 
 @dataclass
@@ -230,9 +377,14 @@ class TranslationData:
         before cutting it into batches, so a batch holds sentences of about one length and
         little padding, while the batches still come in random order.
         """
-        if not 1 <= batch_size <= len(self.train):
-            raise ValueError(f"batch_size must be in 1..{len(self.train)}; "
-                             f"got {batch_size}")
+        _int(batch_size, "batch_size", "sampler")
+        _int(seed, "seed", "sampler", low=-(2**63))
+        if batch_size > len(self.train):
+            raise ValueError(f"sampler(): batch_size must be in 1..{len(self.train)} (the "
+                             f"training pairs); got {batch_size}")
+        if not isinstance(by_length, bool):
+            raise TypeError(f"sampler(): by_length must be a bool; got {by_length!r}")
+        _token_pairs(self.train, "sampler")
         gen = torch.Generator().manual_seed(seed)
         queue: list[list[int]] = []
 
@@ -250,14 +402,17 @@ class TranslationData:
                 queue.extend(order[c:c + batch_size] for c in cuts)
                 shuffled = torch.randperm(len(queue), generator=gen).tolist()
                 queue[:] = [queue[i] for i in shuffled]
-            return tuple(self.batch([self.train[i] for i in queue.pop()]))
+            pairs = [self.train[i] for i in queue.pop()]
+            return tuple(_make_batch(pairs, self.src_vocab, self.tgt_vocab))
 
         return get
 
     def batches(self, pairs: Sequence[Pair], batch_size: int) -> Iterator[Batch]:
         """Consecutive batches of ``pairs`` in order (for evaluation)."""
-        for start in range(0, len(pairs), batch_size):
-            yield self.batch(pairs[start:start + batch_size])
+        _int(batch_size, "batch_size", "batches")
+        _token_pairs(pairs, "batches")
+        return (_make_batch(pairs[start:start + batch_size], self.src_vocab, self.tgt_vocab)
+                for start in range(0, len(pairs), batch_size))
 
 
 def load(max_len: int = 12, n_words: int | None = 1_000, n_train: int | None = None,
@@ -266,10 +421,16 @@ def load(max_len: int = 12, n_words: int | None = 1_000, n_train: int | None = N
     """English → French pairs with at most ``max_len`` tokens per side, made of the
     ``n_words`` most common tokens of each language (None: any), split by ``seed``, with
     vocabularies of the training tokens seen at least ``min_count`` times."""
-    pairs = filter_by_length(tokenize_pairs(data.fra_eng_pairs()), max_len)
+    _int(max_len, "max_len", "load")
     if n_words is not None:
-        pairs = filter_by_vocab(pairs, n_words)
-    train, val, test = split_pairs(pairs, n_val, n_test, seed=seed, n_train=n_train)
+        _int(n_words, "n_words", "load")
+    _int(min_count, "min_count", "load")
+    _split_sizes(n_val, n_test, n_train, seed, "load")
+    pairs = [(tokenize(src), tokenize(tgt)) for src, tgt in data.fra_eng_pairs()]
+    pairs = _by_length(pairs, max_len)
+    if n_words is not None:
+        pairs = _by_vocab(pairs, n_words)
+    train, val, test = _split(pairs, n_val, n_test, seed, n_train)
     return TranslationData(train, val, test,
-                           build_vocab([s for s, _ in train], min_count),
-                           build_vocab([t for _, t in train], min_count))
+                           _build_vocab([s for s, _ in train], min_count),
+                           _build_vocab([t for _, t in train], min_count))

@@ -1,0 +1,48 @@
+"""lecturelib.check refuses bad input (as opposed to a failed check, an AssertionError) with a
+message that names the argument, what was expected and what was given."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from lecturelib import check
+
+X = torch.zeros(2, 3)
+
+CASES = [
+    (lambda: check.shape([[1, 2]], "b t"), TypeError,
+     r"shape\(\): x must be a torch.Tensor; got list"),
+    (lambda: check.shape(X, ["b", "t"]), TypeError,
+     r"axes must be a str of axis names such as 'b t d'; got list"),
+    (lambda: check.shape(X, "b t", b=2.0), TypeError,
+     r"the size of axis 'b' must be an int; got 2.0 \(float\)"),
+    (lambda: check.shape(X, "b t", t=True), TypeError, r"axis 't' must be an int; got True"),
+    (lambda: check.shape(X, "b t", b=-2), ValueError, r"axis 'b' must be >= 0; got -2"),
+    (lambda: check.shape(X, "b t", h=4), ValueError, r"sizes given for axes not in 'b t': \['h'\]"),
+    (lambda: check.max_abs_diff([0.0], torch.zeros(1)), TypeError,
+     r"max_abs_diff\(\): a must be a torch.Tensor; got list"),
+    (lambda: check.max_abs_diff(torch.zeros(1), 0.0), TypeError,
+     r"b must be a torch.Tensor; got float"),
+    (lambda: check.max_abs_diff(torch.zeros(2), torch.zeros(3)), ValueError,
+     r"a and b must have one shape; got \(2,\) vs \(3,\)"),
+    (lambda: check.close([0.0, 0.0], torch.zeros(2)), TypeError,
+     r"close\(\): actual must be a torch.Tensor; got list"),
+    (lambda: check.close(torch.zeros(2), (0.0, 0.0)), TypeError,
+     r"expected must be a torch.Tensor; got tuple"),
+    (lambda: check.close(X, X, atol=-1e-3), ValueError, r"atol must be a number >= 0; got -0.001"),
+    (lambda: check.close(X, X, rtol=math.nan), ValueError, r"rtol must be a number >= 0; got nan"),
+    (lambda: check.close(X, X, atol="1e-5"), TypeError, r"atol must be a real number; got str"),
+    (lambda: check.close(X, X, rtol=None), TypeError, r"rtol must be a real number; got NoneType"),
+    (lambda: check.close(X, X, atol=torch.tensor(1e-3)), TypeError,
+     r"atol must be a real number; got Tensor"),
+    (lambda: check.close(X, X, name=3), TypeError, r"name must be a str; got int"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

@@ -1,0 +1,74 @@
+"""lecturelib.runtime refuses bad input with a message that names the argument, what was expected
+and what was given."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import runtime
+from lecturelib.runtime import PROFILE_ENV, RECORD_ENV, setup
+
+SIZES = {"smoke": {"n": 1}, "cpu": {"n": 2}, "gpu": {"n": 3}}
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+    monkeypatch.delenv(RECORD_ENV, raising=False)
+
+
+CASES = [
+    (lambda: runtime.resolve_profile("fast"), ValueError,
+     r"profile must be one of smoke, cpu, gpu, auto; got 'fast'"),
+    (lambda: runtime.resolve_profile(1), TypeError,
+     r"profile must be a str, one of smoke, cpu, gpu, auto; got int"),
+    (lambda: runtime.pick_device("auto"), ValueError,
+     r"profile must be a resolved profile, one of smoke, cpu, gpu \(see resolve_profile\); "
+     r"got 'auto'"),
+    (lambda: runtime.pick_device(None), ValueError, r"resolved profile.*got None"),
+    (lambda: runtime.seed_everything(1.5), TypeError, r"seed must be an int; got 1.5 \(float\)"),
+    (lambda: runtime.seed_everything(True), TypeError, r"seed must be an int; got True \(bool\)"),
+    (lambda: runtime.seed_everything("0"), TypeError, r"seed must be an int; got '0' \(str\)"),
+    (lambda: runtime.seed_everything(2**64), ValueError,
+     r"seed must be an int in -2\*\*63\.\.2\*\*64-1 .*; got 18446744073709551616"),
+    (lambda: setup("smoke", 0.5, quiet=True), TypeError, r"seed must be an int; got 0.5"),
+    (lambda: setup("gpux", quiet=True), ValueError, r"profile must be one of .*got 'gpux'"),
+    (lambda: setup("smoke", sizes=[1, 2, 3], quiet=True), TypeError,
+     r"sizes must be a dict of profile -> dict; got list"),
+    (lambda: setup("smoke", sizes={"smoke": {}, "cpu": {}}, quiet=True), ValueError,
+     r"sizes needs exactly the profiles \['smoke', 'cpu', 'gpu'\]; missing \['gpu'\], "
+     r"unknown \[\]"),
+    (lambda: setup("smoke", sizes={**SIZES, "tpu": {"n": 4}}, quiet=True), ValueError,
+     r"missing \[\], unknown \['tpu'\]"),
+    (lambda: setup("smoke", sizes={**SIZES, "cpu": [("n", 2)]}, quiet=True), TypeError,
+     r"sizes\['cpu'\] must be a dict of name -> size; got list"),
+    (lambda: setup("smoke", sizes={p: {"n-steps": 1} for p in SIZES}, quiet=True), ValueError,
+     r"sizes\['smoke'\] keys must be names such as 'n_steps' .*; got 'n-steps'"),
+    (lambda: setup("smoke", sizes={**SIZES, "gpu": {"m": 3}}, quiet=True), ValueError,
+     r"every profile must set the same sizes"),
+    (lambda: setup("smoke", cpu_threads=0, quiet=True), ValueError,
+     r"cpu_threads must be a positive int or None; got 0"),
+    (lambda: setup("smoke", cpu_threads=1.0, quiet=True), ValueError,
+     r"cpu_threads must be a positive int or None; got 1.0"),
+    (lambda: setup("smoke", cpu_threads=True, quiet=True), ValueError,
+     r"cpu_threads must be a positive int or None; got True"),
+    (lambda: setup("smoke", quiet="yes"), TypeError, r"quiet must be a bool; got 'yes'"),
+    (lambda: runtime.environment_line("smoke"), TypeError,
+     r"run must be the Run that setup\(\) returns; got str"),
+    (lambda: setup("smoke", sizes=SIZES, quiet=True).m, AttributeError,
+     r"this chapter has no size 'm'; its sizes are \['n'\]"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+    torch.set_num_threads(1)
+
+
+def test_a_bad_environment_value_is_named_as_such(monkeypatch):
+    monkeypatch.setenv(PROFILE_ENV, "tpu")
+    with pytest.raises(ValueError, match=rf"\${PROFILE_ENV} must be one of .*got 'tpu'"):
+        runtime.resolve_profile("cpu")

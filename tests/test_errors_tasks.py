@@ -1,0 +1,73 @@
+"""lecturelib.tasks refuses bad sizes with a message that names the argument, what was expected
+and what was given: a float size is a TypeError (it would be truncated), a size too small for
+the task a ValueError."""
+
+from __future__ import annotations
+
+import pytest
+
+from lecturelib import tasks
+
+TOKEN_TASKS = [tasks.copy_task, tasks.reverse_task, tasks.sorting_task]
+
+CASES = [
+    # copy, reverse and sorting share their checks: each row runs for all three
+    *[(lambda f=f, a=a, k=k: f(*a, **k), err, rf"{f.__name__}\(\): {msg}")
+      for f in TOKEN_TASKS for a, k, err, msg in [
+          ((0, 3), {}, ValueError, r"n must be an int >= 1; got 0"),
+          ((-2, 3), {}, ValueError, r"n must be an int >= 1; got -2"),
+          ((2.0, 3), {}, TypeError, r"n must be an int; got 2.0 \(float\)"),
+          ((2, 0), {}, ValueError, r"seq_len must be an int >= 1; got 0"),
+          ((2, 3.5), {}, TypeError, r"seq_len must be an int; got 3.5 \(float\)"),
+          ((2, "3"), {}, TypeError, r"seq_len must be an int; got '3' \(str\)"),
+          ((True, 3), {}, TypeError, r"n must be an int; got True \(bool\)"),
+          ((2, 3), {"vocab_size": 2}, ValueError, r"vocab_size must be an int >= 3; got 2"),
+          ((2, 3), {"vocab_size": 10.0}, TypeError, r"vocab_size must be an int; got 10.0"),
+          ((2, 3), {"seed": 0.5}, TypeError, r"seed must be an int; got 0.5 \(float\)"),
+          ((2, 3), {"seed": None}, TypeError, r"seed must be an int; got None"),
+      ]],
+    (lambda: tasks.adding_problem(0, 5), ValueError, r"adding_problem\(\): n must be an int >= 1"),
+    (lambda: tasks.adding_problem(3, 1), ValueError,
+     r"adding_problem\(\): seq_len must be at least 2 to hold two markers; got 1"),
+    (lambda: tasks.adding_problem(3, 4.0), TypeError, r"seq_len must be an int; got 4.0"),
+    (lambda: tasks.adding_problem(3, 4, seed="a"), TypeError, r"seed must be an int; got 'a'"),
+    (lambda: tasks.associative_recall(2, 4, vocab_size=9), ValueError,
+     r"associative_recall\(\): n_pairs=4 distinct keys need vocab_size >= 10; got 9"),
+    (lambda: tasks.associative_recall(2, 0), ValueError, r"n_pairs must be an int >= 1; got 0"),
+    (lambda: tasks.associative_recall(2, 2, vocab_size=3), ValueError,
+     r"vocab_size must be an int >= 4; got 3"),
+    (lambda: tasks.associative_recall(2, 2, vocab_size="20"), TypeError,
+     r"vocab_size must be an int; got '20'"),
+    (lambda: tasks.selective_copying(2, 4, n_tokens=5), ValueError,
+     r"selective_copying\(\): n_tokens must be in 1\.\.seq_len=4; got 5"),
+    (lambda: tasks.selective_copying(2, 4, n_tokens=0), ValueError,
+     r"n_tokens must be an int >= 1; got 0"),
+    (lambda: tasks.selective_copying(2, 4, n_tokens=2.5), TypeError,
+     r"n_tokens must be an int; got 2.5"),
+    (lambda: tasks.induction_heads(2, 3), ValueError,
+     r"induction_heads\(\): seq_len must be at least 4 .*; got 3"),
+    (lambda: tasks.induction_heads(2, 8, vocab_size=3), ValueError,
+     r"vocab_size must be an int >= 4; got 3"),
+    (lambda: tasks.passkey(2, 4, key_len=4), ValueError,
+     r"passkey\(\): key_len must be in 1\.\.seq_len-1 = 1\.\.3; got 4"),
+    (lambda: tasks.passkey(2, 4, key_len=0), ValueError, r"key_len must be an int >= 1; got 0"),
+    (lambda: tasks.passkey(2, 4, key_len=1.0), TypeError, r"key_len must be an int; got 1.0"),
+    (lambda: tasks.date_normalisation(0), ValueError,
+     r"date_normalisation\(\): n must be an int >= 1; got 0"),
+    (lambda: tasks.date_normalisation(2.0), TypeError, r"n must be an int; got 2.0"),
+    (lambda: tasks.date_normalisation(3, seed="x"), TypeError, r"seed must be an int; got 'x'"),
+    (lambda: tasks.date_normalisation(3, years=(1900, 2000)), ValueError,
+     r"years must lie within 1950\.\.2049 .*; got \(1900, 2000\)"),
+    (lambda: tasks.date_normalisation(3, years=(2010, 2000)), ValueError,
+     r"first <= last; got \(2010, 2000\)"),
+    (lambda: tasks.date_normalisation(3, years=2000), TypeError,
+     r"years must be a \(first, last\) pair of ints; got 2000"),
+    (lambda: tasks.date_normalisation(3, years=(1990.0, 2000)), TypeError,
+     r"years must be a \(first, last\) pair of ints; got \(1990.0, 2000\)"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
