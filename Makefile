@@ -1,6 +1,9 @@
 # The two commands of the README:
 #   make test   unit tests of lecturelib + every notebook executed with nbval in the smoke profile
 #   make book   execute every chapter once (profile auto: gpu on CUDA, else cpu) and render the book
+# and for instructors:
+#   make student            student versions of every chapter (+ one zip each) in _build/student/
+#   make grade NB=path.ipynb  run a (student's) notebook and report each exercise's checks
 PYTHON  ?= python3
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
@@ -8,7 +11,7 @@ PROFILE ?= auto
 # see src/lecturelib/__init__.py: spinning OpenMP threads stall small models on shared cores
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: env test unit notebooks book record clean
+.PHONY: env test unit notebooks book student grade record clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is needed"'
@@ -29,7 +32,15 @@ notebooks: env
 	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 
 book: env
-	$(PY) -m lecturelib.build --profile $(PROFILE)
+	$(PY) -m lecturelib.book.build --profile $(PROFILE)
+
+student: env
+	$(PY) -m lecturelib.book.exercises --toc --out _build/student --zip
+
+# Exits with the number of failed exercises.
+grade: env
+	@test -n "$(NB)" || (echo "usage: make grade NB=path/to/notebook.ipynb" && exit 2)
+	$(PY) -m lecturelib.book.grade "$(NB)"
 
 # Keep this build's run times as a committed record shown in "Running the notebooks".
 record:

@@ -1,4 +1,5 @@
-"""lecturelib.build: the table of contents, the run-time table, executing one notebook."""
+"""lecturelib.book.build: the table of contents, the run-time table, executing one notebook, the
+glue check and the Colab pin of the staged copies."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib import build
-from lecturelib.sync import METADATA
+from lecturelib.book import build, sync
+from lecturelib.book.sync import METADATA
 
 TOC = """\
 format: jb-book
@@ -167,11 +168,13 @@ def test_a_failing_notebook_stops_the_build_naming_notebook_cell_and_error(book,
               "peak_rss_mb": 100.0, "error": "ValueError: bad size", "source": "x = f(3)"}
 
     def fake_run(cmd, **kw):
+        if "--execute-one" not in cmd:
+            return REAL_RUN(cmd, **kw)
         return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(failed) + "\n", stderr="")
 
     monkeypatch.setattr(build.subprocess, "run", fake_run)
     with pytest.raises(build.BuildError) as err:
-        build.execute_all(book, book / "_build" / "src", "smoke", None)
+        build.execute_all(book, book / "_build" / "src", "smoke", None, SOURCE)
     message = str(err.value)
     assert "notebooks/01_first.ipynb failed in cell 7" in message
     assert "x = f(3)" in message and "ValueError: bad size" in message
@@ -187,3 +190,114 @@ def test_injected_parameters_are_hidden_in_the_book(tmp_path):
     build.hide_injected_parameters(path)
     tags = [c["metadata"]["tags"] for c in json.loads(path.read_text())["cells"]]
     assert tags == [["parameters"], ["injected-parameters", "remove-cell"]]
+
+
+URL = "https://example.org/book/repo"
+REAL_RUN = subprocess.run
+SOURCE = {"version": "0.3.0", "commit": None, "modified": False, "pin": "v0.3.0"}
+COLAB = ("# Colab: install lecturelib from the book's repository when it is not importable.\n"
+         "try:\n    import lecturelib\nexcept ImportError:\n"
+         f'    %pip install --quiet "lecturelib @ git+{URL}@v0.3.0"')
+
+
+@pytest.fixture
+def repo(book, monkeypatch):
+    """The test book with a pyproject.toml (version 0.3.0) and a repository.url, outside git."""
+    (book / "pyproject.toml").write_text('[project]\nname = "lecturelib"\nversion = "0.3.0"\n')
+    (book / "_config.yml").write_text(f"repository:\n  url: {URL}\n")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(book.parent))
+    write(book / "notebooks/02_second.ipynb", notebook(
+        ("markdown", "# Second chapter", []), ("code", COLAB, ["remove-cell"]),
+        ("code", "x = 0.8312", []),
+        ("markdown", "The accuracy is {glue:text}`acc:.2f`, not 0.83 typed by hand.", [])))
+    return book
+
+
+def glued(name: str, value) -> dict:
+    return {"output_type": "display_data", "metadata": {"scrapbook": {
+        "name": name, "mime_prefix": "application/papermill.record/"}},
+        "data": {"application/papermill.record/text/plain": repr(value)}}
+
+
+def test_source_version_outside_git_pins_the_release_tag(repo):
+    assert build.source_version(repo) == {"version": "0.3.0", "commit": None,
+                                          "modified": False, "pin": "v0.3.0"}
+
+
+def test_source_version_in_git_pins_the_commit(repo):
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "pyproject.toml"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "v"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    source = build.source_version(repo)
+    assert source["commit"] == head and source["pin"] == head and len(head) == 40
+    assert source["modified"] is False
+    (repo / "pyproject.toml").write_text('[project]\nversion = "0.3.0"\n# changed\n')
+    assert build.source_version(repo)["modified"] is True
+
+
+def test_staged_colab_cells_are_pinned_and_others_left_alone(repo):
+    stage = repo / "_build" / "src"
+    build.stage_sources(repo, stage)
+    build.pin_colab_cells(repo, stage, build.toc_notebooks(repo), "0123abc")
+    assert sync.colab_install(stage / "notebooks/02_second.ipynb") == (URL, "0123abc")
+    aside = stage / "notebooks/01b_aside.ipynb"  # no Colab cell: unchanged
+    assert aside.read_text() == (repo / "notebooks/01b_aside.ipynb").read_text()
+    assert sync.colab_install(repo / "notebooks/02_second.ipynb") == (URL, "v0.3.0")
+
+
+def fake_papermill(outputs: dict, profile: str = "cpu"):
+    """A stand-in for the child process: copies the notebook with ``outputs`` added to the code
+    cell that holds their key, and reports success."""
+    def run(cmd, **kw):
+        if "--execute-one" not in cmd:
+            return REAL_RUN(cmd, **kw)
+        src, dst = Path(cmd[-3]), Path(cmd[-2])
+        nb = json.loads(src.read_text())
+        for cell in nb["cells"]:
+            cell["outputs"] = outputs.get("".join(cell["source"]), []) \
+                if cell["cell_type"] == "code" else cell.get("outputs")
+            if cell["cell_type"] != "code":
+                cell.pop("outputs")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_text(json.dumps(nb))
+        ok = {"status": "ok", "wall_s": 1.0, "peak_rss_mb": 10.0, "profile": profile,
+              "device": "cpu"}
+        return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(ok) + "\n", stderr="")
+    return run
+
+
+def test_a_typed_glued_number_stops_the_build_naming_notebook_number_and_glue(repo,
+                                                                              monkeypatch):
+    monkeypatch.setattr(build.subprocess, "run", fake_papermill({"x = 0.8312": [
+        glued("acc", 0.8312)]}))
+    with pytest.raises(build.BuildError) as err:
+        build.execute_all(repo, repo / "_build" / "src", "smoke", "02", SOURCE)
+    message = str(err.value)
+    assert "notebooks/02_second.ipynb" in message and "0.83" in message
+    assert "'acc'" in message and "{glue:text}`acc:.2f`" in message
+    record = json.loads((repo / "_build" / "record.json").read_text())
+    assert record["notebooks"][0]["status"] == "failed"
+
+
+def test_in_the_smoke_profile_typed_glued_numbers_are_reported_only(repo, monkeypatch, capsys):
+    monkeypatch.setattr(build.subprocess, "run", fake_papermill({"x = 0.8312": [
+        glued("acc", 0.8312)]}, profile="smoke"))
+    record = build.execute_all(repo, repo / "_build" / "src", "smoke", "02", SOURCE)
+    assert record["notebooks"][0]["status"] == "ok"
+    out = capsys.readouterr().out
+    assert "notebooks/02_second.ipynb types these glued values" in out
+    assert "types 0.83, the value glued as 'acc'" in out
+
+
+def test_executed_copies_are_pinned_and_the_record_names_the_source(repo, monkeypatch):
+    monkeypatch.setattr(build.subprocess, "run", fake_papermill({"x = 0.8312": [
+        glued("acc", 0.8412)]}))  # the prose's 0.83 is not this value
+    source = {"version": "0.3.0", "commit": "f" * 40, "modified": False, "pin": "f" * 40}
+    stage = repo / "_build" / "src"
+    record = build.execute_all(repo, stage, "smoke", "02", source)
+    assert record["source"] == source
+    assert json.loads((repo / "_build" / "record.json").read_text())["source"] == source
+    assert sync.colab_install(stage / "notebooks/02_second.ipynb") == (URL, "f" * 40)

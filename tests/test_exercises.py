@@ -1,12 +1,16 @@
-"""lecturelib.exercises: student versions of the chapters."""
+"""lecturelib.book.exercises: exercises found in a chapter, student versions of the chapters."""
 
 from __future__ import annotations
 
 import json
+import zipfile
+from pathlib import Path
 
 import pytest
 
-from lecturelib import exercises
+from lecturelib.book import exercises
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SOLUTION = """\
 def bigram_counts(tokens):
@@ -44,16 +48,6 @@ def test_code_without_markers_is_unchanged():
     assert exercises.strip_solution("a = 1\nb = 2") == "a = 1\nb = 2"
 
 
-@pytest.mark.parametrize("src, match", [
-    ("# BEGIN SOLUTION\nx = 1", "never closed"),
-    ("x = 1\n# END SOLUTION", "line 2: END SOLUTION without BEGIN"),
-    ("# BEGIN SOLUTION\n# BEGIN SOLUTION\n# END SOLUTION", "line 2: BEGIN SOLUTION inside"),
-])
-def test_unbalanced_markers(src, match):
-    with pytest.raises(ValueError, match=match):
-        exercises.strip_solution(src)
-
-
 def notebook() -> dict:
     return {"cells": [
         {"cell_type": "markdown", "metadata": {"tags": ["solution"]},
@@ -73,15 +67,8 @@ def test_student_version():
     assert json.dumps(nb) == original  # the input is not modified
     md, sol, other = student["cells"]
     assert sol["source"] == exercises.strip_solution(SOLUTION)
-    assert sol["metadata"]["tags"] == ["x"]
+    assert sol["metadata"]["tags"] == ["answer", "x"]
     assert md == nb["cells"][0] and other == nb["cells"][2]  # only tagged code cells change
-
-
-def test_solution_cell_without_a_block():
-    nb = notebook()
-    nb["cells"][1]["source"] = "x = 1"
-    with pytest.raises(ValueError, match="s1"):
-        exercises.student_version(nb)
 
 
 def test_command_line_writes_student_versions(tmp_path, capsys):
@@ -91,3 +78,82 @@ def test_command_line_writes_student_versions(tmp_path, capsys):
     out = json.loads((tmp_path / "student" / "01_demo.ipynb").read_text(encoding="utf-8"))
     assert out == exercises.student_version(notebook())
     assert capsys.readouterr().out.strip() == str(tmp_path / "student" / "01_demo.ipynb")
+
+
+def test_command_line_without_notebooks_says_what_to_pass(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        exercises.main(["--out", "student"])
+    assert exit_.value.code == 2
+    assert "name the notebooks, or pass --toc" in capsys.readouterr().err
+
+
+def test_zip_per_chapter_holds_the_student_version(tmp_path):
+    src = tmp_path / "01_demo.ipynb"
+    src.write_text(json.dumps(notebook()), encoding="utf-8")
+    written = exercises.write_student(src, tmp_path / "out", make_zip=True)
+    assert written == [tmp_path / "out/01_demo.ipynb", tmp_path / "out/01_demo.zip"]
+    with zipfile.ZipFile(written[1]) as zf:
+        assert zf.namelist() == ["01_demo.ipynb"]
+        assert zf.read("01_demo.ipynb").decode() == written[0].read_text(encoding="utf-8")
+    again = exercises.write_student(src, tmp_path / "again", make_zip=True)
+    assert again[1].read_bytes() == written[1].read_bytes()  # reproducible
+
+
+def test_toc_option_writes_every_chapter_of_the_toc(tmp_path, monkeypatch, capsys):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: index\nchapters:\n"
+                                       "  - file: notebooks/01_demo\n  - file: notebooks/02_x\n")
+    for name in ("01_demo", "02_x", "03_not_in_toc"):
+        (tmp_path / f"notebooks/{name}.ipynb").write_text(json.dumps(notebook()))
+    monkeypatch.chdir(tmp_path)
+    assert exercises.main(["--toc", "--out", "student", "--zip"]) == 0
+    assert sorted(p.name for p in (tmp_path / "student").iterdir()) == [
+        "01_demo.ipynb", "01_demo.zip", "02_x.ipynb", "02_x.zip"]
+
+
+def chapter(*cells: tuple[str, str, list[str]]) -> dict:
+    return {"cells": [{"cell_type": kind, "id": f"c{i}", "metadata": {"tags": tags},
+                       "source": source} for i, (kind, source, tags) in enumerate(cells)]}
+
+
+def test_exercises_are_found_by_their_numbered_statements():
+    nb = chapter(
+        ("markdown", "# Title\n\n**1. Not an exercise.** bold prose", []),
+        ("code", "setup = 1", []),
+        ("markdown", "## Exercises\n\n**1. Tune the smoothing.** Find k.", []),
+        ("code", "# BEGIN SOLUTION\nk = 1\n# END SOLUTION", ["solution", "hide-input"]),
+        ("code", "assert k == 1", []),
+        ("markdown", "**Exercise 9.2 (streaming decoding).** Write it.", []),
+        ("code", "data = [1]", []),
+        ("code", "# BEGIN SOLUTION\ny = 2\n# END SOLUTION", ["answer"]),
+        ("code", "assert y == 2", []),
+        ("markdown", "A remark inside the exercise.", []),
+        ("code", "assert y > 0", []),
+        ("markdown", "## References", []),
+        ("code", "print('after')", []),
+    )
+    found = exercises.exercises(nb)
+    assert [(e.number, e.title, e.statement, e.solutions, e.checks) for e in found] == [
+        (1, "Tune the smoothing", 2, [3], [4]),
+        (2, "streaming decoding", 5, [7], [6, 8, 10]),
+    ]
+
+
+def test_a_heading_after_the_statement_ends_the_exercise():
+    nb = chapter(("markdown", "**1. A.** text", []),
+                 ("code", "# BEGIN SOLUTION\na = 1\n# END SOLUTION", ["solution"]),
+                 ("markdown", "**2. B.** text\n\n## References", []),
+                 ("code", "x = 1", []))
+    assert [(e.number, e.checks) for e in exercises.exercises(nb)] == [(1, [])]
+
+
+@pytest.mark.parametrize("nb", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_student_versions_keep_the_exercises_of_the_chapters(nb):
+    solution = json.loads(nb.read_text(encoding="utf-8"))
+    student = exercises.student_version(solution)
+    found = exercises.exercises(solution)
+    assert found == exercises.exercises(student)  # the grader finds them in either version
+    for e in found:
+        for i in e.solutions:
+            text = "".join(student["cells"][i]["source"])
+            assert "raise NotImplementedError" in text and "# BEGIN SOLUTION" not in text

@@ -1,4 +1,5 @@
-"""lecturelib.sync: marked notebook cells stay equal to the library; notebooks are normalised."""
+"""lecturelib.book.sync: marked notebook cells stay equal to the library; notebooks are normalised;
+the Colab cell is pinned."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib import metrics, sync
+from lecturelib import metrics
+from lecturelib.book import sync
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 MARK = "# Same code as lecturelib.metrics.perplexity"
@@ -37,8 +39,8 @@ def test_notebooks_match_library():
     notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
     assert notebooks, f"no notebooks in {NOTEBOOKS}"
     problems = [p for nb in notebooks for p in sync.drift(nb)]
-    assert not problems, ("notebook cells differ from lecturelib; run "
-                          "python -m lecturelib.sync --fix notebooks/*.ipynb:\n" + "\n".join(problems))
+    assert not problems, ("notebook cells differ from lecturelib; run python -m "
+                          "lecturelib.book.sync --fix notebooks/*.ipynb:\n" + "\n".join(problems))
 
 
 def test_exact_copy_has_no_drift(tmp_path):
@@ -53,7 +55,7 @@ def test_exact_copy_has_no_drift(tmp_path):
 
 
 def test_a_changed_line_is_drift_and_fix_repairs_it(tmp_path):
-    source = library(metrics.perplexity).replace("return math.exp(value)", "return 2 ** value")
+    source = library(metrics.perplexity) + " + 1"  # the last line changed
     nb = write_nb(tmp_path / "nb.ipynb", [code("x = 1"), code(MARK + "\n" + source)])
     assert sync.drift(nb) == ["nb.ipynb cell 1 differs from lecturelib.metrics.perplexity"]
     assert sync.fix(nb) == 1
@@ -78,9 +80,7 @@ def test_resolve():
     from lecturelib.train import History
 
     assert sync.resolve("lecturelib.train.History.final") is History.final
-    for bad in ("lecturelib.metrics.no_such_thing", "lecturelib.no_such_module.f"):
-        with pytest.raises(ValueError, match="no attribute path"):
-            sync.resolve(bad)
+    assert sync.resolve("lecturelib.book.sync.resolve") is sync.resolve
 
 
 def test_normalise_strips_outputs_and_sets_metadata(tmp_path):
@@ -107,4 +107,70 @@ def test_committed_notebooks_are_normalised(tmp_path):
         copy = tmp_path / nb.name
         copy.write_bytes(nb.read_bytes())
         assert sync.normalise(copy) is False, (
-            f"{nb.name} is not normalised: run python -m lecturelib.sync --normalise {nb}")
+            f"{nb.name} is not normalised: run python -m lecturelib.book.sync --normalise {nb}")
+
+
+URL = "https://example.org/book/repo"
+COLAB = ("# Colab: install lecturelib from the book's repository when it is not importable.\n"
+         "try:\n    import lecturelib\nexcept ImportError:\n"
+         f'    %pip install --quiet "lecturelib @ git+{URL}"')
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\n\n[project]\nname = "lecturelib"\n'
+        'version = "1.2.3"\n')
+    (tmp_path / "_config.yml").write_text(f"title: T\nrepository:\n  url: {URL}\n")
+    (tmp_path / "notebooks").mkdir()
+    write_nb(tmp_path / "notebooks/01_a.ipynb",
+             [markdown("# A"), code(COLAB, metadata={"tags": ["remove-cell"]}), code("x = 1")])
+    sync.normalise(tmp_path / "notebooks/01_a.ipynb")
+    return tmp_path
+
+
+def test_version_tag_and_url_come_from_the_repository_files(repo):
+    assert sync.package_version(repo) == "1.2.3"
+    assert sync.release_tag(repo) == "v1.2.3"
+    assert sync.repository_url(repo) == URL
+    assert sync.repository_root(repo / "notebooks/01_a.ipynb") == repo
+
+
+def test_the_real_version_is_the_package_version():
+    import lecturelib
+
+    assert sync.package_version(NOTEBOOKS.parent) == lecturelib.__version__
+
+
+def test_pin_rewrites_only_the_install_line(repo):
+    nb = repo / "notebooks/01_a.ipynb"
+    before = json.loads(nb.read_text())
+    assert sync.colab_install(nb) == (URL, None)
+    assert sync.pin(nb, URL, "v1.2.3") is True
+    after = json.loads(nb.read_text())
+    assert sync.colab_install(nb) == (URL, "v1.2.3")
+    assert "".join(after["cells"][1]["source"]) == COLAB.replace(URL, URL + "@v1.2.3")
+    assert after["cells"][0] == before["cells"][0] and after["cells"][2] == before["cells"][2]
+    assert after["cells"][1]["metadata"] == {"tags": ["remove-cell"]}
+    assert sync.pin(nb, URL, "v1.2.3") is False  # idempotent
+    assert sync.normalise(nb) is False  # a pinned notebook stays normalised
+    assert sync.pin(nb, URL, "0" * 40) is True  # a commit replaces the tag
+    assert sync.colab_install(nb) == (URL, "0" * 40)
+
+
+def test_pin_command_pins_to_the_release_tag(repo, capsys):
+    nb = repo / "notebooks/01_a.ipynb"
+    assert sync.main(["--pin", str(nb)]) == 0
+    assert sync.colab_install(nb) == (URL, "v1.2.3")
+    assert capsys.readouterr().out.strip() == f"{nb}: pinned to v1.2.3"
+    assert sync.main(["--pin", str(nb)]) == 0
+    assert capsys.readouterr().out.strip() == f"{nb}: already at v1.2.3"
+
+
+def test_drift_command_exits_with_one_on_drift(tmp_path, capsys):
+    source = library(metrics.perplexity) + " + 1"  # the last line changed
+    nb = write_nb(tmp_path / "nb.ipynb", [code(MARK + "\n" + source)])
+    assert sync.main([str(nb)]) == 1
+    assert "nb.ipynb cell 0 differs" in capsys.readouterr().out
+    sync.fix(nb)
+    assert sync.main([str(nb)]) == 0

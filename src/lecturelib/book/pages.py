@@ -2,19 +2,18 @@
 
 ``book/chapters.yml`` lists every chapter with its part and prerequisites; from it the build draws
 the dependency graph (``chapter_map.svg``) and the map table (``chapter_map.md``), both written to
-``book/_generated/`` of the staged sources.
+``book/_generated/`` of the staged sources. The figure is a bare ``matplotlib.figure.Figure``:
+drawing it leaves pyplot, its backend and its open figures alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from lecturelib.plot import OKABE_ITO  # noqa: E402
+from lecturelib.plot import OKABE_ITO
 
 PART_COLORS = [OKABE_ITO[c] for c in ("sky", "vermillion", "orange", "green", "purple", "grey")]
 
@@ -51,7 +50,7 @@ def chapter_map_table(parts: list[dict], in_book: set[str] | None = None) -> str
 
 def chapter_map_figure(parts: list[dict], path: Path) -> None:
     """Draw the chapters as boxes, one column per part, with an arrow from each prerequisite."""
-    boxes, fig = {}, plt.figure(figsize=(7.4, 6.0))
+    boxes, fig = {}, Figure(figsize=(7.4, 6.0))
     ax = fig.add_axes([0, 0, 1, 1])
     ax.set_axis_off()
     for col, part in enumerate(parts):
@@ -79,7 +78,6 @@ def chapter_map_figure(parts: list[dict], path: Path) -> None:
     ax.set_xlim(-0.55, len(parts) - 0.45)
     ax.set_ylim(-(max(len(p["chapters"]) for p in parts) - 1) * 1.2 - 0.55, 1.3)
     fig.savefig(path, format="svg")
-    plt.close(fig)
 
 
 def _wrap(title: str, width: int = 24) -> str:
@@ -93,11 +91,15 @@ def _wrap(title: str, width: int = 24) -> str:
     return "\n".join([*lines, line])
 
 
-def write_chapter_map(root: Path, out: Path) -> None:
-    from lecturelib.build import toc_files
-
+def write_chapter_map(root: Path, out: Path, toc_files: Iterable[str]) -> None:
+    """Write ``chapter_map.md`` and ``chapter_map.svg`` into ``out``; ``toc_files`` are the
+    ``file`` entries of ``_toc.yml`` (``lecturelib.book.build.toc_files``)."""
+    if isinstance(toc_files, (str, Path)):
+        raise TypeError(f"toc_files must be a list of toc entries such as "
+                        f"'notebooks/01_language_models'; got the single "
+                        f"{type(toc_files).__name__} {str(toc_files)!r}")
     parts = load_chapters(root)
-    in_book = set(toc_files(root))
+    in_book = set(toc_files)
     for part in parts:  # a chapter is drawn as available only once it is in the book
         for c in part["chapters"]:
             if c.get("file") not in in_book:

@@ -1,15 +1,22 @@
 """Build the book: execute every chapter once, record it, render the Jupyter Book from the copies.
 
-``python -m lecturelib.build`` (what ``make book`` runs), from the repository root:
+``python -m lecturelib.book.build`` (what ``make book`` runs), from the repository root:
 
 1. copies the book's sources (``_config.yml``, ``_toc.yml``, ``book/``, ``notebooks/``) into
    ``_build/src``;
 2. executes every notebook named in ``_toc.yml`` with papermill, in order, each in its own process
    (profile ``auto`` unless ``--profile`` says otherwise), into that copy; a failing notebook stops
-   the build with the notebook, the cell and the error;
-3. writes ``_build/record.json``: per notebook wall time, profile, device, peak memory, status;
-4. writes the generated pages (measured run times) and bundles MathJax 3 for offline reading;
-5. renders the copy with ``jupyter-book build -W -n --keep-going`` (execution off) and prints
+   the build with the notebook, the cell and the error, and so does a number typed in the prose
+   where the notebook glues it (``lecturelib.book.gluecheck``; only reported in the smoke profile,
+   whose tiny numbers are not the book's);
+3. pins the Colab install cell of every copy to the commit being built (``git rev-parse HEAD``;
+   outside a git checkout, the release tag ``v<version>``), so that the rendered and downloadable
+   notebooks install the library they were executed with;
+4. writes ``_build/record.json``: the commit, and per notebook wall time, profile, device, peak
+   memory, status;
+5. writes the generated pages (measured run times, chapter map) and bundles MathJax 3 for offline
+   reading;
+6. renders the copy with ``jupyter-book build -W -n --keep-going`` (execution off) and prints
    where ``index.html`` is.
 """
 
@@ -28,6 +35,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from lecturelib.book import gluecheck, sync
+
 SOURCES = ("_config.yml", "_toc.yml", "_static", "book", "notebooks")
 MATHJAX_VERSION = "3.2.2"
 RECORDS = Path("benchmarks/results")  # committed build records: book-<profile>.json
@@ -41,7 +50,9 @@ def toc_files(root: Path) -> list[str]:
     """Every ``file`` entry of ``_toc.yml``, in reading order (``root`` first)."""
     import yaml
 
-    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    if not (Path(root) / "_toc.yml").is_file():
+        raise ValueError(f"root must be the book's root folder holding _toc.yml; got {root}")
+    toc = yaml.safe_load((Path(root) / "_toc.yml").read_text(encoding="utf-8"))
     files: list[str] = []
 
     def walk(node):
@@ -125,7 +136,55 @@ def execute_one(src: Path, dst: Path, profile: str) -> dict:
     return result
 
 
-def execute_all(root: Path, stage: Path, profile: str, only: str | None) -> dict:
+def source_version(root: Path) -> dict:
+    """What is being built: the package version, the commit (None outside a git checkout),
+    whether the working tree differs from it, and the ref the Colab cells are pinned to."""
+    version = sync.package_version(root)
+
+    def git(*args: str) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                                  text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    head = git("rev-parse", "HEAD")
+    commit = head.stdout.strip() if head is not None and head.returncode == 0 else None
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"version": version, "commit": commit,
+            "modified": bool(status and status.stdout.strip()),
+            "pin": commit or f"v{version}"}
+
+
+def pin_colab_cells(root: Path, stage: Path, notebooks: list[Path], ref: str) -> None:
+    """Pin the Colab install cell of each staged notebook that has one to ``ref``."""
+    url = sync.repository_url(root)
+    for nb in notebooks:
+        path = stage / nb
+        try:
+            sync.colab_install(path)
+        except ValueError:  # no Colab cell (tests/test_notebooks.py requires it of chapters)
+            continue
+        sync.pin(path, url, ref)
+
+
+def check_glue(stage: Path, nb: Path, profile: str | None) -> None:
+    """Refuse an executed notebook whose prose types a number that it glues. In the smoke
+    profile the numbers are tiny and not the book's, so equal ones are only reported."""
+    executed = json.loads((stage / nb).read_text(encoding="utf-8"))
+    typed = gluecheck.typed_glued_numbers(executed)
+    if not typed:
+        return
+    found = "\n".join(f"  {t.describe()}" for t in typed)
+    if profile == "smoke":
+        print(f"  note: with the smoke profile's numbers, {nb} types these glued values "
+              f"(coincidences are likely; cpu and gpu builds fail on them):\n{found}", flush=True)
+        return
+    raise BuildError(f"{nb} types numbers in its prose that come from the execution:\n{found}")
+
+
+def execute_all(root: Path, stage: Path, profile: str, only: str | None,
+                source: dict | None = None) -> dict:
     notebooks = [nb for nb in toc_notebooks(root) if not only or only in nb.name]
     if not notebooks:
         raise BuildError(f"no notebook in _toc.yml matches {only!r}" if only
@@ -133,6 +192,7 @@ def execute_all(root: Path, stage: Path, profile: str, only: str | None) -> dict
     record = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "profile_requested": profile,
+        "source": source or source_version(root),
         "machine": machine(),
         "notebooks": [],
     }
@@ -140,7 +200,7 @@ def execute_all(root: Path, stage: Path, profile: str, only: str | None) -> dict
     for nb in notebooks:
         print(f"executing {nb} ...", flush=True)
         out = subprocess.run(
-            [sys.executable, "-m", "lecturelib.build", "--execute-one", str(root / nb),
+            [sys.executable, "-m", "lecturelib.book.build", "--execute-one", str(root / nb),
              str(stage / nb), profile], capture_output=True, text=True)
         try:
             result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -153,6 +213,14 @@ def execute_all(root: Path, stage: Path, profile: str, only: str | None) -> dict
             where = f"cell {result['cell']}" if "cell" in result else "before any cell ran"
             source = "\n".join("    " + s for s in result.get("source", "").splitlines()[:15])
             raise BuildError(f"{nb} failed in {where}:\n{source}\n{result['error']}")
+        try:
+            check_glue(stage, nb, result.get("profile"))
+        except BuildError as err:
+            record["notebooks"][-1].update(status="failed", error=str(err))
+            record["total_s"] = round(time.perf_counter() - t0, 1)
+            write_record(root, record)
+            raise
+        pin_colab_cells(root, stage, [nb], record["source"]["pin"])
         print(f"  {result['wall_s']:.1f} s, profile {result.get('profile')}, "
               f"device {result.get('device')}, peak {result['peak_rss_mb']:.0f} MB", flush=True)
     record["total_s"] = round(time.perf_counter() - t0, 1)
@@ -220,9 +288,9 @@ def generated_pages(root: Path, stage: Path, record: dict) -> None:
     out = stage / "book" / "_generated"
     out.mkdir(parents=True, exist_ok=True)
     (out / "run_times.md").write_text(times_table(root, [record, *others]), encoding="utf-8")
-    from lecturelib.bookpages import write_chapter_map
+    from lecturelib.book.pages import write_chapter_map
 
-    write_chapter_map(root, out)
+    write_chapter_map(root, out, toc_files(root))
 
 
 def bundle_mathjax(root: Path, stage: Path) -> None:
@@ -273,9 +341,12 @@ def build(root: Path, profile: str, only: str | None = None, render_site: bool =
     build_dir = root / "_build"
     stage = build_dir / "src"
     stage_sources(root, stage)
-    record = execute_all(root, stage, profile, only)
-    print(f"executed {len(record['notebooks'])} notebook(s) in {record['total_s']:.0f} s; "
-          f"record: {build_dir / 'record.json'}")
+    source = source_version(root)
+    pin_colab_cells(root, stage, sorted(p.relative_to(stage) for p in
+                                        (stage / "notebooks").glob("*.ipynb")), source["pin"])
+    record = execute_all(root, stage, profile, only, source)
+    print(f"executed {len(record['notebooks'])} notebook(s) in {record['total_s']:.0f} s "
+          f"from commit {source['commit'] or '(none)'}; record: {build_dir / 'record.json'}")
     if not render_site:
         return build_dir / "record.json"
     generated_pages(root, stage, record)
@@ -284,7 +355,7 @@ def build(root: Path, profile: str, only: str | None = None, render_site: bool =
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lecturelib.build", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m lecturelib.book.build", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="auto", choices=["auto", "smoke", "cpu", "gpu"])
     parser.add_argument("--only", help="execute only notebooks whose file name contains this")

@@ -1,0 +1,250 @@
+"""Notebook ↔ package: one source of truth for code that readers study and later chapters reuse.
+
+A notebook cell that shows library code begins with one marker line per object::
+
+    # Same code as lecturelib.rnn.ElmanRNN
+
+and the rest of the cell must be exactly the source of those objects (in order, separated by one
+blank line). ``tests/test_sync.py`` fails when a cell and the library drift apart. From the
+repository root:
+
+- ``python -m lecturelib.book.sync notebooks/*.ipynb`` lists the drifted cells;
+- ``python -m lecturelib.book.sync --fix notebooks/*.ipynb`` rewrites the cells from the library;
+- ``python -m lecturelib.book.sync --normalise notebooks/*.ipynb`` strips outputs and sets the
+  metadata that every committed notebook carries;
+- ``python -m lecturelib.book.sync --pin notebooks/*.ipynb`` pins the Colab install cell to the
+  release tag of the package version (``v`` + ``version`` of ``pyproject.toml``), so that a
+  reader's notebook and library agree. The book build pins its own copies to the exact commit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+MARKER = re.compile(r"^# Same code as (lecturelib(?:\.\w+)+)\s*$")
+
+
+@dataclass
+class MarkedCell:
+    notebook: Path
+    index: int  # position among all cells
+    names: list[str]
+    body: str  # the cell without its marker lines
+
+
+def resolve(name: str):
+    """The object named by a dotted path such as ``lecturelib.rnn.ElmanRNN``."""
+    module_name, _, attr = name.rpartition(".")
+    while module_name:
+        try:
+            obj = importlib.import_module(module_name)
+            break
+        except ModuleNotFoundError:
+            module_name, _, head = module_name.rpartition(".")
+            attr = f"{head}.{attr}"
+    else:
+        raise ValueError(f"{name!r} is not an importable lecturelib object")
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"{name!r}: {module_name} has no attribute path {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def library_source(names: list[str]) -> str:
+    return "\n\n".join(inspect.getsource(resolve(n)).rstrip() for n in names)
+
+
+def _normalise(code: str) -> str:
+    return "\n".join(line.rstrip() for line in code.strip().splitlines())
+
+
+def marked_cells(notebook: str | Path) -> list[MarkedCell]:
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    found = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        lines = "".join(cell["source"]).splitlines()
+        names = []
+        while lines and (m := MARKER.match(lines[0])):
+            names.append(m.group(1))
+            lines.pop(0)
+        if names:
+            found.append(MarkedCell(Path(notebook), i, names, "\n".join(lines)))
+    return found
+
+
+def drift(notebook: str | Path) -> list[str]:
+    """Descriptions of the marked cells of ``notebook`` that differ from the library."""
+    problems = []
+    for cell in marked_cells(notebook):
+        if _normalise(cell.body) != _normalise(library_source(cell.names)):
+            problems.append(f"{cell.notebook.name} cell {cell.index} differs from "
+                            f"{', '.join(cell.names)}")
+    return problems
+
+
+def fix(notebook: str | Path) -> int:
+    """Rewrite every marked cell from the library; returns how many cells changed."""
+    path = Path(notebook)
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    changed = 0
+    for cell in marked_cells(path):
+        markers = [f"# Same code as {n}" for n in cell.names]
+        text = "\n".join(markers) + "\n" + library_source(cell.names)
+        if "".join(nb["cells"][cell.index]["source"]) != text:
+            nb["cells"][cell.index]["source"] = text.splitlines(keepends=True)
+            changed += 1
+    if changed:
+        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return changed
+
+
+# Every notebook opens with the Python 3 kernel, and on Colab with a GPU runtime (the gpu profile).
+METADATA = {
+    "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+    "language_info": {"name": "python"},
+    "accelerator": "GPU",
+    "colab": {"provenance": []},
+}
+
+
+def normalise(notebook: str | Path) -> bool:
+    """Strip outputs and execution counts and set the book's notebook metadata; returns whether
+    the file changed. Notebooks are committed in this form (the book shows the build's outputs)."""
+    path = Path(notebook)
+    text = path.read_text(encoding="utf-8")
+    nb = json.loads(text)
+    nb["metadata"] = METADATA
+    nb.setdefault("nbformat", 4)
+    nb["nbformat_minor"] = max(nb.get("nbformat_minor", 5), 5)
+    for i, cell in enumerate(nb["cells"]):
+        cell.setdefault("id", f"c{i:03d}")
+        cell["metadata"] = {k: v for k, v in cell.get("metadata", {}).items()
+                            if k in ("tags", "mystnb")}  # mystnb: figure captions
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    new = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
+# The Colab cell's install line: ``%pip install --quiet "lecturelib @ git+URL[@REF]"``.
+COLAB_INSTALL = re.compile(
+    r'^(?P<head>\s*%pip install --quiet )"lecturelib @ git\+'
+    r'(?P<url>[^"@\s]+)(?:@(?P<ref>[^"\s]+))?"[ \t]*$', re.M)
+
+
+def package_version(root: str | Path) -> str:
+    """``version`` of the ``[project]`` table of ``root/pyproject.toml``."""
+    path = Path(root) / "pyproject.toml"
+    if not path.is_file():
+        raise ValueError(f"root must be the repository root holding pyproject.toml; got {root}")
+    text = path.read_text(encoding="utf-8")
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the one line we need, read by hand
+        match = re.search(r'^version\s*=\s*"([^"]+)"', text.split("[project]", 1)[-1], re.M)
+        version = match.group(1) if match else None
+    else:
+        version = tomllib.loads(text).get("project", {}).get("version")
+    if not version:
+        raise ValueError(f"{path} has no [project] version")
+    return version
+
+
+def release_tag(root: str | Path) -> str:
+    """The git tag of the package version: ``v0.1.0`` for version 0.1.0."""
+    return f"v{package_version(root)}"
+
+
+def repository_url(root: str | Path) -> str:
+    """``repository.url`` of ``root/_config.yml``: where the Colab cell installs lecturelib from."""
+    import yaml
+
+    path = Path(root) / "_config.yml"
+    if not path.is_file():
+        raise ValueError(f"root must be the repository root holding _config.yml; got {root}")
+    url = (yaml.safe_load(path.read_text(encoding="utf-8")).get("repository") or {}).get("url")
+    if not url:
+        raise ValueError(f"{path} has no repository.url")
+    return url
+
+
+def colab_install(notebook: str | Path | dict) -> tuple[str, str | None]:
+    """``(url, ref)`` of the notebook's Colab install line; ``ref`` is None when unpinned."""
+    nb = notebook if isinstance(notebook, dict) else \
+        json.loads(Path(notebook).read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code" and (m := COLAB_INSTALL.search("".join(cell["source"]))):
+            return m.group("url"), m.group("ref")
+    raise ValueError(f"{_name(notebook)}: no Colab cell with a line "
+                     f'%pip install --quiet "lecturelib @ git+<url>"')
+
+
+def pin(notebook: str | Path, url: str, ref: str) -> bool:
+    """Point the Colab install line of ``notebook`` at ``url`` pinned to ``ref`` (a tag or a
+    commit); returns whether the file changed."""
+    for name, value in (("url", url), ("ref", ref)):
+        if not isinstance(value, str) or not value or re.search(r'[\s"@]', value):
+            raise ValueError(f"{name} must be a non-empty string without spaces, quotes or @; "
+                             f"got {value!r}")
+    path = Path(notebook)
+    text = path.read_text(encoding="utf-8")
+    nb = json.loads(text)
+    colab_install(path)  # refuses a notebook without the cell, naming it
+    for cell in nb["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code" and COLAB_INSTALL.search(source):
+            source = COLAB_INSTALL.sub(
+                lambda m: f'{m.group("head")}"lecturelib @ git+{url}@{ref}"', source)
+            cell["source"] = source.splitlines(keepends=True)
+    new = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
+def repository_root(path: str | Path) -> Path:
+    """The nearest folder at or above ``path`` that holds ``pyproject.toml``."""
+    start = Path(path).resolve()
+    for folder in (start, *start.parents):
+        if (folder / "pyproject.toml").is_file():
+            return folder
+    raise ValueError(f"{path} is not inside a repository with a pyproject.toml")
+
+
+def _name(notebook) -> str:
+    return "notebook" if isinstance(notebook, dict) else str(notebook)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "--fix":
+        for nb_path in args[1:]:
+            print(f"{nb_path}: {fix(nb_path)} cell(s) rewritten")
+    elif args and args[0] == "--normalise":
+        for nb_path in args[1:]:
+            print(f"{nb_path}: {'normalised' if normalise(nb_path) else 'unchanged'}")
+    elif args and args[0] == "--pin":
+        for nb_path in args[1:]:
+            root = repository_root(nb_path)
+            url, ref = repository_url(root), release_tag(root)
+            print(f"{nb_path}: {'pinned to' if pin(nb_path, url, ref) else 'already at'} {ref}")
+    else:
+        issues = [p for nb_path in args for p in drift(nb_path)]
+        print("\n".join(issues) or "no drift")
+        return 1 if issues else 0
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

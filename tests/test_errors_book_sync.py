@@ -1,0 +1,61 @@
+"""Bad input to lecturelib.book.sync: each row is a call, the exception it raises and a pattern its
+message must match (the argument, what was expected, what was given)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lecturelib.book import sync
+
+URL = "https://example.org/book/repo"
+
+
+@pytest.fixture
+def tmp(tmp_path) -> Path:
+    (tmp_path / "no_colab.ipynb").write_text(json.dumps({"cells": [
+        {"cell_type": "code", "metadata": {}, "source": "x = 1", "outputs": [],
+         "execution_count": None}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    (tmp_path / "_config.yml").write_text("title: T\n")
+    return tmp_path
+
+
+CASES = [
+    # (id, call(tmp), exception, message pattern)
+    ("resolve: missing attribute", lambda t: sync.resolve("lecturelib.metrics.no_such_thing"),
+     ValueError, r"'lecturelib.metrics.no_such_thing': lecturelib.metrics has no attribute path"),
+    ("resolve: missing module", lambda t: sync.resolve("lecturelib.no_such_module.f"),
+     ValueError, r"lecturelib has no attribute path 'no_such_module.f'"),
+    ("package_version: no pyproject", lambda t: sync.package_version(t / "notebooks"),
+     ValueError, r"root must be the repository root holding pyproject.toml; got .*notebooks"),
+    ("package_version: no version", lambda t: sync.package_version(t), ValueError,
+     r"pyproject.toml has no \[project\] version"),
+    ("repository_url: no config", lambda t: sync.repository_url(t / "notebooks"), ValueError,
+     r"root must be the repository root holding _config.yml; got .*notebooks"),
+    ("repository_url: no url", lambda t: sync.repository_url(t), ValueError,
+     r"_config.yml has no repository.url"),
+    ("colab_install: no cell", lambda t: sync.colab_install(t / "no_colab.ipynb"), ValueError,
+     r"no_colab.ipynb: no Colab cell with a line %pip install --quiet \"lecturelib @ git\+<url>\""),
+    ("pin: no cell", lambda t: sync.pin(t / "no_colab.ipynb", URL, "v1"), ValueError,
+     r"no_colab.ipynb: no Colab cell"),
+    ("pin: empty ref", lambda t: sync.pin(t / "no_colab.ipynb", URL, ""), ValueError,
+     r"ref must be a non-empty string without spaces, quotes or @; got ''"),
+    ("pin: ref with a space", lambda t: sync.pin(t / "no_colab.ipynb", URL, "v 1"), ValueError,
+     r"ref must be .*; got 'v 1'"),
+    ("pin: ref not a string", lambda t: sync.pin(t / "no_colab.ipynb", URL, 1), ValueError,
+     r"ref must be a non-empty string .*; got 1"),
+    ("pin: url with a quote", lambda t: sync.pin(t / "no_colab.ipynb", 'a"b', "v1"), ValueError,
+     r"url must be a non-empty string .*; got 'a\"b'"),
+    ("repository_root: outside", lambda t: sync.repository_root("/"), ValueError,
+     r"/ is not inside a repository with a pyproject.toml"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_bad_input_raises_a_clear_error(tmp, call, error, message):
+    with pytest.raises(error, match=message):
+        call(tmp)
