@@ -6,9 +6,18 @@ Names used throughout the book and this package:
 - tensor axes: ``b`` batch, ``t`` time (sequence position), ``d`` width, ``h`` heads,
   ``v`` vocabulary, ``n`` state.
 
-Plumbing modules (import no topic module): ``runtime``, ``data``, ``tasks``, ``train``,
-``metrics``, ``plot``, ``check``, ``sync``, ``build``. Topic modules, in book order, import only
-earlier ones: ``lm`` (chapter 1), ``rnn`` (chapter 2), ...
+Plumbing modules (import no topic module): ``runtime``, ``data``, ``tasks``, ``metrics``,
+``plot``, ``check`` and ``_checks`` (argument checks), ``records`` (benchmark records); the
+trainer ``train`` with its pieces ``batches``, ``optim``, ``precision``, ``progress``,
+``checkpoint`` and ``distributed``.
+
+Topic modules, in book order, each importing only earlier ones: ``lm`` (chapter 1), ``rnn``
+(2), ``gated`` (3), ``translation`` and ``seq2seq`` (4), ``attention`` (5), ``self_attention``
+(6), ``positions`` (7), ``transformer`` (8), ``tokenize`` (9), ``decoding`` and ``sampling``
+(10), ``gpt`` and ``pretrain`` (11).
+
+Book tooling (building the book, notebook sync, student versions, grading) lives in the
+subpackage ``lecturelib.book``, which no chapter imports.
 """
 
 import os
