@@ -332,26 +332,29 @@ class Batch(NamedTuple):
         return self.tgt_out != PAD_ID
 
 
+def check_pairs(pairs: Sequence[Pair], src_vocab: lm.Vocab, tgt_vocab: lm.Vocab,
+                func: str = "make_batch") -> None:
+    """Refuse anything but a non-empty list of (source tokens, target tokens) pairs of str
+    tokens with two :class:`lecturelib.lm.Vocab` s, naming what was expected."""
+    _token_pairs(pairs, func)
+    if not pairs:
+        raise ValueError(f"{func}(): pairs must hold at least one (source, target) pair; "
+                         "got none")
+    _vocab(src_vocab, "src_vocab", func)
+    _vocab(tgt_vocab, "tgt_vocab", func)
+    for i, (s, t) in enumerate(pairs):
+        _str_tokens(s, f"pairs[{i}][0]", func)
+        _str_tokens(t, f"pairs[{i}][1]", func)
+
+
 def make_batch(pairs: Sequence[Pair], src_vocab: lm.Vocab,
                tgt_vocab: lm.Vocab) -> Batch:
     """Encode and pad token pairs into a :class:`Batch` (see its shapes)."""
-    _token_pairs(pairs, "make_batch")
-    if not pairs:
-        raise ValueError("make_batch(): pairs must hold at least one (source, target) pair; "
-                         "got none")
-    _vocab(src_vocab, "src_vocab", "make_batch")
-    _vocab(tgt_vocab, "tgt_vocab", "make_batch")
-    for i, (s, t) in enumerate(pairs):
-        _str_tokens(s, f"pairs[{i}][0]", "make_batch")
-        _str_tokens(t, f"pairs[{i}][1]", "make_batch")
-    return _make_batch(pairs, src_vocab, tgt_vocab)
-
-
-def _make_batch(pairs: Sequence[Pair], src_vocab: lm.Vocab, tgt_vocab: lm.Vocab) -> Batch:
-    src = [_encode(s, src_vocab) for s, _ in pairs]
-    tgt = [_encode(t, tgt_vocab) for _, t in pairs]
-    return Batch(_pad(src), torch.tensor([len(s) for s in src]),
-                 _pad([t[:-1] for t in tgt]), _pad([t[1:] for t in tgt]))
+    check_pairs(pairs, src_vocab, tgt_vocab)
+    src = [encode(s, src_vocab) for s, _ in pairs]
+    tgt = [encode(t, tgt_vocab) for _, t in pairs]
+    return Batch(pad(src), torch.tensor([len(s) for s in src]),
+                 pad([t[:-1] for t in tgt]), pad([t[1:] for t in tgt]))
 
 
 @dataclass
@@ -403,7 +406,7 @@ class TranslationData:
                 shuffled = torch.randperm(len(queue), generator=gen).tolist()
                 queue[:] = [queue[i] for i in shuffled]
             pairs = [self.train[i] for i in queue.pop()]
-            return tuple(_make_batch(pairs, self.src_vocab, self.tgt_vocab))
+            return tuple(make_batch(pairs, self.src_vocab, self.tgt_vocab))
 
         return get
 
@@ -411,7 +414,7 @@ class TranslationData:
         """Consecutive batches of ``pairs`` in order (for evaluation)."""
         _int(batch_size, "batch_size", "batches")
         _token_pairs(pairs, "batches")
-        return (_make_batch(pairs[start:start + batch_size], self.src_vocab, self.tgt_vocab)
+        return (make_batch(pairs[start:start + batch_size], self.src_vocab, self.tgt_vocab)
                 for start in range(0, len(pairs), batch_size))
 
 
