@@ -7,22 +7,12 @@ import math
 
 import pytest
 import torch
-from torch import nn
 
 from lecturelib import positions as pos
 from lecturelib import self_attention as sa
 
 X = torch.randn(2, 5, 8)
 ANGLES = pos.rope_angles(5, 8)
-LM = pos.PositionalLM(pos.PositionalLMConfig(vocab_size=7, scheme="alibi", d_model=8,
-                                             n_heads=2, n_layers=1, max_len=8))
-BLOCK = pos.PreLNBlock(8, sa.MultiHeadAttention(8, 2))
-
-
-def config(**kw):
-    return pos.PositionalLMConfig(**{"vocab_size": 7, "scheme": "rope"} | kw)
-
-
 CASES = [
     # (id, call, exception, message pattern)
     ("frequencies: odd d", lambda: pos.frequencies(7), ValueError,
@@ -118,66 +108,6 @@ CASES = [
      r"x must be a floating-point tensor .*got torch.int32"),
     ("Rotary: negative offset", lambda: pos.Rotary(8)(X, offset=-2), ValueError,
      r"offset must be >= 0"),
-    ("PreLNBlock: zero width", lambda: pos.PreLNBlock(0, sa.MultiHeadAttention(8, 2)),
-     ValueError, r"PreLNBlock: d_model must be a positive int; got 0"),
-    ("PreLNBlock: attention not a module", lambda: pos.PreLNBlock(8, "mha"), TypeError,
-     r"attn must be an attention nn.Module .*got str"),
-    ("PreLNBlock: dropout 1.5", lambda: pos.PreLNBlock(8, sa.MultiHeadAttention(8, 2),
-                                                       dropout=1.5), ValueError,
-     r"dropout must be a number in \[0, 1\); got 1.5"),
-    ("PreLNBlock: other width", lambda: BLOCK(X[..., :6]), ValueError,
-     r"x must be \(b, t, d_model\) = \(b, t, 8\); got \(2, 5, 6\)"),
-    ("PreLNBlock: 2-D mask", lambda: BLOCK(X, sa.causal_mask(5)[0]), ValueError,
-     r"mask must be 3-D"),
-    ("config: unknown scheme", lambda: config(scheme="absolute"), ValueError,
-     r"scheme must be one of \('none', .*\); got 'absolute'"),
-    ("config: zero heads", lambda: config(n_heads=0), ValueError,
-     r"PositionalLMConfig: n_heads must be a positive int; got 0"),
-    ("config: negative layers", lambda: config(n_layers=-1), ValueError,
-     r"PositionalLMConfig: n_layers must be a positive int; got -1"),
-    ("config: float vocabulary", lambda: config(vocab_size=7.0), ValueError,
-     r"PositionalLMConfig: vocab_size must be a positive int; got 7.0"),
-    ("config: not divisible", lambda: config(d_model=10, n_heads=4), ValueError,
-     r"d_model must be divisible by n_heads; got d_model=10, n_heads=4"),
-    ("config: odd RoPE heads", lambda: config(d_model=12, n_heads=4), ValueError,
-     r"d_head = d_model / n_heads must be a positive even int .*got 3"),
-    ("config: negative dropout", lambda: config(dropout=-0.1), ValueError,
-     r"dropout must be a number in \[0, 1\); got -0.1"),
-    ("config: positional", lambda: pos.PositionalLMConfig(7, "rope"), TypeError,
-     r"positional"),
-    ("PositionalLM: sizes, not a config", lambda: pos.PositionalLM(7, "rope"), TypeError,
-     r"config must be a PositionalLMConfig; got int"),
-    ("PositionalLM: block not callable", lambda: pos.PositionalLM(config(), block=3),
-     TypeError, r"block must be callable, block\(attn\) -> nn.Module; got int"),
-    ("PositionalLM: float ids", lambda: LM(torch.zeros(2, 4)), ValueError,
-     r"ids must be \(b, t\) integer token ids; got torch.float32"),
-    ("PositionalLM: 1-D ids", lambda: LM(torch.zeros(4, dtype=torch.long)), ValueError,
-     r"ids must be \(b, t\) integer token ids; got torch.int64 \(4,\)"),
-    ("PositionalLM: ids past the vocabulary", lambda: LM(torch.full((1, 4), 7)), ValueError,
-     r"ids must lie in 0..6 \(vocab_size=7\); got values from 7 to 7"),
-    ("loss_by_position: float ids", lambda: pos.loss_by_position(LM, torch.zeros(20), 4),
-     ValueError, r"ids must be a 1-d integer tensor \(n,\) of token ids; got torch.float32"),
-    ("loss_by_position: 2-D ids",
-     lambda: pos.loss_by_position(LM, torch.zeros(2, 20, dtype=torch.long), 4), ValueError,
-     r"ids must be a 1-d integer tensor \(n,\) of token ids; got torch.int64 \(2, 20\)"),
-    ("loss_by_position: zero length",
-     lambda: pos.loss_by_position(LM, torch.zeros(20, dtype=torch.long), 0), ValueError,
-     r"loss_by_position: length must be a positive int; got 0"),
-    ("loss_by_position: zero batch",
-     lambda: pos.loss_by_position(LM, torch.zeros(20, dtype=torch.long), 4, batch_size=0),
-     ValueError, r"loss_by_position: batch_size must be a positive int; got 0"),
-    ("loss_by_position: zero windows",
-     lambda: pos.loss_by_position(LM, torch.zeros(20, dtype=torch.long), 4, max_windows=0),
-     ValueError, r"loss_by_position: max_windows must be a positive int; got 0"),
-    ("loss_by_position: stream too short",
-     lambda: pos.loss_by_position(LM, torch.zeros(4, dtype=torch.long), 4), ValueError,
-     r"the stream \(4 tokens\) is shorter than one window of 5"),
-    ("loss_by_position: not a model",
-     lambda: pos.loss_by_position(lambda ids: ids, torch.zeros(20, dtype=torch.long), 4),
-     TypeError, r"model must be an nn.Module with parameters; got function"),
-    ("loss_by_position: a model without parameters",
-     lambda: pos.loss_by_position(nn.Identity(), torch.zeros(20, dtype=torch.long), 4),
-     TypeError, r"model must be an nn.Module with parameters; got Identity"),
 ]
 
 

@@ -1,5 +1,5 @@
-"""lecturelib.positions: sinusoids, learned positions, Shaw relative attention, ALiBi, RoPE
-and the position-scheme language model."""
+"""lecturelib.positions: sinusoids, learned positions, score terms, Shaw relative attention,
+ALiBi, RoPE."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 from lecturelib import positions, self_attention, transformer
 
@@ -127,33 +125,6 @@ def test_relative_attention_plugs_into_a_block():
         block.attn(torch.randn(2, 6, 4))
 
 
-def test_pre_ln_block_equals_the_transformer_block_with_the_same_weights():
-    torch.manual_seed(0)
-    ours = positions.PreLNBlock(8, positions.RelativeAttention(8, 2, 3))
-    torch.manual_seed(0)                  # the same draws in the same order: the same weights
-    ref = transformer.Block(8, 2, attn=positions.RelativeAttention(8, 2, 3))
-    x, mask = torch.randn(2, 6, 8), self_attention.causal_mask(6)
-    bias = positions.alibi_bias(2, 6)
-    assert torch.equal(ours(x, mask, bias), ref(x, mask, bias))
-    with torch.no_grad():
-        ours.ffn[0].bias.add_(1.0)
-    assert not torch.allclose(ours(x, mask), ref(x, mask))
-
-
-@pytest.mark.parametrize("scheme", ["learned", "shaw", "alibi"])
-def test_positional_lm_takes_a_block_factory_and_defaults_to_pre_ln_blocks(scheme):
-    config = positions.PositionalLMConfig(vocab_size=11, scheme=scheme, d_model=16, n_heads=2,
-                                          n_layers=2, max_len=8, max_distance=3)
-    torch.manual_seed(0)
-    ours = positions.PositionalLM(config)
-    torch.manual_seed(0)
-    ref = positions.PositionalLM(config, block=lambda attn: transformer.Block(16, 2, attn=attn))
-    assert all(isinstance(b, positions.PreLNBlock) for b in ours.blocks)
-    assert all(isinstance(b, transformer.Block) for b in ref.blocks)
-    x = torch.randint(0, 11, (3, 8))
-    assert torch.equal(ours(x), ref(x))
-
-
 def test_alibi_slopes_known_answers():
     torch.testing.assert_close(positions.alibi_slopes(8),
                                torch.tensor([2.0 ** -i for i in range(1, 9)]))
@@ -220,57 +191,3 @@ def test_rotary_in_multi_head_attention():
     assert not torch.allclose(out, plain(x, mask=self_attention.causal_mask(5))[0])
     with pytest.raises(ValueError, match="even"):
         positions.Rotary(5)
-
-
-@pytest.mark.parametrize("scheme", positions.SCHEMES)
-def test_positional_lm_is_causal_and_overfits_one_batch(scheme):
-    torch.manual_seed(0)
-    model = positions.PositionalLM(positions.PositionalLMConfig(
-        vocab_size=11, scheme=scheme, d_model=16, n_heads=2, n_layers=1, max_len=8,
-        max_distance=3))
-    x = torch.randint(0, 11, (4, 8))
-    logits = model(x)
-    assert logits.shape == (4, 8, 11)
-    x2 = x.clone()
-    x2[:, 5:] = (x2[:, 5:] + 1) % 11
-    torch.testing.assert_close(model(x2)[:, :5], logits[:, :5])
-    y = torch.randint(0, 11, (4, 8))
-    opt = torch.optim.Adam(model.parameters(), 2e-2)
-    for _ in range(80):
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    assert loss.item() < 0.3
-
-
-def test_positional_lm_lengths_and_schemes():
-    def config(scheme):
-        return positions.PositionalLMConfig(vocab_size=5, scheme=scheme, d_model=8,
-                                            n_heads=2, n_layers=1, max_len=4)
-
-    model = positions.PositionalLM(config("learned"))
-    with pytest.raises(ValueError, match="learned positions"):
-        model(torch.zeros(1, 6, dtype=torch.long))
-    for scheme in ("sinusoidal", "alibi", "rope", "shaw", "none"):  # any length
-        m = positions.PositionalLM(config(scheme))
-        assert m(torch.zeros(1, 9, dtype=torch.long)).shape == (1, 9, 5)
-
-
-class Uniform(nn.Module):
-    """Predicts every token with probability 1/v."""
-
-    def __init__(self, v):
-        super().__init__()
-        self.v, self.w = v, nn.Parameter(torch.zeros(()))
-
-    def forward(self, ids):
-        return torch.zeros(*ids.shape, self.v) + self.w
-
-
-def test_loss_by_position_known_answer():
-    ids = torch.randint(0, 7, (50,))
-    losses = positions.loss_by_position(Uniform(7), ids, 6, batch_size=3)
-    torch.testing.assert_close(losses, torch.full((6,), math.log(7)))
-    with pytest.raises(ValueError, match="shorter"):
-        positions.loss_by_position(Uniform(7), ids[:5], 6)

@@ -20,9 +20,8 @@ Shapes use ``b`` batch, ``t`` queries, ``s`` keys, ``d`` width, ``h`` heads.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
