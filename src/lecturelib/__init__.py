@@ -13,8 +13,8 @@ trainer ``train`` with its pieces ``batches``, ``optim``, ``precision``, ``progr
 
 Topic modules, in book order, each importing only earlier ones: ``lm`` (chapter 1), ``rnn``
 (2), ``gated`` (3), ``translation`` and ``seq2seq`` (4), ``attention`` (5), ``self_attention``
-(6), ``positions`` (7), ``transformer`` (8), ``tokenize`` (9), ``decoding`` and ``sampling``
-(10), ``gpt`` and ``pretrain`` (11).
+(6), ``positions`` and ``positional_lm`` (7), ``transformer`` (8), ``tokenize`` (9),
+``decoding`` and ``sampling`` (10), ``gpt`` and ``pretrain`` (11).
 
 Book tooling (building the book, notebook sync, student versions, grading) lives in the
 subpackage ``lecturelib.book``, which no chapter imports.
