@@ -21,18 +21,14 @@ cores) writes ``benchmarks/results/bpe_training.json``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
 import regex
 import tokenizers
-import torch
 
-from lecturelib import data, tokenize
+from lecturelib import data, records, tokenize
 
 BOOKS = ["pride-and-prejudice", "sherlock-holmes", "frankenstein", "moby-dick",
          "war-and-peace"]
@@ -49,19 +45,6 @@ def timed(fn, *args):
     start = time.perf_counter()
     result = fn(*args)
     return time.perf_counter() - start, result
-
-
-def machine() -> dict:
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "tokenizers": tokenizers.__version__,
-        "regex": regex.__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
 
 
 def main() -> None:
@@ -121,7 +104,8 @@ def main() -> None:
             "fast": tokenize.bytes_per_token(fast, held_out),
             "hf_tokenizers": tokenize.bytes_per_token(hf, held_out),
         },
-        "machine": machine(),
+        "machine": records.machine(tokenizers=tokenizers.__version__,
+                                   regex=regex.__version__),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")

@@ -24,17 +24,13 @@ cores) writes ``benchmarks/results/gpt_cpu_recipe.json``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-import torch
 
-from lecturelib import gpt, pretrain
+from lecturelib import gpt, pretrain, records
 
 RESULT = Path(__file__).resolve().parent / "results" / "gpt_cpu_recipe.json"
 TARGET = 1.70
@@ -57,13 +53,6 @@ def variants() -> dict[str, pretrain.Recipe]:
             ours, batch_size=nano.batch_size, accumulate=1, steps=nano.steps, lr=nano.lr,
             warmup=nano.warmup),
     }
-
-
-def machine() -> dict:
-    return {"platform": platform.platform(), "processor": platform.processor()
-            or platform.machine(), "cpu_count": os.cpu_count(), "threads":
-            torch.get_num_threads(), "python": platform.python_version(),
-            "torch": torch.__version__}
 
 
 def main() -> None:
@@ -97,10 +86,7 @@ def main() -> None:
                        and ours["train_seconds"] <= nano["train_seconds"]),
         "runs": runs,
         "command": "python benchmarks/gpt_cpu_recipe.py " + " ".join(sys.argv[1:]),
-        "machine": machine()["platform"] + f", {os.cpu_count()} cores",
-        "torch": torch.__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine_details": machine(),
+        "machine": records.machine(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")

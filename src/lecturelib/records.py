@@ -22,3 +22,25 @@ def load(name: str, folder: Path | None = None) -> dict | None:
     if not path.is_file():
         return None
     return json.loads(path.read_text())
+
+
+def machine(**versions: str) -> dict:
+    """What a record must say about where it was measured: platform, processor, cores, torch
+    threads, Python and torch versions (plus any ``versions`` given), GPU and date."""
+    import datetime
+    import os
+    import platform
+
+    import torch
+
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        **versions,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
