@@ -63,3 +63,59 @@ def adamw(model: nn.Module, lr: float, weight_decay: float = 0.1,
         raise ValueError(f"lr must be a positive number; got {lr!r}")
     fused = model_device(model).type == "cuda"
     return torch.optim.AdamW(decay_groups(model, weight_decay), lr=lr, betas=betas, fused=fused)
+
+
+class Combined(torch.optim.Optimizer):
+    """Several optimizers stepped as one, e.g. Muon for the blocks' matrices and AdamW for the
+    rest. Its ``param_groups`` are theirs (the same dicts), so one learning-rate scheduler sets
+    the rate of all of them."""
+
+    def __init__(self, **optimizers: torch.optim.Optimizer):
+        if not optimizers or not all(isinstance(o, torch.optim.Optimizer)
+                                     for o in optimizers.values()):
+            raise TypeError("Combined needs one or more named torch.optim.Optimizer objects; "
+                            f"got {[type(o).__name__ for o in optimizers.values()]}")
+        self.optimizers = optimizers
+        self.defaults = {}
+        self.state = {}
+        self.param_groups = [g for o in optimizers.values() for g in o.param_groups]
+        self._optimizer_step_pre_hooks, self._optimizer_step_post_hooks = {}, {}
+        self._optimizer_state_dict_pre_hooks, self._optimizer_state_dict_post_hooks = {}, {}
+        self._optimizer_load_state_dict_pre_hooks = {}
+        self._optimizer_load_state_dict_post_hooks = {}
+
+    def step(self, closure=None):
+        for o in self.optimizers.values():
+            o.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for o in self.optimizers.values():
+            o.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict:
+        return {name: o.state_dict() for name, o in self.optimizers.items()}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        if set(state_dict) != set(self.optimizers):
+            raise ValueError(f"state_dict holds optimizers {sorted(state_dict)}; this one "
+                             f"has {sorted(self.optimizers)}")
+        for name, o in self.optimizers.items():
+            o.load_state_dict(state_dict[name])
+        self.param_groups = [g for o in self.optimizers.values() for g in o.param_groups]
+
+
+def muon_adamw(model: nn.Module, lr: float, weight_decay: float = 0.1,
+               betas: tuple[float, float] = (0.9, 0.95)) -> Combined:
+    """Muon (Jordan et al., 2024, kellerjordan.github.io/posts/muon) for the 2-D weights of
+    linear layers, whose updates it orthogonalises with a few Newton–Schulz iterations; AdamW
+    for embeddings, biases and norms. Muon's rate is scaled to match AdamW's update size
+    (``adjust_lr_fn="match_rms_adamw"``, Liu et al., arXiv:2502.16982), so one ``lr`` and one
+    schedule serve both."""
+    if not (isinstance(lr, (int, float)) and lr > 0):
+        raise ValueError(f"lr must be a positive number; got {lr!r}")
+    decay, rest = decay_groups(model, weight_decay)
+    matrices = decay["params"]
+    muon = torch.optim.Muon(matrices, lr=lr, weight_decay=weight_decay,
+                            adjust_lr_fn="match_rms_adamw")
+    adamw_ = torch.optim.AdamW(rest["params"], lr=lr, betas=betas, weight_decay=0.0)
+    return Combined(muon=muon, adamw=adamw_)

@@ -1,0 +1,66 @@
+"""lecturelib.optim: Muon for the matrices + AdamW for the rest, stepped and scheduled as one."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import gpt, lm, optim, train
+
+
+def tiny_gpt(seed: int = 0) -> gpt.GPT:
+    torch.manual_seed(seed)
+    return gpt.GPT(gpt.GPTConfig(vocab_size=11, seq_len=16, d_model=32, n_layers=2, n_heads=4))
+
+
+def test_muon_takes_the_matrices_and_adamw_the_rest():
+    model = tiny_gpt()
+    opt = optim.muon_adamw(model, 1e-2)
+    muon, adamw = opt.optimizers["muon"], opt.optimizers["adamw"]
+    assert isinstance(muon, torch.optim.Muon) and isinstance(adamw, torch.optim.AdamW)
+    in_muon = {id(p) for g in muon.param_groups for p in g["params"]}
+    assert in_muon == {id(p) for p in optim.decay_groups(model, 0.1)[0]["params"]}
+    assert all(p.dim() == 2 for g in muon.param_groups for p in g["params"])
+    assert model.embed.weight in adamw.param_groups[0]["params"]
+    assert len(opt.param_groups) == 2
+
+
+def test_one_schedule_sets_the_rate_of_both():
+    opt = optim.muon_adamw(tiny_gpt(), 1e-2)
+    sched = train.warmup_cosine(opt, 10, warmup=4)
+    assert [g["lr"] for g in opt.optimizers["muon"].param_groups] == [2.5e-3]
+    for _ in range(4):
+        opt.step()
+        sched.step()
+    assert opt.optimizers["adamw"].param_groups[0]["lr"] == pytest.approx(1e-2)
+    assert opt.optimizers["muon"].param_groups[0]["lr"] == pytest.approx(1e-2)
+
+
+def test_it_trains_and_resumes_exactly(tmp_path):
+    batches = gpt.windows(torch.arange(300) % 11, 4, 16)  # periodic: learnable
+
+    def run(steps, **kw):
+        model = tiny_gpt()
+        opt = optim.muon_adamw(model, 1e-2)
+        sched = train.warmup_cosine(opt, 12, warmup=2)
+        hist = train.fit(model, batches, lm.next_token_loss, steps=steps, optimizer=opt,
+                         scheduler=sched, progress=False, **kw)
+        return model, hist
+
+    straight, hist = run(12)
+    assert hist.train_loss[-1] < hist.train_loss[0] - 0.3
+    run(6, checkpoint=tmp_path / "c.pt")
+    resumed, _ = run(12, checkpoint=tmp_path / "c.pt", resume=True)
+    for p, q in zip(straight.parameters(), resumed.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_bad_input():
+    with pytest.raises(TypeError, match="Combined needs one or more named torch.optim"):
+        optim.Combined(a="adam")
+    with pytest.raises(ValueError, match="lr must be a positive number; got 0"):
+        optim.muon_adamw(tiny_gpt(), 0)
+    opt = optim.muon_adamw(tiny_gpt(), 1e-2)
+    with pytest.raises(ValueError, match=r"state_dict holds optimizers \['adamw'\]; this one "
+                                         r"has \['adamw', 'muon'\]"):
+        opt.load_state_dict({"adamw": {}})
