@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.gpt and lecturelib.pretrain: the error and its message."""
+"""Bad input to lecturelib.gpt: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import gpt, pretrain
+from lecturelib import gpt
 
 
 def model():
@@ -57,10 +57,6 @@ CASES = [
      r"the stream \(10 tokens\) must be longer than seq_len=10"),
     (lambda: gpt.evaluate_loss(model(), torch.arange(5), 8), ValueError,
      r"the stream \(5 tokens\) is shorter than one window \+ 1"),
-    (lambda: pretrain.model_path("laptop"), ValueError,
-     r"profile must be one of \['cpu', 'gpu', 'nanogpt', 'smoke'\]; got 'laptop'"),
-    (lambda: pretrain.train_gpt({"steps": 3}, 7, torch.arange(50), torch.arange(50)), TypeError,
-     r"recipe must be a Recipe; got dict"),
 ]
 
 

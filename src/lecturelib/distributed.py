@@ -28,6 +28,13 @@ class Distributed:
     rank: int = 0
     world: int = 1
 
+    def __post_init__(self):
+        if isinstance(self.world, bool) or not isinstance(self.world, int) or self.world < 1:
+            raise ValueError(f"world must be a positive number of processes; got {self.world!r}")
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int) \
+                or not 0 <= self.rank < self.world:
+            raise ValueError(f"rank must be in 0..{self.world - 1}; got {self.rank!r}")
+
     @property
     def is_main(self) -> bool:
         """Rank 0 shows the progress bar and writes checkpoints."""

@@ -24,7 +24,7 @@ def autocast_dtype(device_type: str, bf16_supported: bool, amp: bool | str = "au
     >>> autocast_dtype("cuda", bf16_supported=False)   # a T4
     torch.float16
     """
-    if amp not in AMP_CHOICES:
+    if not (isinstance(amp, bool) or amp == "auto"):  # 1 and 1.0 equal True: refuse them
         raise ValueError(f"amp must be True, False or 'auto'; got {amp!r}")
     if device_type not in ("cpu", "cuda", "mps", "meta"):
         raise ValueError(f"device_type must be cpu, cuda or mps; got {device_type!r}")

@@ -1,0 +1,37 @@
+"""Bad input to lecturelib.optim: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from lecturelib import optim
+
+CASES = [
+    (lambda: optim.warmup_cosine(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1), 0), ValueError,
+     r"steps must be a positive int; got 0"),
+    (lambda: optim.warmup_cosine(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1), 5, 5), ValueError,
+     r"need 0 <= warmup < steps; got warmup=5, steps=5"),
+    (lambda: optim.warmup_cosine(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1), 5, 1.5), ValueError,
+     r"need 0 <= warmup < steps; got warmup=1.5, steps=5"),
+    (lambda: optim.warmup_cosine(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1), 5, 1, final=2.0), ValueError,
+     r"final must be a fraction of the peak rate in \[0, 1\]; got 2.0"),
+    (lambda: optim.decay_groups(nn.Linear(1, 1), -0.1), ValueError,
+     r"weight_decay must be a number >= 0; got -0.1"),
+    (lambda: optim.decay_groups(nn.Linear(1, 1), "0.1"), ValueError,
+     r"weight_decay must be a number >= 0; got '0.1'"),
+    (lambda: optim.adamw(nn.Linear(1, 1), lr=0), ValueError,
+     r"lr must be a positive number; got 0"),
+    (lambda: optim.muon_adamw(nn.Linear(2, 2), lr=-1.0), ValueError,
+     r"lr must be a positive number; got -1.0"),
+    (lambda: optim.Combined(), TypeError, r"Combined needs one or more named torch.optim"),
+    (lambda: optim.Combined(a=torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1), b="adam"), TypeError,
+     r"Combined needs one or more named torch.optim.Optimizer objects; got \['SGD', 'str'\]"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
