@@ -67,7 +67,7 @@ RECIPES = {
     # Half nanoGPT's width trained on more tokens in less time, with Muon:
     # benchmarks/gpt_cpu_recipe.py measures it against nanoGPT's recipe and undoes each change.
     "cpu": Recipe(model={"seq_len": 64, "d_model": 64, "n_layers": 4, "n_heads": 4},
-                  batch_size=32, steps=1100, lr=6e-3, warmup=30, optimizer="muon"),
+                  batch_size=32, steps=900, lr=6e-3, warmup=30, optimizer="muon"),
     "gpu": Recipe(model={"seq_len": 256, "d_model": 384, "n_layers": 6, "n_heads": 6,
                          "dropout": 0.2},
                   batch_size=64, steps=3000, lr=1e-3, warmup=100),
