@@ -9,6 +9,12 @@ from torch import nn
 from lecturelib import optim
 
 CASES = [
+    (lambda: optim.positive_int("steps", 0), ValueError,
+     r"steps must be a positive int; got 0"),
+    (lambda: optim.positive_int("steps", None), ValueError,
+     r"steps must be a positive int; got None"),
+    (lambda: optim.positive_int("steps", 2.0, allow_none=True), ValueError,
+     r"steps must be a positive int; got 2.0"),
     (lambda: optim.warmup_cosine(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1), 0), ValueError,
      r"steps must be a positive int; got 0"),
     (lambda: optim.warmup_cosine(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1), 5, 5), ValueError,

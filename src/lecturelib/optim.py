@@ -14,7 +14,10 @@ from torch import nn
 from lecturelib.batches import model_device
 
 
-def _positive_int(name: str, value) -> None:
+def positive_int(name: str, value, allow_none: bool = False) -> None:
+    """Raise unless ``value`` is an int >= 1 (or None when ``allow_none``)."""
+    if value is None and allow_none:
+        return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int; got {value!r}")
 
@@ -23,7 +26,7 @@ def warmup_cosine(optimizer: torch.optim.Optimizer, steps: int, warmup: int = 0,
                   final: float = 0.0):
     """Linear warm-up over ``warmup`` steps, then cosine decay to ``final × lr`` at ``steps``;
     pass the result as ``fit(..., optimizer=optimizer, scheduler=...)``."""
-    _positive_int("steps", steps)
+    positive_int("steps", steps)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup < steps:
         raise ValueError(f"need 0 <= warmup < steps; got warmup={warmup!r}, steps={steps}")
     if not 0.0 <= final <= 1.0:

@@ -44,7 +44,7 @@ from torch import nn
 from lecturelib import checkpoint as ckpt
 from lecturelib import distributed
 from lecturelib.batches import Batch, BatchSource, count_tokens, model_device, to_device  # noqa: F401
-from lecturelib.optim import adamw, decay_groups, warmup_cosine  # noqa: F401
+from lecturelib.optim import adamw, decay_groups, positive_int, warmup_cosine  # noqa: F401
 from lecturelib.precision import Precision, amp_dtype, autocast_dtype  # noqa: F401
 from lecturelib.progress import PROGRESS_ENV, progress_bar  # noqa: F401
 
@@ -261,22 +261,15 @@ def _checked_loss(loss, step: int) -> torch.Tensor:
     return loss
 
 
-def _positive_int(name: str, value, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int; got {value!r}")
-
-
 def _check_arguments(model, steps, clip, accumulate, eval_fn, eval_every, checkpoint,
                      checkpoint_every, resume, log_every) -> None:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
-    _positive_int("steps", steps)
-    _positive_int("accumulate", accumulate)
-    _positive_int("log_every", log_every)
-    _positive_int("eval_every", eval_every, allow_none=True)
-    _positive_int("checkpoint_every", checkpoint_every, allow_none=True)
+    positive_int("steps", steps)
+    positive_int("accumulate", accumulate)
+    positive_int("log_every", log_every)
+    positive_int("eval_every", eval_every, allow_none=True)
+    positive_int("checkpoint_every", checkpoint_every, allow_none=True)
     if clip is not None and not (isinstance(clip, (int, float)) and math.isfinite(clip)
                                  and clip > 0):
         raise ValueError(f"clip must be a positive, finite gradient norm or None; got {clip!r}")
