@@ -58,22 +58,26 @@ class GPTConfig:
         for name in ("vocab_size", "seq_len", "d_model", "n_layers", "n_heads"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"GPTConfig.{name} must be a positive int; got {value!r}")
+                raise ValueError(f"GPTConfig.{name} must be a positive int; "
+                                 f"got {value!r}")
         if self.d_ff is not None and (not isinstance(self.d_ff, int) or self.d_ff < 1):
-            raise ValueError(f"GPTConfig.d_ff must be a positive int or None; got {self.d_ff!r}")
+            raise ValueError(f"GPTConfig.d_ff must be a positive int or None; "
+                             f"got {self.d_ff!r}")
         if self.d_model % self.n_heads:
-            raise ValueError(f"GPTConfig.d_model ({self.d_model}) must be divisible by n_heads "
-                             f"({self.n_heads})")
+            raise ValueError(f"GPTConfig.d_model ({self.d_model}) must be divisible by "
+                             f"n_heads ({self.n_heads})")
         if self.positions == "rope" and (self.d_model // self.n_heads) % 2:
             raise ValueError(f"rope needs an even d_head; got d_model/n_heads = "
                              f"{self.d_model // self.n_heads}")
         if self.norm not in NORMS:
-            raise ValueError(f"GPTConfig.norm must be one of {NORMS}; got {self.norm!r}")
+            raise ValueError(f"GPTConfig.norm must be one of {NORMS}; "
+                             f"got {self.norm!r}")
         if self.positions not in POSITIONS:
             raise ValueError(f"GPTConfig.positions must be one of {POSITIONS}; got "
                              f"{self.positions!r}")
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"GPTConfig.dropout must be in [0, 1); got {self.dropout!r}")
+            raise ValueError(f"GPTConfig.dropout must be in [0, 1); "
+                             f"got {self.dropout!r}")
         if not self.rope_base > 1:
             raise ValueError(f"GPTConfig.rope_base must be > 1; got {self.rope_base!r}")
 
@@ -102,12 +106,13 @@ class CausalSelfAttention(nn.Module):
         self.out = nn.Linear(config.d_model, config.d_model, bias=config.bias)
         self.rope = config.positions == "rope"
         if self.rope:
-            angles = positions.rope_angles(config.seq_len, config.d_head, config.rope_base)
+            angles = positions.rope_angles(config.seq_len, config.d_head,
+                                           config.rope_base)
             self.register_buffer("cos", angles.cos(), persistent=False)   # (t, e/2)
             self.register_buffer("sin", angles.sin(), persistent=False)
 
     def rotate(self, x: torch.Tensor) -> torch.Tensor:
-        """RoPE (chapter 7's ``positions.rope_rotate``) with the cosines and sines cached."""
+        """RoPE (chapter 7's ``positions.rope_rotate``), cosines and sines cached."""
         t = x.shape[-2]
         cos, sin = self.cos[:t], self.sin[:t]
         x1, x2 = x[..., 0::2], x[..., 1::2]                       # (b, h, t, e/2) each
@@ -118,8 +123,8 @@ class CausalSelfAttention(nn.Module):
                             h=self.n_heads)                        # (b, h, t, e) each
         if self.rope:
             q, k = self.rotate(q), self.rotate(k)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)
         return self.out(rearrange(y, "b h t e -> b t (h e)"))     # (b, t, d)
 
 
@@ -183,16 +188,19 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def check_ids(self, ids: torch.Tensor) -> None:
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point() \
-                or ids.dtype == torch.bool or ids.is_complex():
+        is_ids = isinstance(ids, torch.Tensor) and ids.dim() == 2 and not (
+            ids.is_floating_point() or ids.dtype == torch.bool or ids.is_complex())
+        if not is_ids:
             got = (f"{ids.dtype} tensor of shape {tuple(ids.shape)}"
                    if isinstance(ids, torch.Tensor) else type(ids).__name__)
-            raise ValueError(f"ids must be a (b, t) integer tensor of token ids; got {got}")
+            raise ValueError(f"ids must be a (b, t) integer tensor of token ids; "
+                             f"got {got}")
         if not 1 <= ids.shape[1] <= self.config.seq_len:
-            raise ValueError(f"ids has {ids.shape[1]} positions; the model takes 1 to seq_len = "
-                             f"{self.config.seq_len}")
+            raise ValueError(f"ids has {ids.shape[1]} positions; the model takes 1 to "
+                             f"seq_len = {self.config.seq_len}")
         if ids.numel() and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
-            raise ValueError(f"ids must lie in 0..{self.config.vocab_size - 1}; got values from "
+            v = self.config.vocab_size
+            raise ValueError(f"ids must lie in 0..{v - 1}; got values from "
                              f"{int(ids.min())} to {int(ids.max())}")
 
     def embed_ids(self, ids: torch.Tensor) -> torch.Tensor:
@@ -210,15 +218,18 @@ class GPT(nn.Module):
         return self.head(self.norm(x))                            # (b, t, v)
 
     def residual_stream(self, ids: torch.Tensor) -> list[torch.Tensor]:
-        """The residual stream before the first block and after every block (the logit lens of
-        chapter 13 reads these). Shapes: ``(b, t)`` → ``n_layers + 1`` tensors ``(b, t, d)``."""
+        """The residual stream before the first block and after every block (the logit
+        lens of chapter 13 reads these).
+
+        Shapes: ``(b, t)`` → ``n_layers + 1`` tensors ``(b, t, d)``."""
         states = [self.embed_ids(ids)]
         for block in self.blocks:
             states.append(block(states[-1]))
         return states
 
     def step(self, prefixes: torch.Tensor) -> torch.Tensor:
-        """Next-token logits for chapter 10's decoders: the last ``seq_len`` tokens are seen.
+        """Next-token logits for chapter 10's decoders, from the last seq_len tokens.
+
         Shapes: ``(b, t)`` → ``(b, v)``."""
         return self(prefixes[:, -self.config.seq_len:])[:, -1]
 
@@ -235,9 +246,10 @@ def n_params(model: GPT, embeddings: bool = False) -> int:
 
 
 def windows(ids: torch.Tensor, batch_size: int, seq_len: int, seed: int = 0):
-    """A function ``step -> (x, y)`` of random windows of the token stream ``ids``; each step's
-    windows come from a generator seeded with ``(seed, step)``, so they are the same in a
-    resumed run and in every process of a distributed one.
+    """A function ``step -> (x, y)`` of random windows of the token stream ``ids``.
+
+    Each step's windows come from a generator seeded with ``(seed, step)``, so they are
+    the same in a resumed run and in every process of a distributed one.
 
     Shapes: ids ``(n,)`` → x, y ``(batch_size, seq_len)``.
     """
@@ -247,7 +259,8 @@ def windows(ids: torch.Tensor, batch_size: int, seq_len: int, seed: int = 0):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int; got {value!r}")
     if len(ids) <= seq_len:
-        raise ValueError(f"the stream ({len(ids)} tokens) must be longer than seq_len={seq_len}")
+        raise ValueError(f"the stream ({len(ids)} tokens) must be longer than "
+                         f"seq_len={seq_len}")
     offsets = torch.arange(seq_len + 1)
 
     def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:

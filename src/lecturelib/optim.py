@@ -42,9 +42,10 @@ def warmup_cosine(optimizer: torch.optim.Optimizer, steps: int, warmup: int = 0,
 
 
 def decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW parameter groups: weight decay on the matrices of linear layers only; none on
-    biases, normalisation gains or embeddings (decaying those only shrinks what the model
-    needs). A weight shared by two modules (tied embeddings) is listed once."""
+    """AdamW parameter groups: weight decay on the matrices of linear layers only.
+
+    None on biases, normalisation gains or embeddings (decaying those only shrinks what
+    the model needs). A weight shared by two modules (tied embeddings) counts once."""
     if not (isinstance(weight_decay, (int, float)) and weight_decay >= 0):
         raise ValueError(f"weight_decay must be a number >= 0; got {weight_decay!r}")
     no_decay = {id(p) for m in model.modules() if isinstance(m, nn.Embedding)
