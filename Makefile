@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make test   unit tests of lecturelib + every notebook executed with nbval in the smoke profile
 #   make book   execute every chapter once (profile auto: gpu on CUDA, else cpu) and render the book
+#   make book PART=k   execute only part k's chapters; a later make book assembles the parts
 # and for instructors:
 #   make student            student versions of every chapter (+ one zip each) in _build/student/
 #   make grade NB=path.ipynb  run a (student's) notebook and report each exercise's checks
@@ -8,6 +9,7 @@ PYTHON  ?= python3
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 PROFILE ?= auto
+PART    ?=
 # see src/lecturelib/__init__.py: spinning OpenMP threads stall small models on shared cores
 export OMP_WAIT_POLICY ?= PASSIVE
 
@@ -32,7 +34,7 @@ notebooks: env
 	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 
 book: env
-	$(PY) -m lecturelib.book.build --profile $(PROFILE)
+	$(PY) -m lecturelib.book.build --profile $(PROFILE) $(if $(PART),--part $(PART))
 
 student: env
 	$(PY) -m lecturelib.book.exercises --toc --out _build/student --zip

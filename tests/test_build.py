@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from lecturelib.book import build, sync
+from lecturelib.book import build, execute, sync
 from lecturelib.book.sync import METADATA
 
 TOC = """\
@@ -127,7 +128,7 @@ def test_execute_one_ok(executing):
     ))
     dst = executing / "out" / "ok.ipynb"
     dst.parent.mkdir()
-    result = build.execute_one(src, dst, "smoke")
+    result = execute.execute_one(src, dst, "smoke")
     assert result["status"] == "ok", result
     assert result["profile"] == "smoke" and result["device"] == "cpu"  # reported by setup()
     assert result["wall_s"] > 0 and result["peak_rss_mb"] > 0
@@ -145,7 +146,7 @@ def test_execute_one_failed_names_the_cell_and_the_error(executing):
         ("code", "x = 1\nraise ValueError(f'boom {x}')", []),
         ("code", "never = True", []),
     ))
-    result = build.execute_one(src, executing / "bad_out.ipynb", "smoke")
+    result = execute.execute_one(src, executing / "bad_out.ipynb", "smoke")
     assert result["status"] == "failed"
     assert result["cell"] == 2  # the index in bad.ipynb, not in papermill's parameterised copy
     assert result["error"] == "ValueError: boom 1"
@@ -160,7 +161,7 @@ def test_execute_one_failed_names_the_cell_and_the_error(executing):
 ])
 def test_failed_cell_index_refers_to_the_source_notebook(tmp_path, tags, executed, source):
     src = write(tmp_path / "nb.ipynb", notebook(*[("code", "", t) for t in tags]))
-    assert build._source_cell(src, executed) == source
+    assert execute._source_cell(src, executed) == source
 
 
 def test_a_failing_notebook_stops_the_build_naming_notebook_cell_and_error(book, monkeypatch):
@@ -168,7 +169,7 @@ def test_a_failing_notebook_stops_the_build_naming_notebook_cell_and_error(book,
               "peak_rss_mb": 100.0, "error": "ValueError: bad size", "source": "x = f(3)"}
 
     def fake_run(cmd, **kw):
-        if "--execute-one" not in cmd:
+        if "lecturelib.book.execute" not in cmd:
             return REAL_RUN(cmd, **kw)
         return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(failed) + "\n", stderr="")
 
@@ -187,7 +188,7 @@ def test_injected_parameters_are_hidden_in_the_book(tmp_path):
         ("code", 'PROFILE = "auto"', ["parameters"]),
         ("code", 'PROFILE = "cpu"', ["injected-parameters"]),
     ))
-    build.hide_injected_parameters(path)
+    execute.hide_injected_parameters(path)
     tags = [c["metadata"]["tags"] for c in json.loads(path.read_text())["cells"]]
     assert tags == [["parameters"], ["injected-parameters", "remove-cell"]]
 
@@ -252,7 +253,7 @@ def fake_papermill(outputs: dict, profile: str = "cpu"):
     """A stand-in for the child process: copies the notebook with ``outputs`` added to the code
     cell that holds their key, and reports success."""
     def run(cmd, **kw):
-        if "--execute-one" not in cmd:
+        if "lecturelib.book.execute" not in cmd:
             return REAL_RUN(cmd, **kw)
         src, dst = Path(cmd[-3]), Path(cmd[-2])
         nb = json.loads(src.read_text())
@@ -301,3 +302,137 @@ def test_executed_copies_are_pinned_and_the_record_names_the_source(repo, monkey
     assert record["source"] == source
     assert json.loads((repo / "_build" / "record.json").read_text())["source"] == source
     assert sync.colab_install(stage / "notebooks/02_second.ipynb") == (URL, "f" * 40)
+
+
+TWO_PARTS = """\
+format: jb-book
+root: book/index
+parts:
+  - caption: Using this book
+    chapters:
+      - file: book/running
+  - caption: Part I
+    numbered: true
+    chapters:
+      - file: notebooks/01_first
+      - file: notebooks/02_second
+  - caption: Part II
+    numbered: true
+    chapters:
+      - file: notebooks/03_third
+  - caption: Back matter
+    chapters:
+      - file: book/bibliography
+"""
+COMMIT = {"version": "0.3.0", "commit": "c" * 40, "modified": False, "pin": "c" * 40}
+
+
+@pytest.fixture
+def parted(repo, monkeypatch):
+    """The test book in two parts, built from commit ccc…, with a papermill stand-in that
+    counts the notebooks it executes."""
+    (repo / "_toc.yml").write_text(TWO_PARTS, encoding="utf-8")
+    write(repo / "notebooks/03_third.ipynb", notebook(("markdown", "# Third", []),
+                                                      ("code", "y = 2", [])))
+    ran = []
+    fake = fake_papermill({"x = 0.8312": [glued("acc", 0.8412)]})
+
+    def run(cmd, **kw):
+        if "lecturelib.book.execute" in cmd:
+            ran.append(Path(cmd[-3]).name)
+        return fake(cmd, **kw)
+
+    monkeypatch.setattr(build.subprocess, "run", run)
+    monkeypatch.setattr(build, "source_version", lambda root: dict(COMMIT))
+    return repo, ran
+
+
+def copy_book(repo: Path, to: Path) -> Path:
+    import shutil
+
+    shutil.copytree(repo, to, ignore=shutil.ignore_patterns("_build"))
+    return to
+
+
+def test_toc_parts_are_the_parts_that_hold_notebooks(parted):
+    repo, _ = parted
+    assert build.toc_parts(repo) == [
+        ("Part I", [Path("notebooks/01_first.ipynb"), Path("notebooks/02_second.ipynb")]),
+        ("Part II", [Path("notebooks/03_third.ipynb")])]
+
+
+def test_parts_built_separately_assemble_into_the_one_build(parted, tmp_path):
+    repo, ran = parted
+    whole = copy_book(repo, tmp_path / "whole")
+    build.build(whole, "cpu", render_site=False)
+    assert ran == ["01_first.ipynb", "02_second.ipynb", "03_third.ipynb"]
+    one = json.loads((whole / "_build/record.json").read_text())
+
+    ran.clear()
+    build.build(repo, "cpu", part=2)
+    assert ran == ["03_third.ipynb"]
+    assert not (repo / "_build/record.json").exists()  # a part alone is not a book
+    build.build(repo, "cpu", part=1)
+    assert ran == ["03_third.ipynb", "01_first.ipynb", "02_second.ipynb"]
+    ran.clear()
+    build.build(repo, "cpu", render_site=False)  # assembles: executes nothing again
+    assert ran == []
+    assembled = json.loads((repo / "_build/record.json").read_text())
+
+    def strip(record):
+        return {k: v for k, v in record.items() if k not in ("created", "total_s", "parts")}
+
+    assert strip(assembled) == strip(one)
+    assert [p["number"] for p in assembled["parts"]] == [1, 2]
+    assert assembled["total_s"] == round(sum(p["total_s"] for p in assembled["parts"]), 1)
+    for name in ("_toc.yml", "notebooks/01_first.ipynb", "notebooks/02_second.ipynb",
+                 "notebooks/03_third.ipynb"):
+        assert (repo / "_build/src" / name).read_text() == \
+            (whole / "_build/src" / name).read_text(), name
+    staged = json.loads((repo / "_build/src/notebooks/02_second.ipynb").read_text())
+    assert staged["cells"][2]["outputs"], "the assembled copy is the executed one"
+    assert sync.colab_install(repo / "_build/src/notebooks/02_second.ipynb") == (URL, "c" * 40)
+
+
+@pytest.mark.parametrize("change", ["commit", "modified", "profile", "notebooks", "failed"])
+def test_a_stale_part_is_executed_again(parted, monkeypatch, change):
+    repo, ran = parted
+    build.build(repo, "cpu", part=2)
+    ran.clear()
+    profile = "cpu"
+    if change in ("commit", "modified"):
+        other = {**COMMIT, **({"commit": "d" * 40, "pin": "d" * 40} if change == "commit"
+                              else {"modified": True})}
+        monkeypatch.setattr(build, "source_version", lambda root: other)
+    elif change == "profile":
+        profile = "smoke"
+    elif change == "notebooks":
+        (repo / "_toc.yml").write_text(TWO_PARTS.replace(
+            "      - file: notebooks/03_third\n",
+            "      - file: notebooks/03_third\n      - file: notebooks/01b_aside\n"))
+    else:
+        path = build.part_record_path(repo, 2)
+        record = json.loads(path.read_text())
+        record["notebooks"][0]["status"] = "failed"
+        path.write_text(json.dumps(record))
+    build.build(repo, profile, render_site=False)
+    assert "03_third.ipynb" in ran
+
+
+def test_parts_from_different_commits_are_not_assembled(parted):
+    repo, _ = parted
+    one = build.execute_part(repo, 1, "cpu", COMMIT)
+    two = build.execute_part(repo, 2, "cpu", {**COMMIT, "commit": "d" * 40, "pin": "d" * 40})
+    with pytest.raises(build.BuildError, match=r"different sources \(part 1: c{40}; part 2: "
+                                               r"d{40}\); run make book PART=k again"):
+        build.merge_records([one, two])
+
+
+def test_the_real_toc_lists_its_parts_without_the_package():
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-I", "src/lecturelib/book/toc.py"], cwd=root,
+                         capture_output=True, text=True, check=True).stdout
+    parts = json.loads(out)
+    assert [p["part"] for p in parts] == list(range(1, len(parts) + 1)) and len(parts) >= 3
+    assert parts[0]["caption"] == "Part I. Recurrence"
+    assert parts[0]["notebooks"][0] == "notebooks/01_language_models.ipynb"

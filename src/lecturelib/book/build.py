@@ -2,138 +2,53 @@
 
 ``python -m lecturelib.book.build`` (what ``make book`` runs), from the repository root:
 
-1. copies the book's sources (``_config.yml``, ``_toc.yml``, ``book/``, ``notebooks/``) into
-   ``_build/src``;
-2. executes every notebook named in ``_toc.yml`` with papermill, in order, each in its own process
-   (profile ``auto`` unless ``--profile`` says otherwise), into that copy; a failing notebook stops
-   the build with the notebook, the cell and the error, and so does a number typed in the prose
-   where the notebook glues it (``lecturelib.book.gluecheck``; only reported in the smoke profile,
-   whose tiny numbers are not the book's);
-3. pins the Colab install cell of every copy to the commit being built (``git rev-parse HEAD``;
+1. executes the notebooks of every part of ``_toc.yml`` (``make book PART=k``: of part ``k``
+   only) with papermill, in order, each in its own process (``lecturelib.book.execute``;
+   profile ``auto`` unless ``--profile`` says otherwise), into ``_build/executed``, with one
+   record per part: the commit, and per notebook wall time, profile, device, peak memory,
+   status. A failing notebook stops the build with the notebook, the cell and the error, and so
+   does a number typed in the prose where the notebook glues it (``lecturelib.book.gluecheck``;
+   only reported in the smoke profile, whose tiny numbers are not the book's). A part already
+   executed from the same commit with the same profile is not executed again, so parts can be
+   built separately (one CI job each) and assembled;
+2. pins the Colab install cell of every copy to the commit being built (``git rev-parse HEAD``;
    outside a git checkout, the release tag ``v<version>``), so that the rendered and downloadable
    notebooks install the library they were executed with;
-4. writes ``_build/record.json``: the commit, and per notebook wall time, profile, device, peak
-   memory, status;
-5. writes the generated pages (measured run times, chapter map) and bundles MathJax 3 for offline
+3. assembles: copies the book's sources (``_config.yml``, ``_toc.yml``, ``book/``,
+   ``notebooks/``) into ``_build/src``, puts the executed copies in, and merges the parts'
+   records into ``_build/record.json``;
+4. writes the generated pages (measured run times, chapter map) and bundles MathJax 3 for offline
    reading;
-6. renders the copy with ``jupyter-book build -W -n --keep-going`` (execution off) and prints
+5. renders the copy with ``jupyter-book build -W -n --keep-going`` (execution off) and prints
    where ``index.html`` is.
+
+``--only NAME`` executes just the matching notebooks into ``_build/src`` and renders them among
+the others unexecuted: for writing a chapter.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import resource
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 from lecturelib.book import gluecheck, sync
+from lecturelib.book.execute import machine
+from lecturelib.book.toc import toc_files, toc_notebooks, toc_parts
 
 SOURCES = ("_config.yml", "_toc.yml", "_static", "book", "notebooks")
 MATHJAX_VERSION = "3.2.2"
 RECORDS = Path("benchmarks/results")  # committed build records: book-<profile>.json
+EXECUTED = Path("_build/executed")    # executed copies and one record per part
 
 
 class BuildError(RuntimeError):
     pass
-
-
-def toc_files(root: Path) -> list[str]:
-    """Every ``file`` entry of ``_toc.yml``, in reading order (``root`` first)."""
-    import yaml
-
-    if not (Path(root) / "_toc.yml").is_file():
-        raise ValueError(f"root must be the book's root folder holding _toc.yml; got {root}")
-    toc = yaml.safe_load((Path(root) / "_toc.yml").read_text(encoding="utf-8"))
-    files: list[str] = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            for key in ("root", "file"):
-                if key in node:
-                    files.append(node[key])
-            for value in node.values():
-                if isinstance(value, (list, dict)):
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(toc)
-    return files
-
-
-def toc_notebooks(root: Path) -> list[Path]:
-    """The notebooks of the table of contents, as paths relative to ``root``."""
-    found = []
-    for f in toc_files(root):
-        p = Path(f if f.endswith(".ipynb") else f"{f}.ipynb")
-        if (root / p).is_file():
-            found.append(p)
-    return found
-
-
-def _source_cell(src: Path, index: int) -> int:
-    """The index in ``src`` of cell ``index`` of papermill's copy, which holds one more cell: the
-    injected parameters, after the ``parameters`` cell (at the top without one)."""
-    tags = [c.get("metadata", {}).get("tags", [])
-            for c in json.loads(src.read_text(encoding="utf-8"))["cells"]]
-    if any("injected-parameters" in t for t in tags):  # papermill replaces it in place
-        return index
-    injected = next((i + 1 for i, t in enumerate(tags) if "parameters" in t), 0)
-    return index - 1 if index > injected else index
-
-
-def hide_injected_parameters(path: Path) -> None:
-    """Tag papermill's injected parameters cell ``remove-cell``: the book shows the profile in
-    the chapter's first output line instead."""
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
-        if "injected-parameters" in tags and "remove-cell" not in tags:
-            tags.append("remove-cell")
-    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
-
-
-def execute_one(src: Path, dst: Path, profile: str) -> dict:
-    """Execute one notebook with papermill in this process; report status, wall time and the
-    kernel's peak resident memory. Run as a child of the build so that the peak is per notebook."""
-    import papermill as pm
-
-    report_file = Path(tempfile.mkstemp(suffix=".json")[1])
-    os.environ.update(LECTURELIB_RECORD=str(report_file), LECTURELIB_PROGRESS="summary")
-    os.environ.pop("LECTURELIB_PROFILE", None)  # --profile decides, through the parameters cell
-    t0 = time.perf_counter()
-    result: dict = {"status": "ok"}
-    try:
-        pm.execute_notebook(str(src), str(dst), parameters={"PROFILE": profile},
-                            progress_bar=False, cwd=str(src.parent), kernel_name="python3")
-    except pm.PapermillExecutionError as err:
-        result = {"status": "failed", "cell": _source_cell(src, err.cell_index),
-                  "execution_count": err.exec_count,
-                  "error": f"{err.ename}: {err.evalue}", "source": err.source}
-    except Exception as err:  # kernel died, notebook unreadable, ...
-        result = {"status": "failed", "error": f"{type(err).__name__}: {err}"}
-    result["wall_s"] = round(time.perf_counter() - t0, 1)
-    if dst.is_file():
-        hide_injected_parameters(dst)
-    # ru_maxrss of waited-for children: the kernel. Linux reports KiB, macOS bytes.
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result["peak_rss_mb"] = round(rss / (2**20 if sys.platform == "darwin" else 2**10), 1)
-    try:
-        result.update(json.loads(report_file.read_text() or "{}"))
-    except json.JSONDecodeError:
-        pass
-    report_file.unlink(missing_ok=True)
-    return result
 
 
 def source_version(root: Path) -> dict:
@@ -183,59 +98,142 @@ def check_glue(stage: Path, nb: Path, profile: str | None) -> None:
     raise BuildError(f"{nb} types numbers in its prose that come from the execution:\n{found}")
 
 
+def execute_notebooks(root: Path, out: Path, notebooks: list[Path], profile: str,
+                      source: dict, record_path: Path, **extra) -> dict:
+    """Execute ``notebooks`` in order, each in its own process, into ``out``; check their glue,
+    pin their Colab cells, and write the record to ``record_path`` (also when one fails, which
+    stops the run with a :class:`BuildError` naming the notebook, the cell and the error)."""
+    record = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "profile_requested": profile,
+        "source": source,
+        "machine": machine(),
+        **extra,
+        "notebooks": [],
+    }
+    t0 = time.perf_counter()
+
+    def save() -> None:
+        record["total_s"] = round(time.perf_counter() - t0, 1)
+        record_path.parent.mkdir(parents=True, exist_ok=True)
+        record_path.write_text(json.dumps(record, indent=2) + "\n")
+
+    for nb in notebooks:
+        print(f"executing {nb} ...", flush=True)
+        (out / nb).unlink(missing_ok=True)  # never leave an older run's copy behind
+        child = subprocess.run(
+            [sys.executable, "-m", "lecturelib.book.execute", str(root / nb), str(out / nb),
+             profile], capture_output=True, text=True)
+        try:
+            result = json.loads(child.stdout.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            raise BuildError(f"executing {nb} crashed:\n{child.stderr[-3000:]}") from None
+        record["notebooks"].append({"path": str(nb), **result})
+        if result["status"] != "ok":
+            save()
+            where = f"cell {result['cell']}" if "cell" in result else "before any cell ran"
+            code = "\n".join("    " + s for s in result.get("source", "").splitlines()[:15])
+            raise BuildError(f"{nb} failed in {where}:\n{code}\n{result['error']}")
+        try:
+            check_glue(out, nb, result.get("profile"))
+        except BuildError as err:
+            record["notebooks"][-1].update(status="failed", error=str(err))
+            save()
+            raise
+        pin_colab_cells(root, out, [nb], source["pin"])
+        print(f"  {result['wall_s']:.1f} s, profile {result.get('profile')}, "
+              f"device {result.get('device')}, peak {result['peak_rss_mb']:.0f} MB", flush=True)
+    save()
+    return record
+
+
 def execute_all(root: Path, stage: Path, profile: str, only: str | None,
                 source: dict | None = None) -> dict:
+    """Execute the toc's notebooks (those whose name contains ``only``, or all) into the staged
+    sources ``stage``; the record goes to ``_build/record.json``."""
     notebooks = [nb for nb in toc_notebooks(root) if not only or only in nb.name]
     if not notebooks:
         raise BuildError(f"no notebook in _toc.yml matches {only!r}" if only
                          else "no notebook is listed in _toc.yml")
-    record = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "profile_requested": profile,
-        "source": source or source_version(root),
-        "machine": machine(),
-        "notebooks": [],
+    return execute_notebooks(root, stage, notebooks, profile, source or source_version(root),
+                             root / "_build" / "record.json")
+
+
+# The fan-out build: `make book PART=k` executes part k's chapters into EXECUTED, with a record of
+# its own; `make book` executes the parts that are not staged (or are stale) and assembles.
+
+def part_record_path(root: Path, k: int) -> Path:
+    return root / EXECUTED / f"part-{k}.json"
+
+
+def _check_part(root: Path, k: object) -> tuple[str, list[Path]]:
+    parts = toc_parts(root)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= len(parts):
+        names = "; ".join(f"{i}: {c}" for i, (c, _) in enumerate(parts, 1))
+        raise BuildError(f"part must be a number from 1 to {len(parts)} (the parts of _toc.yml "
+                         f"that hold chapters: {names}); got {k!r}")
+    return parts[k - 1]
+
+
+def execute_part(root: Path, k: int, profile: str, source: dict | None = None) -> dict:
+    """Execute part ``k``'s notebooks into ``_build/executed``; its record goes beside them."""
+    caption, notebooks = _check_part(root, k)
+    return execute_notebooks(root, root / EXECUTED, notebooks, profile,
+                             source or source_version(root), part_record_path(root, k),
+                             part={"number": k, "caption": caption})
+
+
+def staged_part(root: Path, k: int, profile: str, source: dict) -> dict | None:
+    """Part ``k``'s record when its executed copies can be used for this build: every notebook
+    ran to the end, from this very commit (with no uncommitted changes), with this profile, and
+    the part still holds the same notebooks; None otherwise."""
+    path = part_record_path(root, k)
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return None
+    _, notebooks = _check_part(root, k)
+    same_source = (source["commit"] is not None and not source["modified"]
+                   and record.get("source") == source)
+    ok = all(n.get("status") == "ok" and (root / EXECUTED / n["path"]).is_file()
+             for n in record.get("notebooks", []))
+    paths = [n.get("path") for n in record.get("notebooks", [])]
+    if (same_source and ok and record.get("profile_requested") == profile
+            and paths == [str(nb) for nb in notebooks]):
+        return record
+    return None
+
+
+def merge_records(records: list[dict]) -> dict:
+    """One book record from the parts' records (in part order)."""
+    sources = {json.dumps(r["source"], sort_keys=True) for r in records}
+    if len(sources) != 1:
+        raise BuildError("the staged parts were executed from different sources ("
+                         + "; ".join(f"part {r['part']['number']}: {r['source']['pin']}"
+                                     for r in records)
+                         + "); run make book PART=k again for the parts that differ")
+    return {
+        "created": max(r["created"] for r in records),
+        "profile_requested": records[0]["profile_requested"],
+        "source": records[0]["source"],
+        "machine": records[0]["machine"],
+        "parts": [{**r["part"], "created": r["created"], "machine": r["machine"],
+                   "total_s": r["total_s"]} for r in records],
+        "notebooks": [n for r in records for n in r["notebooks"]],
+        "total_s": round(sum(r["total_s"] for r in records), 1),
     }
-    t0 = time.perf_counter()
-    for nb in notebooks:
-        print(f"executing {nb} ...", flush=True)
-        out = subprocess.run(
-            [sys.executable, "-m", "lecturelib.book.build", "--execute-one", str(root / nb),
-             str(stage / nb), profile], capture_output=True, text=True)
-        try:
-            result = json.loads(out.stdout.strip().splitlines()[-1])
-        except (IndexError, json.JSONDecodeError):
-            raise BuildError(f"executing {nb} crashed:\n{out.stderr[-3000:]}") from None
-        record["notebooks"].append({"path": str(nb), **result})
-        if result["status"] != "ok":
-            record["total_s"] = round(time.perf_counter() - t0, 1)
-            write_record(root, record)
-            where = f"cell {result['cell']}" if "cell" in result else "before any cell ran"
-            source = "\n".join("    " + s for s in result.get("source", "").splitlines()[:15])
-            raise BuildError(f"{nb} failed in {where}:\n{source}\n{result['error']}")
-        try:
-            check_glue(stage, nb, result.get("profile"))
-        except BuildError as err:
-            record["notebooks"][-1].update(status="failed", error=str(err))
-            record["total_s"] = round(time.perf_counter() - t0, 1)
-            write_record(root, record)
-            raise
-        pin_colab_cells(root, stage, [nb], record["source"]["pin"])
-        print(f"  {result['wall_s']:.1f} s, profile {result.get('profile')}, "
-              f"device {result.get('device')}, peak {result['peak_rss_mb']:.0f} MB", flush=True)
-    record["total_s"] = round(time.perf_counter() - t0, 1)
+
+
+def assemble(root: Path, stage: Path, records: list[dict]) -> dict:
+    """Put the executed copies of every part into the staged sources ``stage`` and write the
+    book's record (``_build/record.json``), merged from the parts' records."""
+    record = merge_records(records)
+    for n in record["notebooks"]:
+        shutil.copy2(root / EXECUTED / n["path"], stage / n["path"])
     write_record(root, record)
     return record
-
-
-def machine() -> dict:
-    import torch
-
-    info = {"platform": platform.platform(), "python": platform.python_version(),
-            "cpu_count": os.cpu_count(), "torch": torch.__version__}
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
-    return info
 
 
 def write_record(root: Path, record: dict) -> None:
@@ -337,14 +335,35 @@ def render(stage: Path, site: Path) -> Path:
     return index
 
 
-def build(root: Path, profile: str, only: str | None = None, render_site: bool = True) -> Path:
+def build(root: Path, profile: str, only: str | None = None, render_site: bool = True,
+          part: int | None = None) -> Path:
+    """``part``: execute that part only (no render). ``only``: execute the matching notebooks
+    and render them with the others unexecuted (for writing a chapter). Otherwise execute
+    every part that is not staged for this commit and profile, assemble, render."""
     build_dir = root / "_build"
     stage = build_dir / "src"
-    stage_sources(root, stage)
     source = source_version(root)
+    if part is not None:
+        record = execute_part(root, part, profile, source)
+        print(f"executed part {part} ({record['part']['caption']}) in {record['total_s']:.0f} s;"
+              f" make book assembles the book from the staged parts")
+        return part_record_path(root, part)
+    stage_sources(root, stage)
     pin_colab_cells(root, stage, sorted(p.relative_to(stage) for p in
                                         (stage / "notebooks").glob("*.ipynb")), source["pin"])
-    record = execute_all(root, stage, profile, only, source)
+    if only:
+        record = execute_all(root, stage, profile, only, source)
+    else:
+        records = []
+        for k, (caption, _) in enumerate(toc_parts(root), 1):
+            staged = staged_part(root, k, profile, source)
+            if staged is not None:
+                print(f"part {k} ({caption}): using the copies executed "
+                      f"{staged['created']}", flush=True)
+            records.append(staged or execute_part(root, k, profile, source))
+        if not records:
+            raise BuildError("no notebook is listed in _toc.yml")
+        record = assemble(root, stage, records)
     print(f"executed {len(record['notebooks'])} notebook(s) in {record['total_s']:.0f} s "
           f"from commit {source['commit'] or '(none)'}; record: {build_dir / 'record.json'}")
     if not render_site:
@@ -358,21 +377,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lecturelib.book.build", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="auto", choices=["auto", "smoke", "cpu", "gpu"])
+    parser.add_argument("--part", type=int, help="execute only this part's chapters (1 = the "
+                        "first part of _toc.yml that holds chapters); make book assembles")
     parser.add_argument("--only", help="execute only notebooks whose file name contains this")
     parser.add_argument("--no-render", action="store_true", help="execute and record only")
-    parser.add_argument("--execute-one", nargs=3, metavar=("SRC", "DST", "PROFILE"),
-                        help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.execute_one:
-        src, dst, profile = args.execute_one
-        print(json.dumps(execute_one(Path(src), Path(dst), profile)))
-        return 0
+    root = Path.cwd()
+    if args.part is not None and args.only:
+        parser.error("--part and --only cannot be combined")
     try:
-        index = build(Path.cwd(), args.profile, args.only, not args.no_render)
+        out = build(root, args.profile, args.only, not args.no_render, args.part)
     except BuildError as err:
         print(f"\nBUILD FAILED: {err}", file=sys.stderr)
         return 1
-    print(f"\nThe book is at {index}")
+    print(f"\nThe book is at {out}" if out.suffix == ".html" else f"\nRecord: {out}")
     return 0
 
 
