@@ -262,7 +262,7 @@ def fake_papermill(outputs: dict, profile: str = "cpu"):
                 if cell["cell_type"] == "code" else cell.get("outputs")
             if cell["cell_type"] != "code":
                 cell.pop("outputs")
-        dst.parent.mkdir(parents=True, exist_ok=True)
+        assert dst.parent.is_dir(), "papermill does not create the output folder"
         dst.write_text(json.dumps(nb))
         ok = {"status": "ok", "wall_s": 1.0, "peak_rss_mb": 10.0, "profile": profile,
               "device": "cpu"}

@@ -121,6 +121,7 @@ def execute_notebooks(root: Path, out: Path, notebooks: list[Path], profile: str
     for nb in notebooks:
         print(f"executing {nb} ...", flush=True)
         (out / nb).unlink(missing_ok=True)  # never leave an older run's copy behind
+        (out / nb).parent.mkdir(parents=True, exist_ok=True)  # papermill does not
         child = subprocess.run(
             [sys.executable, "-m", "lecturelib.book.execute", str(root / nb), str(out / nb),
              profile], capture_output=True, text=True)
