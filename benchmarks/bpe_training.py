@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -104,6 +105,9 @@ def main() -> None:
             "fast": tokenize.bytes_per_token(fast, held_out),
             "hf_tokenizers": tokenize.bytes_per_token(hf, held_out),
         },
+        "command": "python benchmarks/bpe_training.py " + " ".join(sys.argv[1:]),
+        "plot": {"bars": "seconds", "log": True, "ylabel": "seconds (log scale)",
+                 "caption": "seconds to train the vocabulary, best of the runs"},
         "machine": records.machine(tokenizers=tokenizers.__version__,
                                    regex=regex.__version__),
     }

@@ -88,6 +88,9 @@ def main() -> None:
                        and ours["train_seconds"] <= nano["train_seconds"]),
         "runs": runs,
         "command": "python benchmarks/gpt_cpu_recipe.py " + " ".join(sys.argv[1:]),
+        "plot": {"x": "train_seconds", "y": "val_loss", "label": "recipe",
+                 "xlabel": "training seconds", "ylabel": "validation loss (nats/char)",
+                 "caption": "validation loss against training time, one point per recipe"},
         "machine": records.machine(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -72,3 +72,39 @@ def test_pages_leave_the_backend_and_pyplot_alone(tmp_path):
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert (tmp_path / "chapter_map.svg").is_file()
+
+
+def test_instructors_table_has_prerequisites_exercises_and_minutes(tmp_path):
+    from lecturelib.book import exercises
+
+    machine = {"cpu_count": 2, "platform": "Linux", "torch": "2.13.0"}
+    cpu = {"profile_requested": "cpu", "machine": machine, "notebooks": [
+        {"path": "notebooks/02_recurrent_networks.ipynb", "wall_s": 90.0, "profile": "cpu"}]}
+    table = bookpages.instructors_table(ROOT, build.toc_files(ROOT), [cpu])
+    lines = table.splitlines()
+    assert lines[0] == "| Chapter | Builds on | Exercises | Minutes (cpu, 2 cores) |"
+    import json
+
+    nb = json.loads((ROOT / "notebooks/02_recurrent_networks.ipynb").read_text())
+    n = len(exercises.exercises(nb))
+    assert n >= 3
+    row = next(line for line in lines if "02_recurrent_networks" in line)
+    assert row.endswith(f"| 1 | {n} | 1.5 |")
+    assert next(line for line in lines if "01_language_models" in line).endswith("| – |")
+    assert len(lines) == 2 + len(build.toc_notebooks(ROOT))
+
+
+def test_benchmark_page_shows_every_record_with_its_machine_command_and_figure(tmp_path):
+    from lecturelib.book import benchmarks
+
+    md = benchmarks.page(ROOT / "benchmarks" / "results", tmp_path)
+    records = benchmarks.load_records(ROOT / "benchmarks" / "results")
+    assert len(records) >= 2
+    for name, record in records:
+        assert f"## `{name}`" in md and record["command"].strip() in md
+        assert record["machine"]["date"][:10] in md
+        if "plot" in record:
+            assert (tmp_path / f"{name}.svg").read_text().startswith("<?xml")
+    ours = next(r for n, r in records if n == "gpt_cpu_recipe")["runs"][1]
+    assert f"| {ours['recipe']} | {ours['val_loss']:.4g} |" in md
+    assert "## Build records" in md and "`book-cpu.json`" in md

@@ -28,6 +28,9 @@ CASES = [
         t, t / "out", "notebooks/01_language_models"), TypeError,
      r"toc_files must be a list of toc entries .*got the single str "
      r"'notebooks/01_language_models'"),
+    ("instructors_table: one string", lambda t: pages.instructors_table(
+        t, "notebooks/01_language_models", []), TypeError,
+     r"toc_files must be a list of toc entries .*got the single str"),
 ]
 
 

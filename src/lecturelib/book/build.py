@@ -17,10 +17,9 @@
 3. assembles: copies the book's sources (``_config.yml``, ``_toc.yml``, ``book/``,
    ``notebooks/``) into ``_build/src``, puts the executed copies in, and merges the parts'
    records into ``_build/record.json``;
-4. writes the generated pages (measured run times, chapter map) and bundles MathJax 3 for offline
-   reading;
-5. renders the copy with ``jupyter-book build -W -n --keep-going`` (execution off) and prints
-   where ``index.html`` is.
+4. writes the generated pages (measured run times, chapter map);
+5. renders the copy with ``jupyter-book build -W -n --keep-going`` (execution off), bundles
+   MathJax 3 into the site for offline reading and prints where ``index.html`` is.
 
 ``--only NAME`` executes just the matching notebooks into ``_build/src`` and renders them among
 the others unexecuted: for writing a chapter.
@@ -279,22 +278,28 @@ def times_table(root: Path, records: list[dict]) -> str:
 
 
 def generated_pages(root: Path, stage: Path, record: dict) -> None:
-    """Pages made at build time: the run-time table of *Running the notebooks* (from the build
-    records) and the chapter map of the landing page (from ``book/chapters.yml``)."""
+    """Pages made at build time: the run-time table of *Running the notebooks* and the chapter
+    table of *For instructors* (from the build records), the chapter map of the landing page
+    (from ``book/chapters.yml``) and the benchmark appendix (from ``benchmarks/results``)."""
     committed = [json.loads(p.read_text()) for p in sorted((root / RECORDS).glob("book-*.json"))]
     profiles_now = {n.get("profile") for n in record["notebooks"]}
     others = [r for r in committed if {n.get("profile") for n in r["notebooks"]} != profiles_now]
     out = stage / "book" / "_generated"
     out.mkdir(parents=True, exist_ok=True)
     (out / "run_times.md").write_text(times_table(root, [record, *others]), encoding="utf-8")
-    from lecturelib.book.pages import write_chapter_map
+    from lecturelib.book import benchmarks, pages
 
-    write_chapter_map(root, out, toc_files(root))
+    pages.write_chapter_map(root, out, toc_files(root))
+    (out / "instructors.md").write_text(pages.instructors_table(
+        root, toc_files(root), [record, *others]), encoding="utf-8")
+    benchmarks.write_page(root, out)
 
 
-def bundle_mathjax(root: Path, stage: Path) -> None:
-    """Install MathJax 3 from the npm registry (once) and ship it with the site, so that formulas
-    render without internet. ``_config.yml`` points ``mathjax_path`` at it."""
+def bundle_mathjax(root: Path, html: Path) -> None:
+    """Install MathJax 3 from the npm registry (once) and ship it with the rendered site ``html``
+    (in ``_static/mathjax``, where ``_config.yml`` points ``mathjax_path``), so that formulas
+    render without internet. It is copied after rendering: a static path given to Sphinx would
+    have every one of its scripts injected into every page."""
     npm_dir = root / "_build" / "npm"
     es5 = npm_dir / "node_modules" / "mathjax" / "es5"
     if not (es5 / "tex-mml-chtml.js").is_file():
@@ -305,7 +310,7 @@ def bundle_mathjax(root: Path, stage: Path) -> None:
         print(f"fetching MathJax {MATHJAX_VERSION} from the npm registry ...", flush=True)
         subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(npm_dir),
                         f"mathjax@{MATHJAX_VERSION}"], check=True, stdout=subprocess.DEVNULL)
-    target = stage / "_mathjax" / "mathjax"
+    target = html / "_static" / "mathjax"
     target.mkdir(parents=True, exist_ok=True)
     shutil.copy2(es5 / "tex-mml-chtml.js", target)
     for part in ("a11y", "adaptors", "input", "output", "ui"):  # loaded on demand by the page
@@ -370,8 +375,9 @@ def build(root: Path, profile: str, only: str | None = None, render_site: bool =
     if not render_site:
         return build_dir / "record.json"
     generated_pages(root, stage, record)
-    bundle_mathjax(root, stage)
-    return render(stage, build_dir / "site")
+    index = render(stage, build_dir / "site")
+    bundle_mathjax(root, index.parent)
+    return index
 
 
 def main(argv: list[str] | None = None) -> int:

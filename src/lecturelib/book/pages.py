@@ -91,13 +91,17 @@ def _wrap(title: str, width: int = 24) -> str:
     return "\n".join([*lines, line])
 
 
-def write_chapter_map(root: Path, out: Path, toc_files: Iterable[str]) -> None:
-    """Write ``chapter_map.md`` and ``chapter_map.svg`` into ``out``; ``toc_files`` are the
-    ``file`` entries of ``_toc.yml`` (``lecturelib.book.build.toc_files``)."""
+def _check_toc_files(toc_files: object) -> None:
     if isinstance(toc_files, (str, Path)):
         raise TypeError(f"toc_files must be a list of toc entries such as "
                         f"'notebooks/01_language_models'; got the single "
                         f"{type(toc_files).__name__} {str(toc_files)!r}")
+
+
+def write_chapter_map(root: Path, out: Path, toc_files: Iterable[str]) -> None:
+    """Write ``chapter_map.md`` and ``chapter_map.svg`` into ``out``; ``toc_files`` are the
+    ``file`` entries of ``_toc.yml`` (``lecturelib.book.build.toc_files``)."""
+    _check_toc_files(toc_files)
     parts = load_chapters(root)
     in_book = set(toc_files)
     for part in parts:  # a chapter is drawn as available only once it is in the book
@@ -107,3 +111,36 @@ def write_chapter_map(root: Path, out: Path, toc_files: Iterable[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "chapter_map.md").write_text(chapter_map_table(parts, in_book), encoding="utf-8")
     chapter_map_figure(parts, out / "chapter_map.svg")
+
+
+def instructors_table(root: Path, toc_files: Iterable[str], records: list[dict]) -> str:
+    """Markdown: per written chapter, its prerequisites, number of exercises and measured
+    minutes in each build record (``records``: build records, e.g. the cpu and gpu ones)."""
+    import json
+
+    from lecturelib.book.exercises import exercises
+
+    _check_toc_files(toc_files)
+    in_book = set(toc_files)
+    heads = []
+    for r in records:
+        profiles = sorted({n.get("profile") for n in r["notebooks"]} - {None})
+        where = r["machine"].get("gpu") or f"{r['machine']['cpu_count']} cores"
+        heads.append(f"{'/'.join(profiles) or r['profile_requested']}, {where}")
+    rows = ["| Chapter | Builds on | Exercises | " + " | ".join(
+        f"Minutes ({h})" for h in heads) + " |",
+        "|---|---|---:|" + "---:|" * len(records)]
+    for part in load_chapters(root):
+        for c in part["chapters"]:
+            if c.get("file") not in in_book:
+                continue
+            path = f"{c['file']}.ipynb"
+            nb = json.loads((root / path).read_text(encoding="utf-8"))
+            minutes = []
+            for r in records:
+                n = next((n for n in r["notebooks"] if n["path"] == path), None)
+                minutes.append(f"{n['wall_s'] / 60:.1f}" if n else "–")
+            needs = ", ".join(str(n) for n in c["needs"]) or "–"
+            rows.append(f"| [{c['n']}. {c['title']}](../{c['file']}.ipynb) | {needs} | "
+                        f"{len(exercises(nb))} | " + " | ".join(minutes) + " |")
+    return "\n".join(rows) + "\n"
