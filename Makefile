@@ -13,7 +13,7 @@ PART    ?=
 # see src/lecturelib/__init__.py: spinning OpenMP threads stall small models on shared cores
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: env test unit notebooks book student grade record clean
+.PHONY: env test unit notebooks colab book browsercheck student grade record clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is needed"'
@@ -33,8 +33,18 @@ notebooks: env
 	LECTURELIB_PROFILE=smoke LECTURELIB_PROGRESS=summary MPLBACKEND=agg \
 	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 
+# A chapter's Colab cell, for real: lecturelib installed from a git clone at the pinned commit
+# into a fresh virtualenv, then the chapter run (tests/test_colab_install.py).
+colab: env
+	$(PY) -m pytest -q -m colab tests/test_colab_install.py
+
 book: env
 	$(PY) -m lecturelib.book.build --profile $(PROFILE) $(if $(PART),--part $(PART))
+
+# Every page of the built site in headless Chromium: untypeset math, clipped equations, code
+# wider than the column, broken images and links, raw roles, MathJax errors.
+browsercheck: env
+	$(PY) -m lecturelib.book.browsercheck _build/site/_build/html
 
 student: env
 	$(PY) -m lecturelib.book.exercises --toc --out _build/student --zip

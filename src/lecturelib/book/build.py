@@ -38,11 +38,15 @@ from pathlib import Path
 
 from lecturelib.book import gluecheck, sync
 from lecturelib.book.execute import machine
-from lecturelib.book.toc import toc_files, toc_notebooks, toc_parts
+from lecturelib.book.site import (SiteError, bundle_mathjax, drop_repeated_scripts,
+                                  generated_pages)
+from lecturelib.book.toc import toc_notebooks, toc_parts
+
+# Re-exported: the build's pieces are reached through this module too.
+from lecturelib.book.site import times_table  # noqa: F401,E402
+from lecturelib.book.toc import toc_files  # noqa: F401,E402
 
 SOURCES = ("_config.yml", "_toc.yml", "_static", "book", "notebooks")
-MATHJAX_VERSION = "3.2.2"
-RECORDS = Path("benchmarks/results")  # committed build records: book-<profile>.json
 EXECUTED = Path("_build/executed")    # executed copies and one record per part
 
 
@@ -242,81 +246,6 @@ def write_record(root: Path, record: dict) -> None:
     path.write_text(json.dumps(record, indent=2) + "\n")
 
 
-def _title(root: Path, nb: str) -> str:
-    """``"1. Language models and word embeddings"`` for ``notebooks/01_language_models.ipynb``."""
-    stem = Path(nb).stem
-    number = f"{int(stem[:2])}. " if stem[:2].isdigit() else ""
-    cells = json.loads((root / nb).read_text(encoding="utf-8"))["cells"]
-    for cell in cells:
-        for line in "".join(cell["source"]).splitlines():
-            if cell["cell_type"] == "markdown" and line.startswith("# "):
-                return number + line[2:].strip()
-    return stem
-
-
-def times_table(root: Path, records: list[dict]) -> str:
-    """A Markdown table of measured run times per chapter, one column per record."""
-    if not records:
-        return "*No build record yet.*\n"
-    heads = []
-    for r in records:
-        profiles = {n.get("profile") for n in r["notebooks"]} - {None}
-        where = r["machine"].get("gpu") or f"{r['machine']['cpu_count']} CPU cores"
-        heads.append(f"{'/'.join(sorted(profiles)) or r['profile_requested']} ({where})")
-    rows = [["Chapter", *heads], ["---", *["---:"] * len(records)]]
-    paths = list(dict.fromkeys(n["path"] for r in records for n in r["notebooks"]))
-    for p in paths:
-        cells = []
-        for r in records:
-            n = next((n for n in r["notebooks"] if n["path"] == p), None)
-            cells.append(f"{n['wall_s']:.0f} s, {n['peak_rss_mb']:.0f} MB" if n else "–")
-        rows.append([f"[{_title(root, p)}](../{Path(p).with_suffix('')}.ipynb)", *cells])
-    rows.append(["**Whole book**", *[f"**{r['total_s'] / 60:.1f} min**" for r in records]])
-    notes = "\n".join(f"- {h}: measured {r['created'][:10]} with torch {r['machine']['torch']} "
-                      f"on {r['machine']['platform']}" for h, r in zip(heads, records))
-    return "\n".join("| " + " | ".join(row) + " |" for row in rows) + "\n\n" + notes + "\n"
-
-
-def generated_pages(root: Path, stage: Path, record: dict) -> None:
-    """Pages made at build time: the run-time table of *Running the notebooks* and the chapter
-    table of *For instructors* (from the build records), the chapter map of the landing page
-    (from ``book/chapters.yml``) and the benchmark appendix (from ``benchmarks/results``)."""
-    committed = [json.loads(p.read_text()) for p in sorted((root / RECORDS).glob("book-*.json"))]
-    profiles_now = {n.get("profile") for n in record["notebooks"]}
-    others = [r for r in committed if {n.get("profile") for n in r["notebooks"]} != profiles_now]
-    out = stage / "book" / "_generated"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "run_times.md").write_text(times_table(root, [record, *others]), encoding="utf-8")
-    from lecturelib.book import benchmarks, pages
-
-    pages.write_chapter_map(root, out, toc_files(root))
-    (out / "instructors.md").write_text(pages.instructors_table(
-        root, toc_files(root), [record, *others]), encoding="utf-8")
-    benchmarks.write_page(root, out)
-
-
-def bundle_mathjax(root: Path, html: Path) -> None:
-    """Install MathJax 3 from the npm registry (once) and ship it with the rendered site ``html``
-    (in ``_static/mathjax``, where ``_config.yml`` points ``mathjax_path``), so that formulas
-    render without internet. It is copied after rendering: a static path given to Sphinx would
-    have every one of its scripts injected into every page."""
-    npm_dir = root / "_build" / "npm"
-    es5 = npm_dir / "node_modules" / "mathjax" / "es5"
-    if not (es5 / "tex-mml-chtml.js").is_file():
-        npm = shutil.which("npm")
-        if npm is None:
-            raise BuildError("npm is needed once to fetch MathJax for offline math; install "
-                             "Node.js (https://nodejs.org) and run make book again")
-        print(f"fetching MathJax {MATHJAX_VERSION} from the npm registry ...", flush=True)
-        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(npm_dir),
-                        f"mathjax@{MATHJAX_VERSION}"], check=True, stdout=subprocess.DEVNULL)
-    target = html / "_static" / "mathjax"
-    target.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(es5 / "tex-mml-chtml.js", target)
-    for part in ("a11y", "adaptors", "input", "output", "ui"):  # loaded on demand by the page
-        shutil.copytree(es5 / part, target / part, dirs_exist_ok=True)
-
-
 def stage_sources(root: Path, stage: Path) -> None:
     if stage.exists():
         shutil.rmtree(stage)
@@ -377,6 +306,7 @@ def build(root: Path, profile: str, only: str | None = None, render_site: bool =
     generated_pages(root, stage, record)
     index = render(stage, build_dir / "site")
     bundle_mathjax(root, index.parent)
+    drop_repeated_scripts(index.parent)
     return index
 
 
@@ -394,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--part and --only cannot be combined")
     try:
         out = build(root, args.profile, args.only, not args.no_render, args.part)
-    except BuildError as err:
+    except (BuildError, SiteError) as err:
         print(f"\nBUILD FAILED: {err}", file=sys.stderr)
         return 1
     print(f"\nThe book is at {out}" if out.suffix == ".html" else f"\nRecord: {out}")

@@ -1,0 +1,120 @@
+"""The rendered site's finishing: the pages generated from data at build time (run times, the
+instructors' table, the chapter map, the benchmark appendix), MathJax bundled for offline
+reading, and repeated inline scripts removed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from lecturelib.book.toc import toc_files
+
+MATHJAX_VERSION = "3.2.2"
+RECORDS = Path("benchmarks/results")  # committed build records: book-<profile>.json
+
+
+class SiteError(RuntimeError):
+    pass
+
+
+def _title(root: Path, nb: str) -> str:
+    """``"1. Language models and word embeddings"`` for ``notebooks/01_language_models.ipynb``."""
+    stem = Path(nb).stem
+    number = f"{int(stem[:2])}. " if stem[:2].isdigit() else ""
+    cells = json.loads((root / nb).read_text(encoding="utf-8"))["cells"]
+    for cell in cells:
+        for line in "".join(cell["source"]).splitlines():
+            if cell["cell_type"] == "markdown" and line.startswith("# "):
+                return number + line[2:].strip()
+    return stem
+
+
+def times_table(root: Path, records: list[dict]) -> str:
+    """A Markdown table of measured run times per chapter, one column per record."""
+    if not records:
+        return "*No build record yet.*\n"
+    heads = []
+    for r in records:
+        profiles = {n.get("profile") for n in r["notebooks"]} - {None}
+        where = r["machine"].get("gpu") or f"{r['machine']['cpu_count']} CPU cores"
+        heads.append(f"{'/'.join(sorted(profiles)) or r['profile_requested']} ({where})")
+    rows = [["Chapter", *heads], ["---", *["---:"] * len(records)]]
+    paths = list(dict.fromkeys(n["path"] for r in records for n in r["notebooks"]))
+    for p in paths:
+        cells = []
+        for r in records:
+            n = next((n for n in r["notebooks"] if n["path"] == p), None)
+            cells.append(f"{n['wall_s']:.0f} s, {n['peak_rss_mb']:.0f} MB" if n else "–")
+        rows.append([f"[{_title(root, p)}](../{Path(p).with_suffix('')}.ipynb)", *cells])
+    rows.append(["**Whole book**", *[f"**{r['total_s'] / 60:.1f} min**" for r in records]])
+    notes = "\n".join(f"- {h}: measured {r['created'][:10]} with torch {r['machine']['torch']} "
+                      f"on {r['machine']['platform']}" for h, r in zip(heads, records))
+    return "\n".join("| " + " | ".join(row) + " |" for row in rows) + "\n\n" + notes + "\n"
+
+
+def generated_pages(root: Path, stage: Path, record: dict) -> None:
+    """Pages made at build time: the run-time table of *Running the notebooks* and the chapter
+    table of *For instructors* (from the build records), the chapter map of the landing page
+    (from ``book/chapters.yml``) and the benchmark appendix (from ``benchmarks/results``)."""
+    committed = [json.loads(p.read_text()) for p in sorted((root / RECORDS).glob("book-*.json"))]
+    profiles_now = {n.get("profile") for n in record["notebooks"]}
+    others = [r for r in committed if {n.get("profile") for n in r["notebooks"]} != profiles_now]
+    out = stage / "book" / "_generated"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "run_times.md").write_text(times_table(root, [record, *others]), encoding="utf-8")
+    from lecturelib.book import benchmarks, pages
+
+    pages.write_chapter_map(root, out, toc_files(root))
+    (out / "instructors.md").write_text(pages.instructors_table(
+        root, toc_files(root), [record, *others]), encoding="utf-8")
+    benchmarks.write_page(root, out)
+
+
+def bundle_mathjax(root: Path, html: Path) -> None:
+    """Install MathJax 3 from the npm registry (once) and ship it with the rendered site ``html``
+    (in ``_static/mathjax``, where ``_config.yml`` points ``mathjax_path``), so that formulas
+    render without internet. It is copied after rendering: a static path given to Sphinx would
+    have every one of its scripts injected into every page."""
+    npm_dir = root / "_build" / "npm"
+    es5 = npm_dir / "node_modules" / "mathjax" / "es5"
+    if not (es5 / "tex-mml-chtml.js").is_file():
+        npm = shutil.which("npm")
+        if npm is None:
+            raise SiteError("npm is needed once to fetch MathJax for offline math; install "
+                             "Node.js (https://nodejs.org) and run make book again")
+        print(f"fetching MathJax {MATHJAX_VERSION} from the npm registry ...", flush=True)
+        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(npm_dir),
+                        f"mathjax@{MATHJAX_VERSION}"], check=True, stdout=subprocess.DEVNULL)
+    target = html / "_static" / "mathjax"
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(es5 / "tex-mml-chtml.js", target)
+    for part in ("a11y", "adaptors", "input", "output", "ui"):  # loaded on demand by the page
+        shutil.copytree(es5 / part, target / part, dirs_exist_ok=True)
+
+
+def drop_repeated_scripts(html: Path) -> int:
+    """Remove an inline ``<script>`` that repeats an earlier one of the same page word for word
+    (sphinx-thebe adds its configuration twice, and the second ``const`` declaration is a
+    syntax error in the browser's console); returns the number of pages changed."""
+    import re
+
+    changed = 0
+    for page in html.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        seen: set[str] = set()
+
+        def once(m: re.Match) -> str:
+            if m.group(0) in seen:
+                return ""
+            seen.add(m.group(0))
+            return m.group(0)
+
+        tidy = re.sub(r"[ \t]*<script>[^<]+</script>\n?", once, text)
+        if tidy != text:
+            page.write_text(tidy, encoding="utf-8")
+            changed += 1
+    return changed
+
+
