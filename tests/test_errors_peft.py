@@ -1,0 +1,71 @@
+"""Bad input to lecturelib.peft: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from lecturelib import gpt, lm, peft
+
+
+def model():
+    torch.manual_seed(0)
+    return gpt.GPT(gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=1, n_heads=2))
+
+
+CASES = [
+    (lambda: peft.LoRALinear(nn.Conv1d(2, 2, 1), 2, 4.0), TypeError,
+     r"base must be an nn.Linear; got Conv1d"),
+    (lambda: peft.LoRALinear(nn.Linear(8, 4), 0, 4.0), ValueError,
+     r"r must be an int in 1..4; got int 0"),
+    (lambda: peft.LoRALinear(nn.Linear(8, 4), 5, 4.0), ValueError,
+     r"r must be an int in 1..4; got int 5"),
+    (lambda: peft.LoRALinear(nn.Linear(8, 4), 2, 0.0), ValueError,
+     r"alpha must be a finite number in \(0, inf\); got float 0.0"),
+    (lambda: peft.LoRALinear(nn.Linear(8, 4), 2, 1.0, rows=[0, 4]), ValueError,
+     r"rows must be a non-empty 1-d list of output rows in 0..3; got .*shape \(2,\)"),
+    (lambda: peft.LoRALinear(nn.Linear(8, 4), 2, 1.0, rows=[]), ValueError,
+     r"rows must be a non-empty 1-d list of output rows in 0..3"),
+    (lambda: peft.LoRALinear(nn.Linear(8, 4), 2, 1.0, rows=[0.5]), ValueError,
+     r"rows must be a non-empty 1-d list of output rows in 0..3; got torch.float32"),
+    (lambda: peft.add_lora(nn.Linear(2, 2)), TypeError,
+     r"model must be a lecturelib.gpt.GPT; got Linear"),
+    (lambda: peft.add_lora(model(), parts="qx"), ValueError,
+     r"parts must name distinct slices among 'q', 'k', 'v' \(e.g. 'qv'\); got 'qx'"),
+    (lambda: peft.add_lora(model(), parts="qq"), ValueError,
+     r"parts must name distinct slices .*got 'qq'"),
+    (lambda: peft.add_lora(model(), parts=""), ValueError,
+     r"parts must name distinct slices .*got ''"),
+    (lambda: peft.add_lora(peft.add_lora(model())), ValueError,
+     r"model already has LoRA on its qkv projections"),
+    (lambda: peft.merge_lora(model()), ValueError,
+     r"model has no LoRA layers to merge \(call add_lora first\)"),
+    (lambda: peft.add_adapters(model(), 0), ValueError,
+     r"d_bottleneck must be an int >= 1; got int 0"),
+    (lambda: peft.add_adapters("gpt"), TypeError,
+     r"model must be a lecturelib.gpt.GPT; got str 'gpt'"),
+    (lambda: peft.PromptTuned(model(), torch.tensor([1.0, 2.0])), ValueError,
+     r"init_ids must be a 1-d tensor of 1 to 7 token ids in 0..6; got torch.float32"),
+    (lambda: peft.PromptTuned(model(), torch.arange(8)), ValueError,
+     r"init_ids must be a 1-d tensor of 1 to 7 token ids in 0..6; got torch.int64 tensor "
+     r"of shape \(8,\)"),
+    (lambda: peft.PrefixTuned(model(), torch.tensor([1, 9])), ValueError,
+     r"init_ids must be a 1-d tensor of 1 to 7 token ids in 0..6"),
+    (lambda: peft.PrefixTuned(model(), torch.tensor([[1, 2]])), ValueError,
+     r"init_ids must be a 1-d tensor .*shape \(1, 2\)"),
+    (lambda: peft.PromptTuned(model(), torch.tensor([1, 2, 3]))(
+        torch.zeros(1, 6, dtype=torch.long)), ValueError,
+     r"ids has 6 positions; with a prompt of 3 the model takes 1 to 5"),
+    (lambda: peft.PrefixTuned(model(), torch.tensor([1]))(torch.zeros(1, 9, dtype=torch.long)),
+     ValueError, r"ids has 9 positions; the model takes 1 to seq_len = 8"),
+    (lambda: peft.trainable([1]), TypeError, r"model must be an nn.Module; got list"),
+    (lambda: peft.to_vocab(b"text", lm.Vocab("text")), TypeError,
+     r"text must be a str; got bytes"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

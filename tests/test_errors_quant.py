@@ -1,0 +1,58 @@
+"""Bad input to lecturelib.quant: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import gpt, quant
+
+
+def model():
+    torch.manual_seed(0)
+    return gpt.GPT(gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=1, n_heads=2))
+
+
+W = torch.randn(4, 8)
+H = 2 * torch.eye(8)
+
+CASES = [
+    (lambda: quant.fake_quantize(torch.randn(8), 4), ValueError,
+     r"w must be a 2-d float tensor \(d_out, d_in\); got torch.float32 tensor of shape "
+     r"\(8,\)"),
+    (lambda: quant.fake_quantize(torch.ones(2, 2, dtype=torch.long), 4), ValueError,
+     r"w must be a 2-d float tensor .*torch.int64"),
+    (lambda: quant.fake_quantize([[1.0]], 4), ValueError, r"w must be a 2-d float tensor .*list"),
+    (lambda: quant.fake_quantize(W, 1), ValueError, r"bits must be an int in 2..16; got int 1"),
+    (lambda: quant.fake_quantize(W, 4.0), ValueError, r"bits must be an int in 2..16; got float"),
+    (lambda: quant.fake_quantize(W, 4, scheme="nf4"), ValueError,
+     r"scheme must be one of \('absmax', 'zeropoint'\); got 'nf4'"),
+    (lambda: quant.fake_quantize(W, 4, group_size=3), ValueError,
+     r"group_size \(3\) must divide d_in \(8\)"),
+    (lambda: quant.fake_quantize(W, 4, group_size=0), ValueError,
+     r"group_size must be an int >= 1; got int 0"),
+    (lambda: quant.hessian(torch.randn(5)), ValueError,
+     r"x must be a 2-d float tensor \(d_out, d_in\); got .*shape \(5,\)"),
+    (lambda: quant.gptq(W, torch.eye(4), 4), ValueError,
+     r"h must be the \(8, 8\) Hessian of w's inputs; got torch.float32 tensor of shape "
+     r"\(4, 4\)"),
+    (lambda: quant.gptq(W, H, 4, damp=0.0), ValueError,
+     r"damp must be a finite number in \(0, inf\); got float 0.0"),
+    (lambda: quant.gptq(W, H, 17), ValueError, r"bits must be an int in 2..16; got int 17"),
+    (lambda: quant.quantize_model(torch.nn.Linear(2, 2), 4), TypeError,
+     r"model must be a lecturelib.gpt.GPT; got Linear"),
+    (lambda: quant.quantize_model(model(), 4, method="awq"), ValueError,
+     r"method must be 'rtn' or 'gptq'; got 'awq'"),
+    (lambda: quant.quantize_model(model(), 4, method="gptq"), ValueError,
+     r"method='gptq' needs calib_ids, windows of calibration text"),
+    (lambda: quant.quantize_model(model(), 0), ValueError,
+     r"bits must be an int in 2..16; got int 0"),
+    (lambda: quant.quantize_model(model(), 4, 5), ValueError,
+     r"group_size \(5\) must divide d_in \(16\)"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
