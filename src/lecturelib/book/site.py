@@ -64,12 +64,16 @@ def generated_pages(root: Path, stage: Path, record: dict) -> None:
     out = stage / "book" / "_generated"
     out.mkdir(parents=True, exist_ok=True)
     (out / "run_times.md").write_text(times_table(root, [record, *others]), encoding="utf-8")
-    from lecturelib.book import benchmarks, pages
+    from lecturelib.book import benchmarks, coverage, pages
 
     pages.write_chapter_map(root, out, toc_files(root))
     (out / "instructors.md").write_text(pages.instructors_table(
         root, toc_files(root), [record, *others]), encoding="utf-8")
     benchmarks.write_page(root, out)
+    try:
+        coverage.write_page(root, stage, toc_files(root), out)  # labels the staged sections
+    except coverage.CoverageError as err:
+        raise SiteError(str(err)) from None
 
 
 def bundle_mathjax(root: Path, html: Path) -> None:
