@@ -5,7 +5,8 @@ would see broken:
   error box;
 - ``clipped``: a display equation wider than its box that neither breaks nor scrolls (checked
   at 1280 px and at 400 px);
-- ``code``: a code line wider than the column (the cell scrolls sideways at 1280 px);
+- ``code``: a code line wider than the column (the cell scrolls sideways at 1280 px; outputs
+  may scroll);
 - ``image``: an image that did not load;
 - ``link``: a link to a local page that does not exist, or to an anchor that is not on it;
 - ``role``: a MyST role shown raw (``{cite}`…```) instead of rendered;
@@ -55,7 +56,8 @@ ready.then(() => {
   const clipped = [...document.querySelectorAll('mjx-container[display="true"]')]
     .filter((c) => tooWide(c) && !["auto", "scroll"].includes(getComputedStyle(c).overflowX))
     .map((c) => (c.querySelector("mjx-assistive-mml") || c).textContent.slice(0, 60));
-  const code = [...main.querySelectorAll("div.highlight pre")].filter(tooWide)
+  const code = [...main.querySelectorAll("div.highlight pre")]
+    .filter((p) => !p.closest(".cell_output, .output")).filter(tooWide)
     .map((p) => p.textContent.split("\n").reduce((a, b) => (b.length > a.length ? b : a), ""));
   done({
     text: text,

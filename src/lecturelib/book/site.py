@@ -1,9 +1,11 @@
 """The rendered site's finishing: the pages generated from data at build time (run times, the
 instructors' table, the chapter map, the benchmark appendix), MathJax bundled for offline
-reading, and repeated inline scripts removed."""
+reading, repeated inline scripts removed, and each chapter's page freed of bookkeeping
+(``present``)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import subprocess
@@ -74,6 +76,8 @@ def generated_pages(root: Path, stage: Path, record: dict) -> None:
         coverage.write_page(root, stage, toc_files(root), out)  # labels the staged sections
     except coverage.CoverageError as err:
         raise SiteError(str(err)) from None
+    for nb in sorted((stage / "notebooks").glob("*.ipynb")):
+        present(nb)
 
 
 def bundle_mathjax(root: Path, html: Path) -> None:
@@ -122,3 +126,59 @@ def drop_repeated_scripts(html: Path) -> int:
     return changed
 
 
+
+
+def _is_glue(node: ast.stmt) -> bool:
+    """A ``glue(...)`` call, or a loop or branch that only glues."""
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        func = node.value.func
+        return (isinstance(func, ast.Name) and func.id == "glue") or (
+            isinstance(func, ast.Attribute) and func.attr == "glue")
+    if isinstance(node, (ast.For, ast.If)):
+        return all(_is_glue(n) for n in node.body + node.orelse)
+    return False
+
+
+def without_glue(source: str) -> str:
+    """``source`` without its top-level ``glue(...)`` statements (the numbers a cell hands to
+    the prose): bookkeeping the book's reader need not see. Unparsable cells are left alone."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # IPython magics
+        return source
+    drop = set()
+    for node in tree.body:
+        if _is_glue(node):
+            drop.update(range(node.lineno, node.end_lineno + 1))
+    if not drop:
+        return source
+    kept = [line for i, line in enumerate(source.split("\n"), 1) if i not in drop]
+    text = "\n".join(kept)
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    return text.strip("\n")
+
+
+def present(path: Path) -> None:
+    """Prepare a staged, executed chapter for the page: its ``glue(...)`` lines are hidden (a
+    cell left empty shows only its output), and each exercise's solution folds, output and
+    all, under "Show solution". The notebooks in the repository keep both."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        meta = cell.setdefault("metadata", {})
+        tags = meta.setdefault("tags", [])
+        source = "".join(cell["source"])
+        if not source.startswith("# Same code as"):
+            shown = without_glue(source)
+            if shown != source:
+                cell["source"] = shown.splitlines(keepends=True)
+                if not shown.strip() and not {"remove-input", "remove-cell"} & set(tags):
+                    tags.append("remove-input")
+        if "solution" in tags:
+            tags[:] = [t for t in tags if t not in ("hide-input", "hide-output")]
+            tags.append("hide-cell")
+            meta["mystnb"] = {**meta.get("mystnb", {}), "code_prompt_show": "Show solution",
+                              "code_prompt_hide": "Hide solution"}
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
