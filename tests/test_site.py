@@ -35,7 +35,10 @@ def test_present_hides_glue_folds_solutions_and_leaves_marker_cells(tmp_path):
     nb = {"cells": [
         cell('glue("a", 1)\nglue("b", 2)', []),
         cell('x = 1\nglue("x", x)\nassert x == 1', []),
+        {"cell_type": "markdown", "metadata": {}, "source": "**1. Two.** Set y to 2."},
         cell("# BEGIN SOLUTION\ny = 2\n# END SOLUTION", ["solution", "hide-input"]),
+        cell("assert y == 2\nprint(y)", [], [{"output_type": "stream", "name": "stdout",
+                                               "text": "2\n"}]),
         cell(marker, []),
         {"cell_type": "markdown", "metadata": {}, "source": 'glue("not code", 1)'},
     ], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
@@ -46,8 +49,10 @@ def test_present_hides_glue_folds_solutions_and_leaves_marker_cells(tmp_path):
     assert cells[0]["source"] == [] and cells[0]["metadata"]["tags"] == ["remove-input"]
     assert "".join(cells[1]["source"]) == "x = 1\nassert x == 1"
     assert cells[1]["metadata"]["tags"] == []
-    assert cells[2]["metadata"]["tags"] == ["solution", "hide-cell"]
-    assert cells[2]["metadata"]["mystnb"] == {"code_prompt_show": "Show solution",
+    assert cells[3]["metadata"]["tags"] == ["solution", "hide-cell"]
+    assert cells[3]["metadata"]["mystnb"] == {"code_prompt_show": "Show solution",
                                               "code_prompt_hide": "Hide solution"}
-    assert "".join(cells[3]["source"]) == marker
-    assert cells[4]["source"] == 'glue("not code", 1)'
+    assert cells[4]["metadata"]["tags"] == ["hide-output"]  # the check's printout
+    assert "".join(cells[4]["source"]) == "assert y == 2\nprint(y)"
+    assert "".join(cells[5]["source"]) == marker and cells[5]["metadata"]["tags"] == []
+    assert cells[6]["source"] == 'glue("not code", 1)'

@@ -162,9 +162,13 @@ def without_glue(source: str) -> str:
 def present(path: Path) -> None:
     """Prepare a staged, executed chapter for the page: its ``glue(...)`` lines are hidden (a
     cell left empty shows only its output), and each exercise's solution folds, output and
-    all, under "Show solution". The notebooks in the repository keep both."""
+    all, under "Show solution", and what a check prints folds under "Show output" (it may give
+the answer away). The notebooks in the repository are left as they are."""
+    from lecturelib.book.exercises import exercises
+
     nb = json.loads(path.read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
+    checks = {i for ex in exercises(nb) for i in ex.checks}
+    for index, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "code":
             continue
         meta = cell.setdefault("metadata", {})
@@ -181,4 +185,8 @@ def present(path: Path) -> None:
             tags.append("hide-cell")
             meta["mystnb"] = {**meta.get("mystnb", {}), "code_prompt_show": "Show solution",
                               "code_prompt_hide": "Hide solution"}
+        elif index in checks and cell.get("outputs") and "hide-output" not in tags:
+            tags.append("hide-output")  # the check stays in view; what it prints may tell
+            meta["mystnb"] = {**meta.get("mystnb", {}), "code_prompt_show": "Show output",
+                              "code_prompt_hide": "Hide output"}
     path.write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
