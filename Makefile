@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is needed"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test,book]"
+	$(PY) -m pip install --quiet -e ".[test,book,triton]"
 	touch $@
 
 env: $(VENV)/.installed
