@@ -49,34 +49,36 @@ def chapter_map_table(parts: list[dict], in_book: set[str] | None = None) -> str
 
 
 def chapter_map_figure(parts: list[dict], path: Path) -> None:
-    """Draw the chapters as boxes, one column per part, with an arrow from each prerequisite."""
-    boxes, fig = {}, Figure(figsize=(7.4, 6.0))
+    """Draw the chapters as one column of boxes in book order, grouped and coloured by part,
+    with an arc on the left from each prerequisite to the chapter that builds on it. Arcs
+    never pass through a box; written chapters are filled, the others are outlined."""
+    rows, fig = {}, Figure(figsize=(6.4, 7.4))
     ax = fig.add_axes([0, 0, 1, 1])
     ax.set_axis_off()
+    y = 0.0
     for col, part in enumerate(parts):
-        ax.text(col, 0.75, part["title"].replace(". ", ".\n"), ha="center", va="bottom",
-                fontsize=8, fontweight="bold", color=PART_COLORS[col])
-        for row, c in enumerate(part["chapters"]):
+        color = PART_COLORS[col]
+        ax.text(0.0, y, part["title"], ha="left", va="center", fontsize=9,
+                fontweight="bold", color=color)
+        y -= 1.0
+        for c in part["chapters"]:
             written = bool(c.get("file"))
-            boxes[c["n"]] = (col, ax.text(
-                col, -row * 1.2, f"{c['n']}. {_wrap(c['title'], 15)}", ha="center",
-                va="center", fontsize=7, bbox=dict(
-                    boxstyle="round,pad=0.3", lw=1.2, ec=PART_COLORS[col],
-                    fc=PART_COLORS[col] + ("40" if written else "10"))))
+            rows[c["n"]] = y
+            ax.text(0.0, y, f"{c['n']}. {c['title']}", ha="left", va="center", fontsize=8,
+                    bbox=dict(boxstyle="round,pad=0.25", lw=1.0, ec=color,
+                              fc=color + ("40" if written else "08")))
+            y -= 1.0
+        y -= 0.3
     for part in parts:
         for c in part["chapters"]:
-            col, target = boxes[c["n"]]
             for n in c["needs"]:
-                src_col, source = boxes[n]
-                same = src_col == col  # within a column: bottom to top; else right edge to left
-                ax.annotate("", xy=(0.5, 1) if same else (0, 0.5), xycoords=target,
-                            xytext=(0.5, 0) if same else (1, 0.5), textcoords=source,
+                bend = 0.35 if rows[n] - rows[c["n"]] > 1.5 else 0.5  # next row: rounder
+                ax.annotate("", xy=(-0.15, rows[c["n"]]), xytext=(-0.15, rows[n]),
                             arrowprops=dict(arrowstyle="->", color="#888888", lw=0.6,
-                                            shrinkA=2, shrinkB=2,
-                                            connectionstyle="arc3,rad=0.0" if same
-                                            else "arc3,rad=0.05"))
-    ax.set_xlim(-0.55, len(parts) - 0.45)
-    ax.set_ylim(-(max(len(p["chapters"]) for p in parts) - 1) * 1.2 - 0.55, 1.3)
+                                            shrinkA=1, shrinkB=1,
+                                            connectionstyle=f"arc3,rad={bend}"))
+    ax.set_xlim(-2.9, 7.6)
+    ax.set_ylim(y + 0.5, 0.8)
     fig.savefig(path, format="svg")
 
 
