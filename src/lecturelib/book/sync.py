@@ -226,8 +226,22 @@ def _name(notebook) -> str:
     return "notebook" if isinstance(notebook, dict) else str(notebook)
 
 
+USAGE = """usage: python -m lecturelib.book.sync [--fix | --normalise | --pin] NOTEBOOK ...
+
+  (no option)   report marker cells that differ from the library (exit 1 if any)
+  --fix         rewrite marker cells from the library
+  --normalise   strip outputs and execution counts, normalise metadata
+  --pin         pin the Colab install cell to the release tag of pyproject.toml"""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if args else 2
+    if args[0].startswith("-") and args[0] not in ("--fix", "--normalise", "--pin"):
+        print(f"unknown option {args[0]}\n{USAGE}", file=sys.stderr)
+        return 2
     if args and args[0] == "--fix":
         for nb_path in args[1:]:
             print(f"{nb_path}: {fix(nb_path)} cell(s) rewritten")
