@@ -159,7 +159,8 @@ def masked_softmax(scores: torch.Tensor,
     ``(b, t, s)`` with ``b``, ``t`` possibly 1 → ``(b, ..., t, s)``.
     """
     if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
-        got = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
+        got = (scores.dtype if isinstance(scores, torch.Tensor)
+               else type(scores).__name__)
         raise TypeError(f"scores must be a floating-point tensor; got {got}")
     if mask is None:
         return F.softmax(scores, -1)
@@ -186,7 +187,8 @@ def attend(scores: torch.Tensor, values: torch.Tensor,
     if not isinstance(scores, torch.Tensor) or scores.dim() != 3 or values.dim() != 3 \
             or scores.shape[::2] != values.shape[:2]:
         raise ValueError(f"scores must be (b, t, s) and values (b, s, d_v); got "
-                         f"{tuple(getattr(scores, 'shape', ()))} and {tuple(values.shape)}")
+                         f"{tuple(getattr(scores, 'shape', ()))} and "
+                         f"{tuple(values.shape)}")
     weights = masked_softmax(scores, mask)
     return einsum(weights, values, "b t s, b s d -> b t d"), weights
 
@@ -216,8 +218,8 @@ class AttentionDecoder(nn.Module):
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, d_enc: int,
                  n_layers: int = 1, score: str = "additive"):
         super().__init__()
-        check_sizes("AttentionDecoder", vocab_size=vocab_size, d_emb=d_emb, d_model=d_model,
-                    d_enc=d_enc, n_layers=n_layers)
+        check_sizes("AttentionDecoder", vocab_size=vocab_size, d_emb=d_emb,
+                    d_model=d_model, d_enc=d_enc, n_layers=n_layers)
         self.vocab_size, self.d_model, self.d_enc = vocab_size, d_model, d_enc
         self.n_layers = n_layers
         self.embed = nn.Embedding(vocab_size, d_emb, padding_idx=PAD_ID)
@@ -239,8 +241,8 @@ class AttentionDecoder(nn.Module):
         b = tgt_in.shape[0]
         if enc.states.dim() != 3 or enc.states.shape[0] != b \
                 or enc.states.shape[2] != self.d_enc:
-            raise ValueError(f"enc.states must be (b, s, d_enc) = ({b}, s, {self.d_enc}); "
-                             f"got {tuple(enc.states.shape)}")
+            raise ValueError(f"enc.states must be (b, s, d_enc) = "
+                             f"({b}, s, {self.d_enc}); got {tuple(enc.states.shape)}")
         if h is not None and (not isinstance(h, torch.Tensor)
                               or h.shape != (self.n_layers, b, self.d_model)):
             got = tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__

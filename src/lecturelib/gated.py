@@ -39,16 +39,18 @@ N_GATES = {"rnn": 1, "gru": 3, "lstm": 4}  # weight blocks per layer: W_x is (n_
 
 
 def _uniform(*shape: int, d_model: int) -> nn.Parameter:
-    bound = 1 / math.sqrt(d_model)  # the initialisation of torch.nn.LSTM and torch.nn.GRU
+    bound = 1 / math.sqrt(d_model)  # the initialisation of torch.nn.LSTM and GRU
     return nn.Parameter(torch.empty(*shape).uniform_(-bound, bound))
 
 
 class LSTMCell(nn.Module):
     """One LSTM step: gates ``i, f, o = σ(·)``, candidate ``g = tanh(·)``, each of
-    ``W_x x_t + W_h h_{t-1} + b``; then ``c_t = f ⊙ c_{t-1} + i ⊙ g``, ``h_t = o ⊙ tanh(c_t)``.
+    ``W_x x_t + W_h h_{t-1} + b``; then ``c_t = f ⊙ c_{t-1} + i ⊙ g``,
+    ``h_t = o ⊙ tanh(c_t)``.
 
     Shapes: x_t ``(b, d_in)``, state ``(h, c)`` each ``(b, d_model)`` → ``(h_t, c_t)``;
-    ``W_x`` ``(4·d_model, d_in)``, ``W_h`` ``(4·d_model, d_model)``, blocks in the order i, f, g, o.
+    ``W_x`` ``(4·d_model, d_in)``, ``W_h`` ``(4·d_model, d_model)``, blocks in the order
+    i, f, g, o.
     """
 
     def __init__(self, d_in: int, d_model: int):
@@ -60,7 +62,8 @@ class LSTMCell(nn.Module):
         self.b = _uniform(4 * d_model, d_model=d_model)
 
     def gates(self, x_t: torch.Tensor, h_prev: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The gates ``i, f, o`` and the candidate ``g``. Shapes: each ``(b, d_model)``."""
+        """The gates ``i, f, o`` and the candidate ``g``. Shapes: each
+        ``(b, d_model)``."""
         a = x_t @ self.W_x.T + h_prev @ self.W_h.T + self.b  # (b, 4·d_model)
         a_i, a_f, a_g, a_o = a.chunk(4, dim=-1)  # PyTorch's order
         return {"i": torch.sigmoid(a_i), "f": torch.sigmoid(a_f), "g": torch.tanh(a_g),
@@ -76,10 +79,12 @@ class LSTMCell(nn.Module):
 
 class GRUCell(nn.Module):
     """One GRU step: reset ``r`` and update ``z`` gates, candidate
-    ``n = tanh(W_in x_t + b_in + r ⊙ (W_hn h_{t-1} + b_hn))``, ``h_t = (1 - z) ⊙ n + z ⊙ h_{t-1}``.
+    ``n = tanh(W_in x_t + b_in + r ⊙ (W_hn h_{t-1} + b_hn))``,
+    ``h_t = (1 - z) ⊙ n + z ⊙ h_{t-1}``.
 
     Shapes: x_t ``(b, d_in)``, state ``(h,)`` with h ``(b, d_model)`` → ``(h_t,)``;
-    ``W_x`` ``(3·d_model, d_in)``, ``W_h`` ``(3·d_model, d_model)``, blocks in the order r, z, n.
+    ``W_x`` ``(3·d_model, d_in)``, ``W_h`` ``(3·d_model, d_model)``, blocks in the order
+    r, z, n.
     """
 
     def __init__(self, d_in: int, d_model: int):
@@ -96,7 +101,8 @@ class GRUCell(nn.Module):
         x_r, x_z, x_n = (x_t @ self.W_x.T + self.b_x).chunk(3, dim=-1)
         h_r, h_z, h_n = (h_prev @ self.W_h.T + self.b_h).chunk(3, dim=-1)
         r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
-        return {"r": r, "z": z, "n": torch.tanh(x_n + r * h_n)}  # reset after the matmul
+        n = torch.tanh(x_n + r * h_n)  # the reset gate acts after the matmul
+        return {"r": r, "z": z, "n": n}
 
     def forward(self, x_t: torch.Tensor, state: tuple[torch.Tensor]):
         (h_prev,) = state
@@ -110,20 +116,23 @@ CELLS = {"lstm": LSTMCell, "gru": GRUCell}
 def _check_cell_input(cell: nn.Module, x: torch.Tensor, state) -> None:
     if not isinstance(cell, (LSTMCell, GRUCell)):
         kind = f"{type(cell).__module__}.{type(cell).__qualname__}"
-        raise TypeError(f"cell must be a lecturelib.gated.LSTMCell or GRUCell (torch.nn cells are "
-                        f"not accepted); got {kind}")
+        raise TypeError(f"cell must be a lecturelib.gated.LSTMCell or GRUCell "
+                        f"(torch.nn cells are not accepted); got {kind}")
     check_tensor(x, "x", f"(b, t, d_in={cell.d_in})")
     if x.dim() != 3 or x.shape[-1] != cell.d_in:
-        raise ValueError(f"x must be (b, t, d_in={cell.d_in}); got shape {tuple(x.shape)}")
+        raise ValueError(f"x must be (b, t, d_in={cell.d_in}); "
+                         f"got shape {tuple(x.shape)}")
     n_state = 2 if isinstance(cell, LSTMCell) else 1
     expected = (x.shape[0], cell.d_model)
-    if state is not None and (not isinstance(state, (tuple, list)) or len(state) != n_state
-                              or any(not isinstance(s, torch.Tensor) or tuple(s.shape) != expected
-                                     for s in state)):
-        shapes = ([tuple(s.shape) if isinstance(s, torch.Tensor) else describe(s) for s in state]
+    if state is not None and (
+            not isinstance(state, (tuple, list)) or len(state) != n_state
+            or any(not isinstance(s, torch.Tensor) or tuple(s.shape) != expected
+                   for s in state)):
+        shapes = ([tuple(s.shape) if isinstance(s, torch.Tensor) else describe(s)
+                   for s in state]
                   if isinstance(state, (tuple, list)) else describe(state))
-        raise ValueError(f"state must be {n_state} tensor(s) of shape (b, d_model) = {expected};"
-                         f" got {shapes}")
+        raise ValueError(f"state must be {n_state} tensor(s) of shape "
+                         f"(b, d_model) = {expected}; got {shapes}")
 
 
 def _zero_state(cell: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -131,11 +140,12 @@ def _zero_state(cell: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (zeros, zeros) if isinstance(cell, LSTMCell) else (zeros,)
 
 
-def scan(cell: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, ...] | None = None):
+def scan(cell: nn.Module, x: torch.Tensor,
+         state: tuple[torch.Tensor, ...] | None = None):
     """Run ``cell`` along the time axis from ``state`` (zeros if None).
 
-    Shapes: x ``(b, t, d_in)``, state a tuple of ``(b, d_model)`` → outputs ``(b, t, d_model)``
-    (the ``h_t``), and the last state tuple.
+    Shapes: x ``(b, t, d_in)``, state a tuple of ``(b, d_model)`` → outputs
+    ``(b, t, d_model)`` (the ``h_t``), and the last state tuple.
     """
     _check_cell_input(cell, x, state)
     state = _zero_state(cell, x) if state is None else state
@@ -147,13 +157,14 @@ def scan(cell: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, ...] | Non
 
 
 class Recurrent(nn.Module):
-    """``n_layers`` of LSTM or GRU cells, each layer one or two directions; a layer's input is
-    the previous layer's outputs, forward and backward concatenated.
+    """``n_layers`` of LSTM or GRU cells, each layer one or two directions; a layer's
+    input is the previous layer's outputs, forward and backward concatenated.
 
     Same interface as ``torch.nn.LSTM`` / ``torch.nn.GRU`` with ``batch_first=True``.
 
-    Shapes: x ``(b, t, d_in)``; state (LSTM: ``(h0, c0)``, GRU: ``h0``; each ``(l·dirs, b,
-    d_model)``) or None → outputs ``(b, t, dirs·d_model)`` and the last state, shaped alike.
+    Shapes: x ``(b, t, d_in)``; state (LSTM: ``(h0, c0)``, GRU: ``h0``; each
+    ``(l·dirs, b, d_model)``) or None → outputs ``(b, t, dirs·d_model)`` and the last
+    state, shaped alike.
     """
 
     def __init__(self, kind: str, d_in: int, d_model: int, n_layers: int = 1,
@@ -164,7 +175,8 @@ class Recurrent(nn.Module):
         check_sizes(d_in=d_in, d_model=d_model, n_layers=n_layers)
         self.kind, self.d_model, self.n_layers = kind, d_model, n_layers
         self.dirs = 2 if bidirectional else 1
-        widths = [d_in] + [self.dirs * d_model] * (n_layers - 1)  # each layer's input width
+        # each layer's input width
+        widths = [d_in] + [self.dirs * d_model] * (n_layers - 1)
         self.cells = nn.ModuleList(
             [CELLS[kind](w, d_model) for w in widths for _ in range(self.dirs)])
 
@@ -175,9 +187,10 @@ class Recurrent(nn.Module):
             outputs = []
             for direction in range(self.dirs):
                 k = layer * self.dirs + direction
-                seq = inputs if direction == 0 else inputs.flip(1)  # backward: read reversed
+                # backward: read reversed, then realign in time
+                seq = inputs if direction == 0 else inputs.flip(1)
                 out, s = scan(self.cells[k], seq, None if state is None else state[k])
-                outputs.append(out if direction == 0 else out.flip(1))  # realign in time
+                outputs.append(out if direction == 0 else out.flip(1))
                 last.append(s)
             inputs = torch.cat(outputs, dim=-1)  # (b, t, dirs·d_model)
         h_n = torch.stack([s[0] for s in last])  # (l·dirs, b, d_model)
@@ -194,29 +207,33 @@ class Recurrent(nn.Module):
             return None
         parts = state if self.kind == "lstm" else (state,)
         expected = (len(self.cells), x.shape[0], self.d_model)
-        if (not isinstance(parts, (tuple, list)) or len(parts) != (2 if self.kind == "lstm" else 1)
+        n_parts = 2 if self.kind == "lstm" else 1
+        if (not isinstance(parts, (tuple, list)) or len(parts) != n_parts
                 or any(not isinstance(p, torch.Tensor) or tuple(p.shape) != expected
                        for p in parts)):
             what = "(h0, c0), each" if self.kind == "lstm" else "h0"
-            got = ([tuple(p.shape) if isinstance(p, torch.Tensor) else describe(p) for p in parts]
+            got = ([tuple(p.shape) if isinstance(p, torch.Tensor) else describe(p)
+                    for p in parts]
                    if isinstance(parts, (tuple, list)) else describe(parts))
-            raise ValueError(f"state must be {what} (l·dirs, b, d_model) = {expected}; got {got}")
+            raise ValueError(f"state must be {what} (l·dirs, b, d_model) = {expected}; "
+                             f"got {got}")
         return list(zip(*parts))  # [(h0_k, c0_k) or (h0_k,) for every cell k]
 
 
 @torch.no_grad()
 def from_torch(module: nn.LSTM | nn.GRU) -> Recurrent:
-    """A :class:`Recurrent` holding the weights of a ``torch.nn.LSTM`` or ``torch.nn.GRU``
-    (the LSTM's two biases summed; the GRU's kept apart).
+    """A :class:`Recurrent` holding the weights of a ``torch.nn.LSTM`` or
+    ``torch.nn.GRU`` (the LSTM's two biases summed; the GRU's kept apart).
 
     Shapes: ``weight_ih_l{k}[_reverse]`` ``(n_gates·d_model, d_in)`` → ``W_x``;
     ``weight_hh_l{k}[_reverse]`` → ``W_h``.
     """
     if not isinstance(module, (nn.LSTM, nn.GRU)):
-        raise TypeError(f"expected a torch.nn.LSTM or torch.nn.GRU; got {type(module).__name__}")
+        raise TypeError(f"expected a torch.nn.LSTM or torch.nn.GRU; "
+                        f"got {type(module).__name__}")
     if not module.batch_first or not module.bias or getattr(module, "proj_size", 0):
-        raise ValueError("only batch_first modules with biases and no projection can be copied; "
-                         f"got {module}")
+        raise ValueError("only batch_first modules with biases and no projection "
+                         f"can be copied; got {module}")
     kind = "lstm" if isinstance(module, nn.LSTM) else "gru"
     ours = Recurrent(kind, module.input_size, module.hidden_size, module.num_layers,
                      module.bidirectional)
@@ -224,7 +241,8 @@ def from_torch(module: nn.LSTM | nn.GRU) -> Recurrent:
         name = f"l{k // ours.dirs}" + ("_reverse" if k % ours.dirs else "")
         cell.W_x.copy_(getattr(module, f"weight_ih_{name}"))
         cell.W_h.copy_(getattr(module, f"weight_hh_{name}"))
-        b_x, b_h = getattr(module, f"bias_ih_{name}"), getattr(module, f"bias_hh_{name}")
+        b_x = getattr(module, f"bias_ih_{name}")
+        b_h = getattr(module, f"bias_hh_{name}")
         if kind == "lstm":
             cell.b.copy_(b_x + b_h)
         else:
@@ -235,9 +253,10 @@ def from_torch(module: nn.LSTM | nn.GRU) -> Recurrent:
 
 def n_params(kind: str, d_in: int, d_model: int, n_layers: int = 1,
              bidirectional: bool = False) -> int:
-    """Parameters of ``torch.nn.{RNN, GRU, LSTM}(d_in, d_model, n_layers, bidirectional=...)``:
-    per layer and direction ``G·(d_model·d_in' + d_model² + 2·d_model)`` with ``G`` = 1, 3, 4
-    gate blocks and ``d_in'`` = ``d_in`` for the first layer, ``dirs·d_model`` above it.
+    """Parameters of
+    ``torch.nn.{RNN, GRU, LSTM}(d_in, d_model, n_layers, bidirectional=...)``: per layer
+    and direction ``G·(d_model·d_in' + d_model² + 2·d_model)`` with ``G`` = 1, 3, 4 gate
+    blocks and ``d_in'`` = ``d_in`` for the first layer, ``dirs·d_model`` above it.
 
     Shapes: integers in, an integer out.
     """
@@ -254,10 +273,11 @@ def n_params(kind: str, d_in: int, d_model: int, n_layers: int = 1,
 
 @torch.no_grad()
 def trace_gates(cell: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Run ``cell`` from a zero state and record every gate, and the state, at every step.
+    """Run ``cell`` from a zero state and record every gate, and the state, at every
+    step.
 
-    Shapes: x ``(b, t, d_in)`` → a dict of ``(b, t, d_model)`` tensors: LSTM ``i, f, g, o, c,
-    h``; GRU ``r, z, n, h``.
+    Shapes: x ``(b, t, d_in)`` → a dict of ``(b, t, d_model)`` tensors: LSTM
+    ``i, f, g, o, c, h``; GRU ``r, z, n, h``.
     """
     _check_cell_input(cell, x, None)
     state = _zero_state(cell, x)
@@ -276,24 +296,26 @@ def _check_lm_input(model: "CharLSTM", x: torch.Tensor, state) -> None:
     expected = (2, model.lstm.num_layers, x.shape[0], model.lstm.hidden_size)
     if state is not None and (not isinstance(state, torch.Tensor)
                               or tuple(state.shape) != expected):
-        raise ValueError(f"state must be (h, c) stacked, (2, l, b, d_model) = {expected}; got "
-                         f"{describe(state)}")
+        raise ValueError(f"state must be (h, c) stacked, (2, l, b, d_model) = "
+                         f"{expected}; got {describe(state)}")
 
 
 class CharLSTM(nn.Module):
-    """Embedding → ``torch.nn.LSTM`` → readout: next-token logits (chapter 2's ``CharRNN``).
+    """Embedding → ``torch.nn.LSTM`` → readout: next-token logits (chapter 2's
+    ``CharRNN``).
 
     The state ``(h, c)`` travels as one tensor, stacked on a new first axis, so that
-    ``rnn.TruncatedBPTT`` (which calls ``state.detach()``), ``rnn.stream_nll`` and ``rnn.sample``
-    work unchanged.
+    ``rnn.TruncatedBPTT`` (which calls ``state.detach()``), ``rnn.stream_nll`` and
+    ``rnn.sample`` work unchanged.
 
-    Shapes: x ``(b, t)`` ids, state ``(2, l, b, d_model)`` or None → logits ``(b, t, v)``, state
-    ``(2, l, b, d_model)``.
+    Shapes: x ``(b, t)`` ids, state ``(2, l, b, d_model)`` or None → logits
+    ``(b, t, v)``, state ``(2, l, b, d_model)``.
     """
 
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, n_layers: int = 1):
         super().__init__()
-        check_sizes(vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_layers=n_layers)
+        check_sizes(vocab_size=vocab_size, d_emb=d_emb, d_model=d_model,
+                    n_layers=n_layers)
         self.embed = nn.Embedding(vocab_size, d_emb)
         self.lstm = nn.LSTM(d_emb, d_model, n_layers, batch_first=True)
         self.readout = nn.Linear(d_model, vocab_size)
@@ -301,5 +323,6 @@ class CharLSTM(nn.Module):
     def forward(self, x: torch.Tensor, state: torch.Tensor | None = None):
         _check_lm_input(self, x, state)
         hc = None if state is None else (state[0], state[1])
-        states, (h, c) = self.lstm(self.embed(x), hc)  # (b, t, d_model); (l, b, d_model) each
+        # states (b, t, d_model); h and c (l, b, d_model) each
+        states, (h, c) = self.lstm(self.embed(x), hc)
         return self.readout(states), torch.stack([h, c])

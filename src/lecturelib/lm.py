@@ -136,7 +136,8 @@ def random_windows(ids: torch.Tensor, batch_size: int, length: int,
     return x, y
 
 
-def context_windows(ids: torch.Tensor, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+def context_windows(ids: torch.Tensor,
+                    context: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Every window of ``context`` tokens and the token that follows it.
 
     Shapes: ids ``(t,)`` → x ``(t - context, context)``, y ``(t - context,)``.
@@ -144,16 +145,18 @@ def context_windows(ids: torch.Tensor, context: int) -> tuple[torch.Tensor, torc
     check_ids(ids, "ids", dims=1)
     check_int(context, "context", 1)
     if len(ids) <= context:
-        raise ValueError(f"the stream ({len(ids)} tokens) must be longer than the context")
+        raise ValueError(f"the stream ({len(ids)} tokens) must be longer than the "
+                         f"context")
     windows = ids.unfold(0, context + 1, 1)  # (t - context, context + 1), a view
     return windows[:, :-1], windows[:, -1]
 
 
 class BigramLM:
-    """``P(x_t = j | x_{t-1} = i) = (N_ij + k) / (N_i + k·V)``: counted bigrams, add-k smoothed.
+    """``P(x_t = j | x_{t-1} = i) = (N_ij + k) / (N_i + k·V)``: counted bigrams, add-k
+    smoothed.
 
-    ``k = 0`` is the maximum-likelihood estimate, which gives probability 0 (infinite perplexity)
-    to any bigram never seen in training.
+    ``k = 0`` is the maximum-likelihood estimate, which gives probability 0 (infinite
+    perplexity) to any bigram never seen in training.
     """
 
     def __init__(self, vocab_size: int, k: float = 1.0):
@@ -166,15 +169,18 @@ class BigramLM:
         """Count the bigrams of a token stream ``(t,)``."""
         check_ids(ids, "ids", dims=1, vocab_size=self.vocab_size, min_len=2)
         self.counts = torch.zeros(self.vocab_size, self.vocab_size)
-        self.counts.index_put_((ids[:-1], ids[1:]), torch.ones(len(ids) - 1), accumulate=True)
+        self.counts.index_put_((ids[:-1], ids[1:]), torch.ones(len(ids) - 1),
+                               accumulate=True)
         return self
 
     @property
     def probs(self) -> torch.Tensor:
-        """The ``(v, v)`` matrix of ``P(next = column | previous = row)``; rows sum to 1."""
+        """The ``(v, v)`` matrix of ``P(next = column | previous = row)``; rows sum
+        to 1."""
         smoothed = self.counts + self.k
         total = smoothed.sum(dim=1, keepdim=True)
-        # with k = 0 a context never seen in training has no estimate: probability 0 everywhere
+        # with k = 0 a context never seen in training has no estimate: probability 0
+        # everywhere
         return torch.where(total > 0, smoothed / total.clamp_min(1e-30), 0.0)
 
     def nll(self, ids: torch.Tensor) -> float:
@@ -182,20 +188,23 @@ class BigramLM:
         check_ids(ids, "ids", dims=1, vocab_size=self.vocab_size, min_len=2)
         prev, nxt = ids[:-1], ids[1:]
         total = self.counts.sum(dim=1)[prev] + self.k * self.vocab_size
-        p = torch.where(total > 0, (self.counts[prev, nxt] + self.k) / total.clamp_min(1e-30), 0.0)
+        p = torch.where(total > 0,
+                        (self.counts[prev, nxt] + self.k) / total.clamp_min(1e-30), 0.0)
         return -p.log().mean().item()
 
 
 class WindowLM(nn.Module):
     """A fixed-window neural language model (Bengio et al., 2003): embed the previous
-    ``context`` tokens, concatenate, one tanh hidden layer, a softmax over the vocabulary.
+    ``context`` tokens, concatenate, one tanh hidden layer, a softmax over the
+    vocabulary.
 
     Shapes: x ``(b, context)`` → logits ``(b, v)``.
     """
 
     def __init__(self, vocab_size: int, context: int, d_embed: int, d_hidden: int):
         super().__init__()
-        check_sizes(vocab_size=vocab_size, context=context, d_embed=d_embed, d_hidden=d_hidden)
+        check_sizes(vocab_size=vocab_size, context=context, d_embed=d_embed,
+                    d_hidden=d_hidden)
         self.context = context
         self.embed = nn.Embedding(vocab_size, d_embed)
         self.hidden = nn.Linear(context * d_embed, d_hidden)
@@ -204,10 +213,11 @@ class WindowLM(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_ids(x, "x", dims=2, vocab_size=self.embed.num_embeddings)
         if x.shape[1] != self.context:
-            raise ValueError(f"x must be (batch, {self.context}) token ids; got {tuple(x.shape)}")
-        e = self.embed(x)                        # (b, context, d_embed)
-        h = torch.tanh(self.hidden(e.flatten(1)))  # (b, d_hidden): the window, concatenated
-        return self.out(h)                       # (b, v)
+            raise ValueError(f"x must be (batch, {self.context}) token ids; "
+                             f"got {tuple(x.shape)}")
+        e = self.embed(x)                          # (b, context, d_embed)
+        h = torch.tanh(self.hidden(e.flatten(1)))  # (b, d_hidden): window concatenated
+        return self.out(h)                         # (b, v)
 
 
 def next_token_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -287,15 +297,17 @@ def _check_sgns(center: torch.Tensor, context: torch.Tensor, negatives: torch.Te
                          f"{tuple(negatives.shape)}")
 
 
-def sgns_loss(center: torch.Tensor, context: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
-    """Skip-gram negative-sampling loss ``-[log σ(w·c) + Σ_k log σ(-w·c̃_k)]``, batch mean.
+def sgns_loss(center: torch.Tensor, context: torch.Tensor,
+              negatives: torch.Tensor) -> torch.Tensor:
+    """Skip-gram negative-sampling loss ``-[log σ(w·c) + Σ_k log σ(-w·c̃_k)]``, batch
+    mean.
 
     Shapes: center ``(b, d)``, context ``(b, d)``, negatives ``(b, k, d)`` → scalar.
     """
     _check_sgns(center, context, negatives)
-    positive = F.logsigmoid((center * context).sum(-1))                               # (b,)
-    negative = F.logsigmoid(-torch.einsum("bd,bkd->bk", center, negatives)).sum(-1)  # (b,)
-    return -(positive + negative).mean()
+    positive = F.logsigmoid((center * context).sum(-1))                        # (b,)
+    negative = F.logsigmoid(-torch.einsum("bd,bkd->bk", center, negatives))  # (b, k)
+    return -(positive + negative.sum(-1)).mean()
 
 
 class SkipGram(nn.Module):

@@ -172,7 +172,7 @@ class Decoder(nn.Module):
             raise TypeError(f"enc must be the Encoded output of an encoder; got "
                             f"{type(enc).__name__}")
         h = self.init_state(enc) if h is None else h
-        c = repeat(enc.context, "b d -> b t d", t=tgt_in.shape[1])  # the same c for all t
+        c = repeat(enc.context, "b d -> b t d", t=tgt_in.shape[1])  # same c at every t
         s, h = self.rnn(torch.cat([self.embed(tgt_in), c], -1), h)  # (b, t, d_model)
         out = torch.tanh(self.combine(torch.cat([s, c], -1)))       # (b, t, d_emb)
         return self.readout(out), h, None                            # (b, t, v)
@@ -244,7 +244,8 @@ def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.T
         raise ValueError(f"logits (b, t, v) and targets (b, t) disagree: "
                          f"{tuple(logits.shape)} vs {tuple(targets.shape)}")
     nll = F.cross_entropy(rearrange(logits, "b t v -> (b t) v"),
-                          rearrange(targets, "b t -> (b t)"), reduction="none")  # (b·t,)
+                          rearrange(targets, "b t -> (b t)"),
+                          reduction="none")  # (b·t,)
     mask = rearrange(targets != PAD_ID, "b t -> (b t)")  # the real tokens
     return (nll * mask).sum() / mask.sum()
 
@@ -427,8 +428,9 @@ def ngrams(tokens: Sequence[str], n: int) -> Counter:
 def formula_bleu(hypotheses: Sequence[list[str]], references: Sequence[list[str]],
                  max_n: int = 4) -> float:
     """Corpus BLEU from its definition, 0–100, unsmoothed: ``BP · exp(mean log p_n)``
-    with clipped n-gram precisions ``p_n`` summed over the corpus and the brevity penalty
-    ``BP = min(1, exp(1 - r/c))`` for reference length ``r`` and hypothesis length ``c``.
+    with clipped n-gram precisions ``p_n`` summed over the corpus and the brevity
+    penalty ``BP = min(1, exp(1 - r/c))`` for reference length ``r`` and hypothesis
+    length ``c``.
     """
     check_token_lists(hypotheses, "hypotheses")
     check_token_lists(references, "references")

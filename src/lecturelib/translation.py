@@ -95,8 +95,8 @@ def tokenize(text: str) -> Tokens:
     ['tu', "n'", 'as', 'pas', "l'", 'air', 'occupé', '!']
     """
     if not isinstance(text, str):
-        raise TypeError(f"tokenize(): text must be a str; got {type(text).__name__} (a list "
-                        f"of tokens is already tokenized)")
+        raise TypeError(f"tokenize(): text must be a str; got {type(text).__name__} "
+                        f"(a list of tokens is already tokenized)")
     return TOKEN_RE.findall(text.lower().replace("’", "'"))
 
 
