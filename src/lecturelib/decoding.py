@@ -39,13 +39,14 @@ Step = Callable[[torch.Tensor], torch.Tensor]
 
 def _check_logits(logits: torch.Tensor, what: str = "logits") -> None:
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
-        raise TypeError(f"{what} must be a float tensor (..., v); got {describe(logits)}")
+        raise TypeError(f"{what} must be a float tensor (..., v); "
+                        f"got {describe(logits)}")
     if logits.dim() == 0 or logits.shape[-1] == 0:
         raise ValueError(f"{what} must be (..., v) with a non-empty vocabulary v >= 1; "
                          f"got shape {tuple(logits.shape)}")
     if torch.isnan(logits).any():
-        raise ValueError(f"{what} must not hold nan; got {int(torch.isnan(logits).sum())} nan "
-                         f"of {logits.numel()}")
+        raise ValueError(f"{what} must not hold nan; "
+                         f"got {int(torch.isnan(logits).sum())} nan of {logits.numel()}")
 
 
 def _check_prefixes(prefixes: torch.Tensor, what: str = "prefixes") -> None:
@@ -53,16 +54,18 @@ def _check_prefixes(prefixes: torch.Tensor, what: str = "prefixes") -> None:
         raise TypeError(f"{what} must be a long tensor of token ids (b, t); "
                         f"got {describe(prefixes)}")
     if prefixes.dim() != 2 or prefixes.shape[0] == 0 or prefixes.shape[1] == 0:
-        raise ValueError(f"{what} must be (b, t) with b, t >= 1; got {tuple(prefixes.shape)}")
+        raise ValueError(f"{what} must be (b, t) with b, t >= 1; "
+                         f"got {tuple(prefixes.shape)}")
     if (prefixes < 0).any():
-        raise ValueError(f"{what} must hold token ids >= 0; got {prefixes.min().item()}")
+        raise ValueError(f"{what} must hold token ids >= 0; "
+                         f"got {prefixes.min().item()}")
 
 
 def _check_step_output(logits: torch.Tensor, n: int) -> None:
     _check_logits(logits, "step(prefixes)")
     if logits.dim() != 2 or logits.shape[0] != n:
-        raise ValueError(f"step(prefixes) must return logits (b, v) with b = {n}, one row per "
-                         f"prefix; got shape {tuple(logits.shape)}")
+        raise ValueError(f"step(prefixes) must return logits (b, v) with b = {n}, "
+                         f"one row per prefix; got shape {tuple(logits.shape)}")
 
 
 def _check_eos(eos: int | None, v: int | None = None) -> None:
@@ -73,8 +76,9 @@ def _check_eos(eos: int | None, v: int | None = None) -> None:
 @torch.no_grad()
 def generate(step: Step, prompts: torch.Tensor, max_new: int,
              choose: Callable[[torch.Tensor], torch.Tensor], eos: int | None = None):
-    """Extend every prompt by ``choose(logits)`` until ``max_new`` tokens; a row that has
-    produced ``eos`` is filled with ``eos``, and generation stops when every row has.
+    """Extend every prompt by ``choose(logits)`` until ``max_new`` tokens; a row that
+    has produced ``eos`` is filled with ``eos``, and generation stops when every row
+    has.
 
     Shapes: prompts ``(b, t)`` → ``(b, t + n)`` with ``n <= max_new``.
     """
@@ -106,9 +110,9 @@ def greedy(step: Step, prompts: torch.Tensor, max_new: int, eos: int | None = No
 
 
 class TreeLM:
-    """A toy language model in which every prefix has its own next-token distribution, with
-    logits drawn once as ``scale * N(0, 1)``. The first token of a prefix is a start symbol
-    and is ignored, so prefixes hold 1 to ``depth + 1`` tokens.
+    """A toy language model in which every prefix has its own next-token distribution,
+    with logits drawn once as ``scale * N(0, 1)``. The first token of a prefix is a
+    start symbol and is ignored, so prefixes hold 1 to ``depth + 1`` tokens.
 
     Shapes: prefixes ``(b, t)`` → logits ``(b, v)`` (float64).
     """
@@ -123,18 +127,21 @@ class TreeLM:
         n_nodes = sum(vocab_size**d for d in range(depth + 1))
         if n_nodes * vocab_size > self.MAX_LOGITS:
             raise ValueError(f"vocab_size {vocab_size} and depth {depth} need "
-                             f"{n_nodes * vocab_size:,} logits; at most {self.MAX_LOGITS:,}")
+                             f"{n_nodes * vocab_size:,} logits; "
+                             f"at most {self.MAX_LOGITS:,}")
         self.vocab_size, self.depth = vocab_size, depth
         g = torch.Generator().manual_seed(seed)
-        self.logits = scale * torch.randn(n_nodes, vocab_size, generator=g, dtype=torch.float64)
+        self.logits = scale * torch.randn(n_nodes, vocab_size, generator=g,
+                                          dtype=torch.float64)
 
     def __call__(self, prefixes: torch.Tensor) -> torch.Tensor:
         _check_prefixes(prefixes)
         path = prefixes[:, 1:]  # (b, d): the tokens after the start symbol
         d, v = path.shape[1], self.vocab_size
         if d > self.depth or (path >= v).any():
-            raise ValueError(f"prefixes must hold a start symbol and at most {self.depth} "
-                             f"tokens in 0..{v - 1}; got shape {tuple(prefixes.shape)} with "
+            raise ValueError(f"prefixes must hold a start symbol and at most "
+                             f"{self.depth} tokens in 0..{v - 1}; "
+                             f"got shape {tuple(prefixes.shape)} with "
                              f"largest id {prefixes.max().item()}")
         weights = torch.tensor([v ** (d - 1 - i) for i in range(d)], dtype=torch.long)
         node = sum(v**j for j in range(d)) + (path * weights).sum(1)  # nodes of depth d
@@ -143,23 +150,27 @@ class TreeLM:
 
 @dataclass
 class Hypothesis:
-    """A continuation found by search: its tokens (the prompt excluded, ``eos`` included when
-    produced), the sum of their log-probabilities, and whether it ended with ``eos``."""
+    """A continuation found by search: its tokens (the prompt excluded, ``eos`` included
+    when produced), the sum of their log-probabilities, and whether it ended with
+    ``eos``."""
 
     tokens: list[int]
     logprob: float
     finished: bool = False
 
     def score(self, alpha: float = 0.0) -> float:
-        """``logprob / length^alpha``: ``alpha = 0`` ranks by probability, ``alpha = 1`` by
-        the mean log-probability per token."""
+        """``logprob / length^alpha``: ``alpha = 0`` ranks by probability, ``alpha = 1``
+        by the mean log-probability per token."""
         return self.logprob / max(1, len(self.tokens)) ** alpha
 
 
 def _extend(step: Step, prompt: torch.Tensor, live: list[Hypothesis]) -> torch.Tensor:
-    """Log-probabilities ``(n, v)`` of the next token after each live hypothesis (float64)."""
-    prefixes = torch.stack([torch.cat([prompt, torch.tensor(h.tokens, dtype=torch.long)])
-                            for h in live])  # (n, t + len): all hypotheses have one length
+    """Log-probabilities ``(n, v)`` of the next token after each live hypothesis
+    (float64)."""
+    # (n, t + len): all hypotheses have one length
+    prefixes = torch.stack([torch.cat([prompt,
+                                       torch.tensor(h.tokens, dtype=torch.long)])
+                            for h in live])
     logits = step(prefixes)
     _check_step_output(logits, len(live))
     return F.log_softmax(logits.double(), dim=-1)
@@ -172,8 +183,9 @@ def _check_search(step: Step, prompt: torch.Tensor, max_new: int, eos: int | Non
         raise TypeError(f"prompt must be a long tensor of token ids (t,); got "
                         f"{describe(prompt)}")
     if prompt.dim() != 1 or len(prompt) == 0:
-        raise ValueError(f"prompt must be one sequence of token ids (t,) with t >= 1; got shape "
-                         f"{tuple(prompt.shape)} (for a batch, search each row: prompts[i])")
+        raise ValueError(f"prompt must be one sequence of token ids (t,) with t >= 1; "
+                         f"got shape {tuple(prompt.shape)} "
+                         f"(for a batch, search each row: prompts[i])")
     if (prompt < 0).any():
         raise ValueError(f"prompt must hold token ids >= 0; got {prompt.min().item()}")
     check_int(max_new, "max_new", 1)
@@ -184,13 +196,15 @@ def _check_search(step: Step, prompt: torch.Tensor, max_new: int, eos: int | Non
 @torch.no_grad()
 def beam_search(step: Step, prompt: torch.Tensor, beam_size: int, max_new: int,
                 eos: int | None = None, alpha: float = 0.0) -> list[Hypothesis]:
-    """Beam search: keep the ``beam_size`` most probable unfinished continuations, extend each
-    by every token, and keep the best ``beam_size`` of the extensions. An extension that ends
-    with ``eos`` and ranks among them is finished and set aside. Returns the finished
-    hypotheses (and those cut at ``max_new``), best first by ``score(alpha)``.
+    """Beam search: keep the ``beam_size`` most probable unfinished continuations,
+    extend each by every token, and keep the best ``beam_size`` of the extensions. An
+    extension that ends with ``eos`` and ranks among them is finished and set aside.
+    Returns the finished hypotheses (and those cut at ``max_new``), best first by
+    ``score(alpha)``.
 
-    With ``alpha = 0`` the search stops as soon as the best finished hypothesis is at least as
-    probable as the best live one: log-probabilities only fall as a sequence grows.
+    With ``alpha = 0`` the search stops as soon as the best finished hypothesis is at
+    least as probable as the best live one: log-probabilities only fall as a sequence
+    grows.
 
     Shapes: prompt ``(t,)``.
     """
@@ -201,7 +215,8 @@ def beam_search(step: Step, prompt: torch.Tensor, beam_size: int, max_new: int,
         logp = _extend(step, prompt, live)  # (n, v)
         v = logp.shape[1]
         _check_eos(eos, v)
-        total = torch.tensor([h.logprob for h in live], dtype=torch.float64)[:, None] + logp
+        past = torch.tensor([h.logprob for h in live], dtype=torch.float64)  # (n,)
+        total = past[:, None] + logp                                          # (n, v)
         # each live hypothesis has one eos extension, so the 2k best hold k that go on
         scores, flat = total.flatten().topk(min(2 * beam_size, total.numel()))
         live_next = []
@@ -212,7 +227,7 @@ def beam_search(step: Step, prompt: torch.Tensor, beam_size: int, max_new: int,
             h = Hypothesis(live[parent].tokens + [token], s, token == eos)
             if not h.finished:
                 live_next.append(h)
-            elif rank < beam_size:  # eos among the beam_size best: a finished hypothesis
+            elif rank < beam_size:  # eos among the beam_size best: finished
                 done.append(h)
         live = live_next
         if not live or (alpha == 0 and done
@@ -224,10 +239,12 @@ def beam_search(step: Step, prompt: torch.Tensor, beam_size: int, max_new: int,
 
 
 @torch.no_grad()
-def exhaustive_search(step: Step, prompt: torch.Tensor, max_new: int, eos: int | None = None,
-                      alpha: float = 0.0, limit: int = 1_000_000) -> list[Hypothesis]:
-    """Every continuation of up to ``max_new`` tokens (ending at ``eos`` or at ``max_new``),
-    best first by ``score(alpha)``: the oracle for search, feasible only for tiny ``v^max_new``.
+def exhaustive_search(step: Step, prompt: torch.Tensor, max_new: int,
+                      eos: int | None = None, alpha: float = 0.0,
+                      limit: int = 1_000_000) -> list[Hypothesis]:
+    """Every continuation of up to ``max_new`` tokens (ending at ``eos`` or at
+    ``max_new``), best first by ``score(alpha)``: the oracle for search, feasible only
+    for tiny ``v^max_new``.
 
     Shapes: prompt ``(t,)``.
     """
@@ -238,7 +255,8 @@ def exhaustive_search(step: Step, prompt: torch.Tensor, max_new: int, eos: int |
         logp = _extend(step, prompt, frontier)  # (n, v)
         _check_eos(eos, logp.shape[1])
         if logp.numel() > limit:
-            raise ValueError(f"{logp.numel():,} continuations exceed the limit of {limit:,}")
+            raise ValueError(f"{logp.numel():,} continuations exceed the limit "
+                             f"of {limit:,}")
         children = [Hypothesis(h.tokens + [tok], h.logprob + lp, tok == eos)
                     for h, row in zip(frontier, logp.tolist())
                     for tok, lp in enumerate(row) if lp > -math.inf]
@@ -251,13 +269,14 @@ def exhaustive_search(step: Step, prompt: torch.Tensor, max_new: int, eos: int |
 
 
 class RecurrentStep:
-    """The step of a recurrent model ``model(x (b, t), state) -> (logits (b, t, v), state)``
-    such as ``rnn.CharRNN`` or ``gated.CharLSTM``. It remembers the state after each prefix
-    of its last call, so a prefix that extends one of them by a token costs one time step;
-    any other prefix is read from the start. Put the model in eval mode first.
+    """The step of a recurrent model
+    ``model(x (b, t), state) -> (logits (b, t, v), state)`` such as ``rnn.CharRNN`` or
+    ``gated.CharLSTM``. It remembers the state after each prefix of its last call, so a
+    prefix that extends one of them by a token costs one time step; any other prefix is
+    read from the start. Put the model in eval mode first.
 
-    Shapes: prefixes ``(b, t)`` → logits ``(b, v)`` (CPU, float32); the model's state has its
-    batch axis at ``batch_dim``.
+    Shapes: prefixes ``(b, t)`` → logits ``(b, v)`` (CPU, float32); the model's state
+    has its batch axis at ``batch_dim``.
     """
 
     def __init__(self, model: nn.Module, batch_dim: int = -2):
@@ -300,15 +319,16 @@ def pipe(step: Step, *processors: Callable[[torch.Tensor], torch.Tensor]) -> Ste
 
 @torch.no_grad()
 def sequence_logprobs(step: Step, ids: torch.Tensor, n_prompt: int) -> torch.Tensor:
-    """The log-probability of every token after the first ``n_prompt``, given those before it.
+    """The log-probability of every token after the first ``n_prompt``, given those
+    before it.
 
     Shapes: ids ``(b, t)`` → ``(b, t - n_prompt)``.
     """
     check_callable(step, "step")
     _check_prefixes(ids, "ids")
     if ids.shape[1] < 2:
-        raise ValueError(f"ids must hold a prompt and at least one token to score (t >= 2); got "
-                         f"shape {tuple(ids.shape)}")
+        raise ValueError(f"ids must hold a prompt and at least one token to score "
+                         f"(t >= 2); got shape {tuple(ids.shape)}")
     check_int(n_prompt, "n_prompt", 1, ids.shape[1] - 1)
     out = []
     for t in range(n_prompt, ids.shape[1]):
@@ -322,12 +342,12 @@ def sequence_logprobs(step: Step, ids: torch.Tensor, n_prompt: int) -> torch.Ten
 
 def _check_tokens(tokens: Sequence[int], name: str = "tokens") -> list[int]:
     if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
-        raise TypeError(f"{name} must be a list of int token ids (e.g. tensor.tolist()); got "
-                        f"{describe(tokens)}")
+        raise TypeError(f"{name} must be a list of int token ids "
+                        f"(e.g. tensor.tolist()); got {describe(tokens)}")
     bad = [t for t in tokens if isinstance(t, bool) or not isinstance(t, int)]
     if bad:
-        raise TypeError(f"{name} must be a list of int token ids (e.g. tensor.tolist()); got "
-                        f"an element {describe(bad[0])}")
+        raise TypeError(f"{name} must be a list of int token ids "
+                        f"(e.g. tensor.tolist()); got an element {describe(bad[0])}")
     return list(tokens)
 
 

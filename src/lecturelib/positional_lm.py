@@ -36,9 +36,9 @@ def check_dropout(p) -> None:
 
 
 class PreLNBlock(nn.Module):
-    """``x = x + attn(LN(x))``, then ``x = x + FFN(LN(x))`` with ``FFN(x) = W_2 GELU(W_1 x)``
-    of width ``4d``: the Pre-LN block of chapter 8 around any attention module with the call
-    of ``self_attention.MultiHeadAttention``.
+    """``x = x + attn(LN(x))``, then ``x = x + FFN(LN(x))`` with
+    ``FFN(x) = W_2 GELU(W_1 x)`` of width ``4d``: the Pre-LN block of chapter 8 around
+    any attention module with the call of ``self_attention.MultiHeadAttention``.
 
     Shapes: x ``(b, t, d)``, mask bool ``(b, t, t)`` with ``b``, ``t`` possibly 1, bias
     broadcastable to ``(b, h, t, t)`` → ``(b, t, d)``.
@@ -49,8 +49,8 @@ class PreLNBlock(nn.Module):
         check_sizes("PreLNBlock", d_model=d_model)
         check_dropout(dropout)
         if not isinstance(attn, nn.Module):
-            raise TypeError(f"attn must be an attention nn.Module (e.g. MultiHeadAttention); "
-                            f"got {type(attn).__name__}")
+            raise TypeError(f"attn must be an attention nn.Module "
+                            f"(e.g. MultiHeadAttention); got {type(attn).__name__}")
         self.d_model = d_model
         self.attn = attn
         self.norm1 = nn.LayerNorm(d_model)
@@ -69,8 +69,8 @@ class PreLNBlock(nn.Module):
 @dataclass(kw_only=True)
 class PositionalLMConfig:
     """The sizes of a :class:`PositionalLM` and its position scheme (one of
-    ``positions.SCHEMES``); ``max_len`` is the length of a learned table, ``max_distance``
-    Shaw's clipping distance."""
+    ``positions.SCHEMES``); ``max_len`` is the length of a learned table,
+    ``max_distance`` Shaw's clipping distance."""
 
     vocab_size: int
     scheme: str
@@ -84,9 +84,9 @@ class PositionalLMConfig:
     def __post_init__(self):
         if self.scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}; got {self.scheme!r}")
-        check_sizes("PositionalLMConfig", vocab_size=self.vocab_size, d_model=self.d_model,
-                    n_heads=self.n_heads, n_layers=self.n_layers, max_len=self.max_len,
-                    max_distance=self.max_distance)
+        check_sizes("PositionalLMConfig", vocab_size=self.vocab_size,
+                    d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
+                    max_len=self.max_len, max_distance=self.max_distance)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model must be divisible by n_heads; got d_model="
                              f"{self.d_model}, n_heads={self.n_heads}")
@@ -99,8 +99,8 @@ class PositionalLM(nn.Module):
     """A small causal (decoder-only) language model, the same for every position scheme:
     ``"none"``, ``"sinusoidal"`` or ``"learned"`` (added to the embeddings), ``"shaw"``
     (``positions.RelativeAttention``), ``"alibi"`` (``positions.alibi_bias`` on the
-    scores) or ``"rope"`` (``positions.Rotary``). ``block(attn)`` builds one block around
-    the scheme's attention module (default: a :class:`PreLNBlock`).
+    scores) or ``"rope"`` (``positions.Rotary``). ``block(attn)`` builds one block
+    around the scheme's attention module (default: a :class:`PreLNBlock`).
 
     Shapes: ids ``(b, t)`` → logits ``(b, t, v)``.
     """
@@ -129,9 +129,11 @@ class PositionalLM(nn.Module):
     def attention(self) -> nn.Module:
         c = self.config
         if c.scheme == "shaw":
-            return RelativeAttention(c.d_model, c.n_heads, c.max_distance, dropout=c.dropout)
+            return RelativeAttention(c.d_model, c.n_heads, c.max_distance,
+                                     dropout=c.dropout)
         rotary = Rotary(c.d_model // c.n_heads) if c.scheme == "rope" else None
-        return MultiHeadAttention(c.d_model, c.n_heads, dropout=c.dropout, rotary=rotary)
+        return MultiHeadAttention(c.d_model, c.n_heads, dropout=c.dropout,
+                                  rotary=rotary)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         check_ids(ids, self.config.vocab_size, "ids")
@@ -147,7 +149,8 @@ class PositionalLM(nn.Module):
 
 @torch.no_grad()
 def loss_by_position(model: nn.Module, ids: torch.Tensor, length: int,
-                     batch_size: int = 16, max_windows: int | None = None) -> torch.Tensor:
+                     batch_size: int = 16,
+                     max_windows: int | None = None) -> torch.Tensor:
     """Mean next-token loss (nats) at each position of the non-overlapping windows of
     ``length + 1`` tokens of a stream (at most ``max_windows`` of them).
 
@@ -160,15 +163,16 @@ def loss_by_position(model: nn.Module, ids: torch.Tensor, length: int,
             or ids.is_complex() or ids.dtype == torch.bool:
         got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) \
             else type(ids).__name__
-        raise ValueError(f"ids must be a 1-d integer tensor (n,) of token ids; got {got}")
+        raise ValueError(f"ids must be a 1-d integer tensor (n,) of token ids; "
+                         f"got {got}")
     check_sizes("loss_by_position", length=length, batch_size=batch_size)
     if max_windows is not None:
         check_sizes("loss_by_position", max_windows=max_windows)
     n = (len(ids) - 1) // length
     n = n if max_windows is None else min(n, max_windows)
     if n < 1:
-        raise ValueError(f"the stream ({len(ids)} tokens) is shorter than one window of "
-                         f"{length + 1}")
+        raise ValueError(f"the stream ({len(ids)} tokens) is shorter than one window "
+                         f"of {length + 1}")
     device = next(model.parameters()).device
     starts = torch.arange(n) * length
     total = torch.zeros(length, dtype=torch.float64)

@@ -49,15 +49,15 @@ SCHEMES = ("none", "sinusoidal", "learned", "shaw", "alibi", "rope")
 
 def check_even(d: int, what: str = "d_model") -> None:
     if isinstance(d, bool) or not isinstance(d, int) or d < 2 or d % 2:
-        raise ValueError(f"{what} must be a positive even int (dimensions come in pairs); "
-                         f"got {d!r}")
+        raise ValueError(f"{what} must be a positive even int (dimensions come in "
+                         f"pairs); got {d!r}")
 
 
 def check_base(base: float) -> None:
     if isinstance(base, bool) or not isinstance(base, (int, float)) \
             or not math.isfinite(base) or base <= 1:
-        raise ValueError(f"base must be a finite number > 1 (frequencies base^(-2i/d) from "
-                         f"1 down to 1/base); got {base!r}")
+        raise ValueError(f"base must be a finite number > 1 (frequencies base^(-2i/d) "
+                         f"from 1 down to 1/base); got {base!r}")
 
 
 def check_int(n, what: str) -> None:
@@ -66,9 +66,9 @@ def check_int(n, what: str) -> None:
 
 
 def frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
-    """The angular frequencies ``ω_i = base^{-2i/d}``, ``i = 0..d/2-1``, of the sinusoids
-    and of RoPE (where they are called ``θ``): from 1 radian per position down to almost
-    ``1/base``.
+    """The angular frequencies ``ω_i = base^{-2i/d}``, ``i = 0..d/2-1``, of the
+    sinusoids and of RoPE (where they are called ``θ``): from 1 radian per position down
+    to almost ``1/base``.
 
     Shapes: → ``(d/2,)``.
     """
@@ -83,15 +83,17 @@ def sinusoidal(seq_len: int, d_model: int, base: float = 10000.0) -> torch.Tenso
     Shapes: → ``(seq_len, d_model)``.
     """
     check_sizes("sinusoidal", seq_len=seq_len)
-    angles = torch.arange(seq_len, dtype=torch.float64)[:, None] * frequencies(d_model, base)
+    pos = torch.arange(seq_len, dtype=torch.float64)[:, None]  # (t, 1)
+    angles = pos * frequencies(d_model, base)                  # (t, d/2)
     pe = torch.stack([angles.sin(), angles.cos()], -1)         # (t, d/2, 2)
-    return pe.flatten(1).float()                                # (t, d): sin, cos, sin, ...
+    return pe.flatten(1).float()                               # (t, d): sin, cos, ...
 
 
 def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """The block-diagonal ``M_k`` with ``PE(pos + k) = M_k PE(pos)`` for every ``pos``: by
-    the addition formulas, each pair ``(sin a, cos a)`` becomes ``(sin(a + kω_i),
-    cos(a + kω_i))`` through the 2×2 block ``[[cos kω_i, sin kω_i], [-sin kω_i, cos kω_i]]``.
+    """The block-diagonal ``M_k`` with ``PE(pos + k) = M_k PE(pos)`` for every ``pos``:
+    by the addition formulas, each pair ``(sin a, cos a)`` becomes
+    ``(sin(a + kω_i), cos(a + kω_i))`` through the 2×2 block
+    ``[[cos kω_i, sin kω_i], [-sin kω_i, cos kω_i]]``.
 
     Shapes: → ``(d_model, d_model)``.
     """
@@ -128,7 +130,8 @@ class SinusoidalPositions(nn.Module):
 
 class LearnedPositions(nn.Module):
     """Adds a trained vector per position. Beyond ``max_len`` there is no vector: that
-    raises a ValueError, or with ``clamp=True`` every later position reuses the last one.
+    raises a ValueError, or with ``clamp=True`` every later position reuses the last
+    one.
 
     Shapes: x ``(b, t, d)`` → ``(b, t, d)``.
     """
@@ -143,19 +146,22 @@ class LearnedPositions(nn.Module):
         check_embeddings(x, self.d_model)
         t = x.shape[1]
         if t > self.max_len and not self.clamp:
-            raise ValueError(f"learned positions exist for 0..{self.max_len - 1} only; got "
-                             f"a sequence of {t} (pass clamp=True to reuse the last one)")
+            raise ValueError(f"learned positions exist for 0..{self.max_len - 1} only; "
+                             f"got a sequence of {t} "
+                             f"(pass clamp=True to reuse the last one)")
         pos = torch.arange(t, device=x.device).clamp(max=self.max_len - 1)
         return x + self.table(pos)
 
 
 def score_terms(x: torch.Tensor, p: torch.Tensor, W_q: torch.Tensor | None = None,
                 W_k: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """The four terms of ``q_m·k_n`` with ``q_m = W_q(x_m + p_m)``, ``k_n = W_k(x_n + p_n)``
-    (identity weights by default): content–content, content–position, position–content
-    and position–position. They sum to the full scores.
+    """The four terms of ``q_m·k_n`` with ``q_m = W_q(x_m + p_m)``,
+    ``k_n = W_k(x_n + p_n)`` (identity weights by default): content–content,
+    content–position, position–content and position–position. They sum to the full
+    scores.
 
-    Shapes: x ``(..., t, d)``, p ``(t, d)``, W_q, W_k ``(d_k, d)`` → four ``(..., t, t)``.
+    Shapes: x ``(..., t, d)``, p ``(t, d)``, W_q, W_k ``(d_k, d)`` → four
+    ``(..., t, t)``.
     """
     check_float(x, "x", "(..., t, d)")
     check_float(p, "p", "(t, d)")
@@ -166,7 +172,8 @@ def score_terms(x: torch.Tensor, p: torch.Tensor, W_q: torch.Tensor | None = Non
         if W is not None and (not isinstance(W, torch.Tensor) or W.dim() != 2
                               or W.shape[1] != x.shape[-1]):
             got = tuple(W.shape) if isinstance(W, torch.Tensor) else type(W).__name__
-            raise ValueError(f"{name} must be (d_k, d) = (d_k, {x.shape[-1]}); got {got}")
+            raise ValueError(f"{name} must be (d_k, d) = (d_k, {x.shape[-1]}); "
+                             f"got {got}")
     if W_q is not None and W_k is not None and W_q.shape != W_k.shape:
         raise ValueError(f"W_q and W_k must have one shape (d_k, d); got "
                          f"{tuple(W_q.shape)} and {tuple(W_k.shape)}")
@@ -183,9 +190,9 @@ def score_terms(x: torch.Tensor, p: torch.Tensor, W_q: torch.Tensor | None = Non
 
 def relative_distances(t: int, s: int | None = None, max_distance: int = 16,
                        device=None) -> torch.Tensor:
-    """``clip(j - i, -k, k) + k``: the index of the relative-position vector of query ``i``
-    and key ``j``, with query ``i`` at position ``i + s - t`` (the last ``t`` of ``s``
-    positions, as in ``self_attention.causal_mask``).
+    """``clip(j - i, -k, k) + k``: the index of the relative-position vector of query
+    ``i`` and key ``j``, with query ``i`` at position ``i + s - t`` (the last ``t`` of
+    ``s`` positions, as in ``self_attention.causal_mask``).
 
     Shapes: → ``(t, s)`` long, values in ``0..2k``.
     """
@@ -198,13 +205,13 @@ def relative_distances(t: int, s: int | None = None, max_distance: int = 16,
 
 class RelativeAttention(MultiHeadAttention):
     """Multi-head attention with the relative positions of Shaw et al. (2018):
-    ``e_ij = q_i·(k_j + a^K_{ij}) / √d_h`` and ``z_i = Σ_j α_ij (v_j + a^V_{ij})``, where
-    ``a_{ij}`` is the learned vector of distance ``clip(j - i, -k, k)``. The same call as
-    ``MultiHeadAttention``, so it plugs into ``transformer.Block(attn=...)``.
+    ``e_ij = q_i·(k_j + a^K_{ij}) / √d_h`` and ``z_i = Σ_j α_ij (v_j + a^V_{ij})``,
+    where ``a_{ij}`` is the learned vector of distance ``clip(j - i, -k, k)``. The same
+    call as ``MultiHeadAttention``, so it plugs into ``transformer.Block(attn=...)``.
 
-    Shapes: x ``(b, t, d)``, context ``(b, s, d)``, mask bool ``(b, t, s)`` with ``b``, ``t``
-    possibly 1, bias broadcastable to ``(b, h, t, s)`` → out ``(b, t, d)``, weights
-    ``(b, h, t, s)``.
+    Shapes: x ``(b, t, d)``, context ``(b, s, d)``, mask bool ``(b, t, s)`` with ``b``,
+    ``t`` possibly 1, bias broadcastable to ``(b, h, t, s)`` → out ``(b, t, d)``,
+    weights ``(b, h, t, s)``.
     """
 
     def __init__(self, d_model: int, n_heads: int, max_distance: int = 16,
@@ -222,7 +229,8 @@ class RelativeAttention(MultiHeadAttention):
                                   x.device)                       # (t, s)
         a_k, a_v = self.rel_k(dist), self.rel_v(dist)             # (t, s, d_h)
         rel = einsum(q, a_k, "b h t e, t s e -> b h t s") / math.sqrt(self.d_head)
-        heads, weights = scaled_dot_product(q, k, v, mask, rel if bias is None else rel + bias)
+        heads, weights = scaled_dot_product(q, k, v, mask,
+                                            rel if bias is None else rel + bias)
         heads = heads + einsum(weights, a_v, "b h t s, t s e -> b h t e")
         return self.merge_heads(heads), weights                   # (b, t, d)
 
@@ -246,8 +254,8 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
 
 def alibi_bias(n_heads: int, t: int, s: int | None = None, device=None) -> torch.Tensor:
-    """``-m_h |i - j|`` for query ``i`` (at position ``i + s - t``) and key ``j``; with a
-    causal mask only ``j <= i`` is used, where it is ``-m_h (i - j)``.
+    """``-m_h |i - j|`` for query ``i`` (at position ``i + s - t``) and key ``j``; with
+    a causal mask only ``j <= i`` is used, where it is ``-m_h (i - j)``.
 
     Shapes: → ``(h, t, s)``, to pass as ``bias`` to attention.
     """
@@ -279,8 +287,8 @@ def check_rope_input(x, angles) -> None:
     check_float(angles, "angles", "(t, d/2)")
     if x.dim() < 2 or angles.dim() != 2 or x.shape[-1] != 2 * angles.shape[-1] \
             or x.shape[-2] != angles.shape[0]:
-        raise ValueError(f"x must be (..., t, d) and angles (t, d/2); got {tuple(x.shape)} "
-                         f"and {tuple(angles.shape)}")
+        raise ValueError(f"x must be (..., t, d) and angles (t, d/2); "
+                         f"got {tuple(x.shape)} and {tuple(angles.shape)}")
 
 
 def rope_rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
@@ -310,8 +318,8 @@ def rope_complex(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
 
 
 class Rotary(nn.Module):
-    """RoPE as the ``rotary`` of ``self_attention.MultiHeadAttention``: rotates queries or keys
-    of positions ``offset..offset+t-1``.
+    """RoPE as the ``rotary`` of ``self_attention.MultiHeadAttention``: rotates queries
+    or keys of positions ``offset..offset+t-1``.
 
     Shapes: x ``(b, h, t, d_head)`` → ``(b, h, t, d_head)``.
     """
@@ -325,8 +333,8 @@ class Rotary(nn.Module):
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         check_float(x, "x", f"(..., t, {self.d_head})")
         if x.dim() < 2 or x.shape[-1] != self.d_head:
-            raise ValueError(f"x must be (..., t, d_head) = (..., t, {self.d_head}); got "
-                             f"{tuple(x.shape)}")
+            raise ValueError(f"x must be (..., t, d_head) = (..., t, {self.d_head}); "
+                             f"got {tuple(x.shape)}")
         angles = rope_angles(x.shape[-2], self.d_head, self.base, offset, x.device,
                              dtype=torch.float64 if x.dtype == torch.float64
                              else torch.float32)

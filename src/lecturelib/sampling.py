@@ -35,8 +35,8 @@ from lecturelib.decoding import Step, _check_logits, _check_prefixes, generate
 
 def sample(step: Step, prompts: torch.Tensor, max_new: int, eos: int | None = None,
            generator: torch.Generator | None = None):
-    """Ancestral sampling: draw each token from ``softmax(logits)``, the model's conditional
-    distribution; truncate or reshape it first with ``decoding.pipe``.
+    """Ancestral sampling: draw each token from ``softmax(logits)``, the model's
+    conditional distribution; truncate or reshape it first with ``decoding.pipe``.
 
     Shapes: prompts ``(b, t)`` → ``(b, t + n)``.
     """
@@ -47,30 +47,35 @@ def sample(step: Step, prompts: torch.Tensor, max_new: int, eos: int | None = No
     def draw(logits: torch.Tensor) -> torch.Tensor:
         _check_logits(logits)
         if not torch.isfinite(logits).any(-1).all():
-            raise ValueError("every logit of some row is -inf: there is nothing to sample")
-        return torch.multinomial(logits.double().softmax(-1), 1, generator=generator)[:, 0]
+            raise ValueError("every logit of some row is -inf: "
+                             "there is nothing to sample")
+        probs = logits.double().softmax(-1)                            # (b, v)
+        return torch.multinomial(probs, 1, generator=generator)[:, 0]  # (b,)
 
     return generate(step, prompts, max_new, draw, eos)
 
 
 def _check_draws(draws: torch.Tensor, probs: torch.Tensor) -> None:
-    if not isinstance(probs, torch.Tensor) or not probs.is_floating_point() or probs.dim() != 1:
+    if (not isinstance(probs, torch.Tensor) or not probs.is_floating_point()
+            or probs.dim() != 1):
         raise TypeError(f"probs must be a 1-D float tensor (v,); got {describe(probs)}")
     if not torch.isfinite(probs).all() or (probs < 0).any() or probs.sum() <= 0:
-        raise ValueError(f"probs must be finite, >= 0 and not all 0; got {probs.tolist()[:8]}")
+        raise ValueError(f"probs must be finite, >= 0 and not all 0; "
+                         f"got {probs.tolist()[:8]}")
     if (not isinstance(draws, torch.Tensor) or draws.dim() != 1 or len(draws) == 0
             or draws.dtype != torch.long):
-        raise TypeError(f"draws must be a non-empty 1-D long tensor of token ids (n,); got "
-                        f"{describe(draws)}")
+        raise TypeError(f"draws must be a non-empty 1-D long tensor of token ids (n,); "
+                        f"got {describe(draws)}")
     if draws.min() < 0 or draws.max() >= len(probs):
-        raise ValueError(f"draws must be ids in 0..{len(probs) - 1} (the length of probs); got "
-                         f"ids from {draws.min().item()} to {draws.max().item()}")
+        raise ValueError(f"draws must be ids in 0..{len(probs) - 1} (the length of "
+                         f"probs); got ids from {draws.min().item()} to "
+                         f"{draws.max().item()}")
 
 
 def chi_square(draws: torch.Tensor, probs: torch.Tensor) -> float:
-    """p-value of Pearson's chi-square test that ``draws`` come from ``probs`` (normalised
-    here). Bins expected fewer than five times are pooled into one, as the test requires; a
-    draw of a token of probability 0 gives 0.0.
+    """p-value of Pearson's chi-square test that ``draws`` come from ``probs``
+    (normalised here). Bins expected fewer than five times are pooled into one, as the
+    test requires; a draw of a token of probability 0 gives 0.0.
 
     Shapes: draws ``(n,)`` ids, probs ``(v,)``.
     """
@@ -88,12 +93,13 @@ def chi_square(draws: torch.Tensor, probs: torch.Tensor) -> float:
         return 1.0  # one bin holds every draw, as it should: nothing to test
     statistic = ((observed - expected) ** 2 / expected).sum()
     dof = torch.tensor(len(expected) - 1, dtype=torch.float64)
-    return float(torch.special.gammaincc(dof / 2, statistic / 2))  # P(chi2_dof >= statistic)
+    # the upper tail P(chi2_dof >= statistic)
+    return float(torch.special.gammaincc(dof / 2, statistic / 2))
 
 
 def temperature(logits: torch.Tensor, T: float) -> torch.Tensor:
-    """``logits / T``: sampling from their softmax sharpens (``T < 1``) or flattens (``T > 1``)
-    the distribution and never changes the order of the tokens.
+    """``logits / T``: sampling from their softmax sharpens (``T < 1``) or flattens
+    (``T > 1``) the distribution and never changes the order of the tokens.
 
     >>> temperature(torch.tensor([2.0, 0.0]), 2.0)
     tensor([1., 0.])
@@ -106,7 +112,8 @@ def temperature(logits: torch.Tensor, T: float) -> torch.Tensor:
 
 
 def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the ``k`` largest logits (and any tied with the k-th), set the rest to ``-inf``.
+    """Keep the ``k`` largest logits (and any tied with the k-th), set the rest to
+    ``-inf``.
 
     >>> top_k(torch.tensor([1.0, 3.0, 2.0]), 2)
     tensor([-inf, 3., 2.])
@@ -122,9 +129,9 @@ def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """Nucleus filtering: keep the smallest set of most probable tokens whose probability
-    reaches ``p``, set the rest to ``-inf``. A token is kept when the tokens ranked above it
-    hold less than ``p``, so the most probable token is always kept.
+    """Nucleus filtering: keep the smallest set of most probable tokens whose
+    probability reaches ``p``, set the rest to ``-inf``. A token is kept when the tokens
+    ranked above it hold less than ``p``, so the most probable token is always kept.
 
     >>> top_p(torch.tensor([0.5, 0.3, 0.2]).log(), 0.7).exp()
     tensor([0.5000, 0.3000, 0.0000])
@@ -136,12 +143,13 @@ def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     if p == 1:
         return logits
     probs, order = logits.softmax(-1).sort(dim=-1, descending=True)
-    above = probs.cumsum(-1) - probs  # (..., v): mass of the tokens ranked above each one
+    above = probs.cumsum(-1) - probs  # (..., v): mass of the tokens ranked above
     drop = torch.zeros_like(above, dtype=torch.bool).scatter(-1, order, above >= p)
     return logits.masked_fill(drop, -math.inf)
 
 
-def contrastive(strong: torch.Tensor, weak: torch.Tensor, alpha: float = 0.1) -> torch.Tensor:
+def contrastive(strong: torch.Tensor, weak: torch.Tensor,
+                alpha: float = 0.1) -> torch.Tensor:
     """Contrastive scores ``log p_strong - log p_weak`` on the plausible tokens,
     ``p_strong >= alpha * max p_strong``, and ``-inf`` elsewhere.
 
@@ -160,7 +168,8 @@ def contrastive(strong: torch.Tensor, weak: torch.Tensor, alpha: float = 0.1) ->
 
 
 def contrastive_step(strong: Step, weak: Step, alpha: float = 0.1) -> Step:
-    """A step whose "logits" are the :func:`contrastive` scores, for ``decoding.greedy``."""
+    """A step whose "logits" are the :func:`contrastive` scores, for
+    ``decoding.greedy``."""
     check_callable(strong, "strong")
     check_callable(weak, "weak")
     check_number(alpha, "alpha", 0.0, 1.0)
@@ -168,8 +177,9 @@ def contrastive_step(strong: Step, weak: Step, alpha: float = 0.1) -> Step:
 
 
 def constrain(step: Step, allowed: Callable[[torch.Tensor], torch.Tensor]) -> Step:
-    """A step that sets the logits of forbidden tokens to ``-inf``; ``allowed(prefixes)``
-    returns a bool mask ``(b, v)``, True where the token may follow the prefix.
+    """A step that sets the logits of forbidden tokens to ``-inf``;
+    ``allowed(prefixes)`` returns a bool mask ``(b, v)``, True where the token may
+    follow the prefix.
 
     Shapes: prefixes ``(b, t)`` → logits ``(b, v)``.
     """
@@ -178,7 +188,8 @@ def constrain(step: Step, allowed: Callable[[torch.Tensor], torch.Tensor]) -> St
 
     def constrained(prefixes: torch.Tensor) -> torch.Tensor:
         logits, ok = step(prefixes), allowed(prefixes)
-        if not isinstance(ok, torch.Tensor) or ok.dtype != torch.bool or ok.shape != logits.shape:
+        if (not isinstance(ok, torch.Tensor) or ok.dtype != torch.bool
+                or ok.shape != logits.shape):
             raise ValueError(f"allowed(prefixes) must be a bool mask of shape "
                              f"{tuple(logits.shape)}; got {describe(ok)}")
         if not ok.any(-1).all():
@@ -208,11 +219,13 @@ def _check_rule(pattern: str, tokens: Sequence[str], eos: int, n_prompt: int, se
 
 def regex_allowed(pattern: str, tokens: Sequence[str], eos: int, n_prompt: int,
                   sep: str = "") -> Callable[[torch.Tensor], torch.Tensor]:
-    """The rule "the generated text must match ``pattern``" as a mask for :func:`constrain`.
+    """The rule "the generated text must match ``pattern``" as a mask for
+    :func:`constrain`.
 
-    The text is ``sep.join`` of the strings of the tokens after the first ``n_prompt``. A token
-    may follow when the text with it can still be completed to a full match (a partial match);
-    ``eos`` may follow only a full match, and after ``eos`` only ``eos``.
+    The text is ``sep.join`` of the strings of the tokens after the first ``n_prompt``.
+    A token may follow when the text with it can still be completed to a full match (a
+    partial match); ``eos`` may follow only a full match, and after ``eos`` only
+    ``eos``.
 
     Shapes: prefixes ``(b, t)`` → mask ``(b, v)`` with ``v = len(tokens)``.
     """

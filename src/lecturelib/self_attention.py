@@ -33,15 +33,15 @@ from lecturelib.seq2seq import check_ids, check_sizes
 
 
 def scaled_dot_product(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                       mask: torch.Tensor | None = None, bias: torch.Tensor | None = None,
-                       scale: float | None = None):
+                       mask: torch.Tensor | None = None,
+                       bias: torch.Tensor | None = None, scale: float | None = None):
     """``softmax(q k^T · scale + bias) v`` with ``scale = 1/√d_k`` unless given; keys
     where ``mask`` is False get weight exactly 0.
 
     Shapes: q ``(b, ..., t, d_k)``, k ``(b, ..., s, d_k)``, v ``(b, ..., s, d_v)`` (any
-    axes, e.g. heads, between b and t); mask bool ``(b, t, s)`` with ``b``, ``t`` possibly
-    1; bias (float) broadcastable to ``(b, ..., t, s)`` → out ``(b, ..., t, d_v)``, weights
-    ``(b, ..., t, s)``.
+    axes, e.g. heads, between b and t); mask bool ``(b, t, s)`` with ``b``, ``t``
+    possibly 1; bias (float) broadcastable to ``(b, ..., t, s)`` → out
+    ``(b, ..., t, d_v)``, weights ``(b, ..., t, s)``.
     """
     for name, a, shape in (("q", q, "(..., t, d_k)"), ("k", k, "(..., s, d_k)"),
                            ("v", v, "(..., s, d_v)")):
@@ -54,9 +54,11 @@ def scaled_dot_product(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"q and k need one d_k, k and v one number of keys s; got "
                          f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
-                              or not math.isfinite(scale) or scale <= 0):
-        raise ValueError(f"scale must be a positive finite number or None; got {scale!r}")
+    if scale is not None and (
+            isinstance(scale, bool) or not isinstance(scale, (int, float))
+            or not math.isfinite(scale) or scale <= 0):
+        raise ValueError(f"scale must be a positive finite number or None; "
+                         f"got {scale!r}")
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = einsum(q, k, "... t d, ... s d -> ... t s") * scale
     if bias is not None:
@@ -103,8 +105,8 @@ def padding_mask(lengths: torch.Tensor, s: int | None = None) -> torch.Tensor:
             if isinstance(lengths, torch.Tensor) else type(lengths).__name__
         raise ValueError(f"lengths must be a 1-d integer tensor (b,); got {got}")
     if len(lengths) == 0 or lengths.min() < 1:
-        raise ValueError(f"lengths must be at least 1 (a sequence needs a key to attend "
-                         f"to); got {lengths.tolist()}")
+        raise ValueError(f"lengths must be at least 1 (a sequence needs a key to "
+                         f"attend to); got {lengths.tolist()}")
     longest = int(lengths.max())
     s = longest if s is None else s
     if not isinstance(s, int) or isinstance(s, bool) or s < longest:
@@ -119,9 +121,9 @@ class MultiHeadAttention(nn.Module):
     width ``d``. ``rotary``, if given, rotates queries and keys per head (chapter 7).
 
     Shapes: x ``(b, t, d)``, context ``(b, s, d)`` (default: x, self-attention), mask
-    bool ``(b, t, s)`` with ``b``, ``t`` possibly 1 (True = may attend; the same for every
-    head: a ``(1, t, s)`` causal mask, a ``(b, 1, s)`` padding mask), bias broadcastable to
-    ``(b, h, t, s)`` → out ``(b, t, d)``, weights ``(b, h, t, s)``.
+    bool ``(b, t, s)`` with ``b``, ``t`` possibly 1 (True = may attend; the same for
+    every head: a ``(1, t, s)`` causal mask, a ``(b, 1, s)`` padding mask), bias
+    broadcastable to ``(b, h, t, s)`` → out ``(b, t, d)``, weights ``(b, h, t, s)``.
     """
 
     def __init__(self, d_model: int, n_heads: int, bias: bool = True,
@@ -136,8 +138,8 @@ class MultiHeadAttention(nn.Module):
                 or not 0 <= dropout < 1:
             raise ValueError(f"dropout must be a number in [0, 1); got {dropout!r}")
         if rotary is not None and not callable(rotary):
-            raise TypeError(f"rotary must be callable (e.g. positions.Rotary) or None; got "
-                            f"{type(rotary).__name__}")
+            raise TypeError(f"rotary must be callable (e.g. positions.Rotary) or None; "
+                            f"got {type(rotary).__name__}")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
         self.W_k = nn.Linear(d_model, d_model, bias=bias)
@@ -147,8 +149,8 @@ class MultiHeadAttention(nn.Module):
         self.rotary = rotary
 
     def project(self, x: torch.Tensor, context: torch.Tensor | None = None):
-        """Queries from ``x``, keys and values from ``context`` (default: ``x``), each split
-        into ``h`` heads, queries and keys rotated by ``rotary`` if there is one.
+        """Queries from ``x``, keys and values from ``context`` (default: ``x``), each
+        split into ``h`` heads, queries and keys rotated by ``rotary`` if there is one.
 
         Shapes: x ``(b, t, d)``, context ``(b, s, d)`` → q ``(b, h, t, d_h)``, k and v
         ``(b, h, s, d_h)``.
@@ -164,7 +166,8 @@ class MultiHeadAttention(nn.Module):
                              f"(b, s, {self.d_model}); got {tuple(x.shape)} and "
                              f"{tuple(context.shape)}")
         q, k, v = (rearrange(W(a), "b t (h e) -> b h t e", h=self.n_heads)
-                   for W, a in ((self.W_q, x), (self.W_k, context), (self.W_v, context)))
+                   for W, a in ((self.W_q, x), (self.W_k, context),
+                                (self.W_v, context)))
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         return q, k, v
@@ -192,7 +195,8 @@ def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
     """Our :class:`MultiHeadAttention` with the weights of a ``batch_first``
     ``nn.MultiheadAttention`` (whose fused ``in_proj_weight`` stacks W_Q, W_K, W_V)."""
     if not isinstance(mha, nn.MultiheadAttention):
-        raise TypeError(f"mha must be an nn.MultiheadAttention; got {type(mha).__name__}")
+        raise TypeError(f"mha must be an nn.MultiheadAttention; "
+                        f"got {type(mha).__name__}")
     if not mha.batch_first or not mha._qkv_same_embed_dim:
         raise ValueError("expected nn.MultiheadAttention(..., batch_first=True) with "
                          "kdim = vdim = embed_dim")
@@ -211,8 +215,8 @@ def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
 
 def order_mask(order: torch.Tensor) -> torch.Tensor:
     """The causal mask of an arbitrary generation order: ``order[r]`` is the position
-    generated at step ``r``, and position ``i`` may attend ``j`` when ``j`` is generated no
-    later than ``i``. ``order = arange(t)`` gives :func:`causal_mask`.
+    generated at step ``r``, and position ``i`` may attend ``j`` when ``j`` is generated
+    no later than ``i``. ``order = arange(t)`` gives :func:`causal_mask`.
 
     Shapes: order ``(t,)``, a permutation of ``0..t-1`` → ``(1, t, t)`` bool.
     """
@@ -226,8 +230,8 @@ def order_mask(order: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"order must be a 1-d integer permutation of 0..t-1; got "
                          f"{order.dtype} {order.tolist()}")
     rank = torch.empty_like(order)
-    rank[order] = torch.arange(t, device=order.device)       # the step that writes each i
-    return (rank[None, :] <= rank[:, None])[None]              # (1, t, t)
+    rank[order] = torch.arange(t, device=order.device)  # the step that writes each i
+    return (rank[None, :] <= rank[:, None])[None]         # (1, t, t)
 
 
 def dot_product_statistics(d_k: int, scaled: bool, n_keys: int = 64, n: int = 1000,
@@ -258,16 +262,18 @@ def neighbour_retrieval(n: int, n_items: int, n_values: int = 16, seed: int = 0)
     of the items with keys ``key + 1`` and ``key - 1`` (mod ``n_items``). The order of
     the items carries no information, so the task needs no positions.
 
-    Shapes: → keys, values ``(n, n_items)``, targets ``(n, n_items, 2)`` (next, previous).
+    Shapes: → keys, values ``(n, n_items)``, targets ``(n, n_items, 2)`` (next,
+    previous).
     """
     check_sizes("neighbour_retrieval", n=n, n_items=n_items, n_values=n_values)
     if n < 1 or n_items < 3 or n_values < 2:
-        raise ValueError(f"need n >= 1, n_items >= 3, n_values >= 2; got {n}, {n_items}, "
-                         f"{n_values}")
+        raise ValueError(f"need n >= 1, n_items >= 3, n_values >= 2; "
+                         f"got {n}, {n_items}, {n_values}")
     g = torch.Generator().manual_seed(seed)
     keys = torch.rand(n, n_items, generator=g).argsort(1)
     values = torch.randint(0, n_values, (n, n_items), generator=g)
-    by_key = torch.empty_like(values).scatter_(1, keys, values)  # by_key[:, k]: key k's value
+    # by_key[:, k]: the value of the item with key k
+    by_key = torch.empty_like(values).scatter_(1, keys, values)
     targets = [by_key.gather(1, (keys + shift) % n_items) for shift in (1, -1)]
     return keys, values, torch.stack(targets, -1)
 
@@ -295,8 +301,8 @@ class SetAttention(nn.Module):
         check_ids(keys, self.n_keys, "keys")
         check_ids(values, self.n_values, "values")
         if keys.shape != values.shape:
-            raise ValueError(f"keys and values must both be (b, t); got {tuple(keys.shape)} "
-                             f"and {tuple(values.shape)}")
+            raise ValueError(f"keys and values must both be (b, t); "
+                             f"got {tuple(keys.shape)} and {tuple(values.shape)}")
         x = self.key_embed(keys) + self.value_embed(values)          # (b, t, d)
         out, weights = self.attn(x)                                   # (b, t, d)
         logits = rearrange(self.readout(out), "b t (o v) -> b t o v", o=self.n_out)

@@ -114,8 +114,8 @@ class FeedForward(nn.Module):
                  activation: type[nn.Module] = nn.GELU):
         super().__init__()
         d_ff = 4 * d_model if d_ff is None else d_ff
-        self.net = nn.Sequential(nn.Linear(d_model, d_ff), activation(), nn.Dropout(dropout),
-                                 nn.Linear(d_ff, d_model))
+        self.net = nn.Sequential(nn.Linear(d_model, d_ff), activation(),
+                                 nn.Dropout(dropout), nn.Linear(d_ff, d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_width(x, self.net[0].in_features)
@@ -126,8 +126,8 @@ class Block(nn.Module):
     """Self-attention (+ cross-attention when ``cross``) + feed-forward, each with
     "Add & Norm" in the Pre-LN (``norm_first=True``) or Post-LN order.
 
-    Shapes: x ``(b, t, d)``, mask bool ``(b, t, t)`` with ``b``, ``t`` possibly 1 (True =
-    may attend), bias broadcastable to ``(b, h, t, t)``, memory ``(b, s, d)``,
+    Shapes: x ``(b, t, d)``, mask bool ``(b, t, t)`` with ``b``, ``t`` possibly 1
+    (True = may attend), bias broadcastable to ``(b, h, t, t)``, memory ``(b, s, d)``,
     memory_mask bool ``(b, t, s)`` with ``b``, ``t`` possibly 1 → ``(b, t, d)``.
     """
 
@@ -140,7 +140,8 @@ class Block(nn.Module):
         self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout) \
             if attn is None else attn
         self.norm1 = norm(d_model)
-        self.cross = MultiHeadAttention(d_model, n_heads, dropout=dropout) if cross else None
+        self.cross = MultiHeadAttention(d_model, n_heads, dropout=dropout) \
+            if cross else None
         self.norm_cross = norm(d_model) if cross else None
         self.ffn = FeedForward(d_model, d_ff, dropout)
         self.norm2 = norm(d_model)
@@ -164,7 +165,8 @@ class Block(nn.Module):
         if x.dim() != 3:
             raise ValueError(f"x must be (b, t, d_model); got {tuple(x.shape)}")
         check_width(x, self.d_model, "(b, t, d_model)")
-        x = self.sublayer(x, self.norm1, lambda h: self.attn(h, mask=mask, bias=bias)[0])
+        x = self.sublayer(x, self.norm1,
+                          lambda h: self.attn(h, mask=mask, bias=bias)[0])
         if self.cross is not None:
             x = self.sublayer(x, self.norm_cross,
                               lambda h: self.cross(h, memory, memory_mask)[0])
@@ -195,7 +197,8 @@ class Embedding(nn.Module):
     Shapes: ids ``(b, t)`` with ``t <= max_len`` → ``(b, t, d)``.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, max_len: int, dropout: float = 0.0):
+    def __init__(self, vocab_size: int, d_model: int, max_len: int,
+                 dropout: float = 0.0):
         super().__init__()
         self.max_len = max_len
         self.tok = nn.Embedding(vocab_size, d_model)
@@ -205,8 +208,8 @@ class Embedding(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         check_ids(ids, self.tok.num_embeddings, "ids")
         if ids.shape[1] > self.max_len:
-            raise ValueError(f"ids must be (b, t) with t <= max_len={self.max_len}; got "
-                             f"{tuple(ids.shape)}")
+            raise ValueError(f"ids must be (b, t) with t <= max_len={self.max_len}; "
+                             f"got {tuple(ids.shape)}")
         positions = torch.arange(ids.shape[1], device=ids.device)       # (t,)
         return self.drop(self.tok(ids) + self.pos(positions))           # (b, t, d)
 
@@ -252,7 +255,8 @@ class TransformerConfig(StackConfig):
 def check_config(config, kind: type) -> None:
     """Raise a TypeError unless ``config`` is a ``kind`` (a config dataclass)."""
     if not isinstance(config, kind):
-        raise TypeError(f"config must be a {kind.__name__}; got {type(config).__name__}")
+        raise TypeError(f"config must be a {kind.__name__}; "
+                        f"got {type(config).__name__}")
 
 
 def stack(config: StackConfig, *, cross: bool = False) -> nn.ModuleList:
@@ -339,14 +343,14 @@ class TransformerDecoder(nn.Module):
 
     def forward(self, tgt_in: torch.Tensor, enc: seq2seq.Encoded,
                 h: torch.Tensor | None = None):
-        prefix = tgt_in if h is None else torch.cat([h, tgt_in], 1)    # (b, t_all)
+        prefix = tgt_in if h is None else torch.cat([h, tgt_in], 1)  # (b, t_all)
         x = self.embed(prefix)
-        mask = causal_mask(prefix.shape[1], device=prefix.device)      # (1, t_all, t_all)
-        memory_mask = enc.mask[:, None, :]                              # (b, 1, s)
+        mask = causal_mask(prefix.shape[1], device=prefix.device)    # (1, t_all, t_all)
+        memory_mask = enc.mask[:, None, :]                           # (b, 1, s)
         for block in self.blocks:
             x = block(x, mask, memory=enc.states, memory_mask=memory_mask)
-        x = self.norm(x[:, -tgt_in.shape[1]:])                          # (b, t, d)
-        return self.readout(x), prefix, None                            # (b, t, v)
+        x = self.norm(x[:, -tgt_in.shape[1]:])                       # (b, t, d)
+        return self.readout(x), prefix, None                         # (b, t, v)
 
 
 def make_seq2seq(config: TransformerConfig, *, src_vocab_size: int) -> seq2seq.Seq2Seq:
@@ -382,7 +386,8 @@ class PatchEmbedding(nn.Module):
     ``n = H·W/P²``.
     """
 
-    def __init__(self, image_size: int, patch_size: int, in_channels: int, d_model: int):
+    def __init__(self, image_size: int, patch_size: int, in_channels: int,
+                 d_model: int):
         super().__init__()
         check_sizes("PatchEmbedding", image_size=image_size, patch_size=patch_size,
                      in_channels=in_channels, d_model=d_model)
