@@ -1,0 +1,144 @@
+"""lecturelib.kvcache, kvattention and paged: cache vs recomputation, fast vs reference."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import gpt, kvattention, kvcache, paged
+
+
+def small_gpt():
+    torch.manual_seed(0)
+    config = gpt.GPTConfig(vocab_size=11, seq_len=16, d_model=16, n_layers=2, n_heads=2)
+    return gpt.GPT(config).eval()
+
+
+def test_recomputation_equals_the_models_own_forward():
+    model = small_gpt()
+    ids = torch.randint(0, 11, (2, 16))
+    with torch.no_grad():
+        torch.testing.assert_close(kvcache.recompute_logits(model, ids), model(ids))
+
+
+def test_cached_generation_gives_the_logits_of_recomputation_past_the_context():
+    model = small_gpt()
+    prompt = torch.randint(0, 11, (2, 5))
+    a, la, _ = kvcache.generate(model, prompt, 30, use_cache=True)
+    b, lb, _ = kvcache.generate(model, prompt, 30, use_cache=False)
+    assert torch.equal(a, b) and a.shape == (2, 35)
+    torch.testing.assert_close(la, lb, atol=1e-5, rtol=1e-5)
+
+
+def test_prefill_in_chunks_equals_one_prefill():
+    model = small_gpt()
+    ids = torch.randint(0, 11, (1, 12))
+    cache = kvcache.new_cache(model, 1, 12)
+    with torch.no_grad():
+        parts = [kvcache.cached_forward(model, ids[:, i:j], cache)
+                 for i, j in ((0, 5), (5, 6), (6, 12))]
+        torch.testing.assert_close(torch.cat(parts, 1), model(ids), atol=1e-5, rtol=1e-5)
+    assert cache.length == 12
+
+
+@pytest.mark.parametrize("start, t, g", [(0, 5, 4), (3, 2, 2), (7, 1, 1)])
+def test_fused_attention_equals_the_reference(start, t, g):
+    torch.manual_seed(1)
+    q = torch.randn(2, 4, t, 8)
+    k, v = torch.randn(2, g, start + t, 8), torch.randn(2, g, start + t, 8)
+    torch.testing.assert_close(kvcache.attend(q, k, v, start),
+                               kvcache.attend_reference(q, k, v, start))
+
+
+def test_published_cache_sizes():
+    assert kvcache.published_bytes_per_token("Llama-2-7B") == 512 * 1024
+    assert kvcache.published_bytes_per_token("Llama-3-8B") == 128 * 1024
+    assert kvcache.published_bytes_per_token("Llama-2-70B") == 320 * 1024
+    assert kvcache.published_bytes_per_token("GPT-2 (124M)") == 36 * 1024
+    assert kvcache.published_bytes_per_token("DeepSeek-V2") == (512 + 64) * 60 * 2
+    assert all("source" in c for c in kvcache.PUBLISHED.values())
+
+
+def test_cache_allocation_matches_the_formula():
+    cache = kvcache.kv_cache(3, 1, 8, 2, 4, dtype=torch.float16)
+    assert cache.bytes_per_token == kvcache.cache_bytes_per_token(3, 2, 4, 2)
+
+
+def variant(attention, **kw):
+    torch.manual_seed(0)
+    config = kvattention.CacheGPTConfig(vocab_size=11, d_model=32, n_layers=2, n_heads=4,
+                                        attention=attention, **kw)
+    return kvattention.CacheGPT(config).eval()
+
+
+@pytest.mark.parametrize("attention, kw", [
+    ("gqa", dict(n_kv_heads=4)), ("gqa", dict(n_kv_heads=2)), ("gqa", dict(n_kv_heads=1)),
+    ("mla", dict(d_latent=8, d_rope=4))])
+def test_every_variant_decodes_with_the_logits_of_recomputation(attention, kw):
+    model = variant(attention, **kw)
+    ids = torch.randint(0, 11, (2, 20))
+    with torch.no_grad():
+        full = model(ids)
+        cache = model.new_cache(2, 20)
+        steps = [model(ids[:, :6], cache)] + [model(ids[:, i:i + 1], cache)
+                                              for i in range(6, 20)]
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_mla_absorbed_equals_explicit_and_caches_the_latent():
+    model = variant("mla", d_latent=8, d_rope=4)
+    ids = torch.randint(0, 11, (2, 12))
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids, absorbed=True), model(ids), atol=1e-5,
+                                   rtol=1e-5)
+    cache = model.new_cache(1, 4)
+    assert cache.bytes_per_token == kvcache.mla_bytes_per_token(2, 8, 4, 4)
+
+
+def test_the_variant_overfits_one_batch():
+    model = variant("gqa", n_kv_heads=2).train()
+    x = torch.randint(0, 11, (4, 16))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(60):
+        opt.zero_grad()
+        loss = kvattention.loss(model, (x[:, :-1], x[:, 1:]))
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.3
+
+
+def test_paged_attention_equals_contiguous_with_forks_and_frees():
+    torch.manual_seed(0)
+    cache = paged.PagedKVCache(64, 4, 2, 8)
+    keys = {}
+    cache.add_sequence(0)
+    for _ in range(6):
+        k, v = torch.randn(2, 8), torch.randn(2, 8)
+        cache.append(0, k, v)
+        keys.setdefault(0, []).append((k, v))
+    used = cache.allocator.used
+    cache.fork(0, 1)
+    assert cache.allocator.used == used                 # nothing copied
+    for seq in (0, 1):
+        k, v = torch.randn(2, 8), torch.randn(2, 8)
+        cache.append(seq, k, v)
+        keys[seq] = keys.get(seq, keys[0][:6]) + [(k, v)]
+    assert cache.allocator.used == used + 1             # the shared last block copied
+    for seq in (0, 1):
+        k = torch.stack([a for a, _ in keys[seq]], 1)
+        v = torch.stack([b for _, b in keys[seq]], 1)
+        q = torch.randn(4, 8)
+        torch.testing.assert_close(paged.paged_attention(q, cache, seq),
+                                   paged.contiguous_attention(q, k, v))
+    cache.finish(0)
+    cache.finish(1)
+    assert cache.allocator.used == 0
+
+
+def test_simulation_wastes_less_than_a_block_per_sequence():
+    history = paged.simulate([10, 30, 5], [0, 2, 4], block_size=4, max_len=32,
+                             capacity=64)
+    for row in history:
+        assert row["tokens"] <= row["paged"] <= row["tokens"] + 3 * 3
+        assert row["paged"] <= row["contiguous"] or row["contiguous"] == 0
+    assert history[-1] == {"tokens": 0, "paged": 0, "contiguous": 0}
