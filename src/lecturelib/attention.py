@@ -14,14 +14,15 @@ Scores (queries ``q``, keys ``k``):
 
 :class:`AttentionDecoder` is a GRU decoder that attends over the encoder states with its
 current state ``s_t`` and predicts from ``[s_t; c_t]``, the arrangement of Luong et al.
-(2015) without input feeding. Bahdanau et al. query with ``s_{t-1}`` and feed ``c_t`` into
-the recurrence, which forces a loop over target steps even in training; this order lets
-the GRU run over all teacher-forced steps at once. It plugs into ``seq2seq.Seq2Seq`` like
-``seq2seq.Decoder``.
+(2015) without input feeding. Bahdanau et al. query with ``s_{t-1}`` and feed ``c_t``
+into the recurrence, which forces a loop over target steps even in training; this order
+lets the GRU run over all teacher-forced steps at once. It plugs into
+``seq2seq.Seq2Seq`` like ``seq2seq.Decoder``.
 
 Masks, here and in every later chapter: a bool tensor, True = may attend, always 3-D
-``(b, t, s)``, where ``b`` may be 1 (one mask for the whole batch, e.g. causal) and ``t``
-may be 1 (one mask for every query, i.e. key padding). :func:`check_mask` enforces it.
+``(b, t, s)``, where ``b`` may be 1 (one mask for the whole batch, e.g. causal) and
+``t`` may be 1 (one mask for every query, i.e. key padding). :func:`check_mask` enforces
+it.
 
 Shapes use ``b`` batch, ``t`` queries (target positions), ``s`` keys (source positions),
 ``d`` width, ``v`` vocabulary, ``l`` layers.

@@ -1,22 +1,22 @@
-"""Chapter 10, search: how a language model's next-token distributions become the most probable
-text, and why that text is not the best.
+"""Chapter 10, search: how a language model's next-token distributions become the most
+probable text, and why that text is not the best.
 
 Every algorithm of the chapter talks to a model through one function, a *step*:
 ``step(prefixes)`` takes token ids ``(b, t)`` (long, on the CPU) and returns the logits
-``(b, v)`` of the token that follows each prefix. Any autoregressive model fits: a table of
-n-gram counts, an RNN (:class:`RecurrentStep` keeps its state, so a call costs one time step)
-or a Transformer. :func:`pipe` passes a step's logits through processors (functions from
-logits to logits), and :class:`TreeLM` is a toy model whose every prefix has its own random
-distribution.
+``(b, v)`` of the token that follows each prefix. Any autoregressive model fits: a table
+of n-gram counts, an RNN (:class:`RecurrentStep` keeps its state, so a call costs one
+time step) or a Transformer. :func:`pipe` passes a step's logits through processors
+(functions from logits to logits), and :class:`TreeLM` is a toy model whose every prefix
+has its own random distribution.
 
 - :func:`generate` is the loop shared by :func:`greedy` decoding and sampling
   (:mod:`lecturelib.sampling`); :func:`sequence_logprobs` scores given continuations.
-- :func:`greedy`, :func:`beam_search` and the oracle :func:`exhaustive_search` look for likely
-  sequences; beam search keeps finished hypotheses aside and ranks them by
+- :func:`greedy`, :func:`beam_search` and the oracle :func:`exhaustive_search` look for
+  likely sequences; beam search keeps finished hypotheses aside and ranks them by
   ``log p / length^alpha``, a simpler length normalisation than GNMT's
   ``((5 + length) / 6)^alpha`` (Wu et al., 2016, arXiv:1609.08144).
-- :func:`repetition` and :func:`distinct_n` measure repeated n-grams (Welleck et al., 2020,
-  arXiv:1908.04319; Li et al., 2016, arXiv:1510.03055).
+- :func:`repetition` and :func:`distinct_n` measure repeated n-grams (Welleck et al.,
+  2020, arXiv:1908.04319; Li et al., 2016, arXiv:1510.03055).
 
 Shapes use ``b`` batch, ``t`` time, ``v`` vocabulary.
 """

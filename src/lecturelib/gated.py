@@ -1,28 +1,32 @@
 """Chapter 3: gated recurrent networks, the LSTM and the GRU.
 
-- :class:`LSTMCell` is the long short-term memory of Hochreiter and Schmidhuber (1997) with the
-  forget gate of Gers, Schmidhuber and Cummins (2000): input gate ``i``, forget gate ``f``,
-  candidate ``g`` (the paper's ``C̃``), output gate ``o``, ``c_t = f ⊙ c_{t-1} + i ⊙ g`` and
-  ``h_t = o ⊙ tanh(c_t)``. It is the "vanilla" LSTM of Greff et al. (2017, arXiv:1503.04069)
-  *without* peephole connections (Gers and Schmidhuber, 2000), as in ``torch.nn.LSTM``; the four
-  gate blocks are stacked in PyTorch's order ``i, f, g, o`` so weights copy over directly, and it
-  keeps one bias where PyTorch keeps two.
+- :class:`LSTMCell` is the long short-term memory of Hochreiter and Schmidhuber (1997)
+  with the forget gate of Gers, Schmidhuber and Cummins (2000): input gate ``i``, forget
+  gate ``f``, candidate ``g`` (the paper's ``C̃``), output gate ``o``,
+  ``c_t = f ⊙ c_{t-1} + i ⊙ g`` and ``h_t = o ⊙ tanh(c_t)``. It is the "vanilla" LSTM of
+  Greff et al. (2017, arXiv:1503.04069) *without* peephole connections (Gers and
+  Schmidhuber, 2000), as in ``torch.nn.LSTM``; the four gate blocks are stacked in
+  PyTorch's order ``i, f, g, o`` so weights copy over directly, and it keeps one bias
+  where PyTorch keeps two.
 - :class:`GRUCell` is the gated recurrent unit of Cho et al. (2014, arXiv:1406.1078),
-  ``h_t = (1 - z) ⊙ n + z ⊙ h_{t-1}``, in the variant of ``torch.nn.GRU`` and cuDNN: the reset
-  gate is applied *after* the recurrent matmul, ``n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))``,
-  where the paper computes ``U (r ⊙ h)``; it keeps both biases, because ``r`` multiplies ``b_hn``
-  but not ``b_in``.
+  ``h_t = (1 - z) ⊙ n + z ⊙ h_{t-1}``, in the variant of ``torch.nn.GRU`` and cuDNN: the
+  reset gate is applied *after* the recurrent matmul,
+  ``n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))``, where the paper computes
+  ``U (r ⊙ h)``; it keeps both biases, because ``r`` multiplies ``b_hn`` but not
+  ``b_in``.
 - :func:`scan` runs a cell along time; :class:`Recurrent` stacks cells into layers and,
-  optionally, two directions (Schuster and Paliwal, 1997), with the interface of ``torch.nn.LSTM``
-  and ``torch.nn.GRU`` (``batch_first=True``); :func:`from_torch` copies their weights, and
-  :func:`n_params` is the closed-form parameter count of all three recurrent layers.
+  optionally, two directions (Schuster and Paliwal, 1997), with the interface of
+  ``torch.nn.LSTM`` and ``torch.nn.GRU`` (``batch_first=True``); :func:`from_torch`
+  copies their weights, and :func:`n_params` is the closed-form parameter count of all
+  three recurrent layers.
 - :func:`trace_gates` records every gate at every step, for plots.
-- :class:`CharLSTM` is chapter 2's character language model with an LSTM, trained with truncated
-  BPTT as in Graves (2013, arXiv:1308.0850); its state is one tensor so that
+- :class:`CharLSTM` is chapter 2's character language model with an LSTM, trained with
+  truncated BPTT as in Graves (2013, arXiv:1308.0850); its state is one tensor so that
   ``rnn.TruncatedBPTT``, ``rnn.stream_nll`` and ``rnn.sample`` work unchanged.
 
-The cells are plain loops, the oracles for the fast ``torch.nn`` layers that the chapter trains.
-Shapes use ``b`` batch, ``t`` time, ``d`` width, ``l`` layers (times directions), ``v`` vocabulary.
+The cells are plain loops, the oracles for the fast ``torch.nn`` layers that the chapter
+trains. Shapes use ``b`` batch, ``t`` time, ``d`` width, ``l`` layers (times
+directions), ``v`` vocabulary.
 """
 
 from __future__ import annotations

@@ -5,11 +5,13 @@
 - :class:`BigramLM` counts bigrams with add-k smoothing (Jurafsky & Martin, ch. 3);
 - :class:`WindowLM` is the fixed-window feed-forward neural LM of Bengio et al. (2003),
   without the direct input-to-output connections of the paper;
-- :func:`next_token_loss` is the cross-entropy of a sequence model's next-token predictions;
-- :func:`sgns_loss` and :class:`SkipGram` are word2vec's skip-gram with negative sampling
-  (Mikolov et al., 2013, arXiv:1310.4546), with frequent-word subsampling and the unigram^0.75
-  noise distribution, trained with (sparse) Adam instead of plain SGD with a decaying rate, and
-  with both embedding tables initialised at small random values.
+- :func:`next_token_loss` is the cross-entropy of a sequence model's next-token
+  predictions;
+- :func:`sgns_loss` and :class:`SkipGram` are word2vec's skip-gram with negative
+  sampling (Mikolov et al., 2013, arXiv:1310.4546), with frequent-word subsampling and
+  the unigram^0.75 noise distribution, trained with (sparse) Adam instead of plain SGD
+  with a decaying rate, and with both embedding tables initialised at small random
+  values.
 
 Shapes use ``b`` batch, ``t`` time, ``d`` width, ``v`` vocabulary.
 """

@@ -5,11 +5,11 @@ those it was trained on.
 ``positions.SCHEMES``: ``"none"``, ``"sinusoidal"`` or ``"learned"`` (added to the
 embeddings), ``"shaw"`` (``positions.RelativeAttention``), ``"alibi"``
 (``positions.alibi_bias`` on the scores) or ``"rope"`` (``positions.Rotary``);
-:class:`PositionalLMConfig` holds its sizes. Its blocks are :class:`PreLNBlock` s, chapter
-6's attention followed by a feed-forward network, each with a residual connection around a
-LayerNorm: the Pre-LN Transformer block that chapter 8 derives (``transformer.Block``
-computes the same), or any other block built around an attention module.
-:func:`loss_by_position` evaluates a model on windows of any length.
+:class:`PositionalLMConfig` holds its sizes. Its blocks are :class:`PreLNBlock` s,
+chapter 6's attention followed by a feed-forward network, each with a residual
+connection around a LayerNorm: the Pre-LN Transformer block that chapter 8 derives
+(``transformer.Block`` computes the same), or any other block built around an attention
+module. :func:`loss_by_position` evaluates a model on windows of any length.
 
 Shapes use ``b`` batch, ``t`` positions, ``d`` width, ``h`` heads, ``v`` vocabulary.
 """

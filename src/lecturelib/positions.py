@@ -1,35 +1,38 @@
-"""Chapter 7: positions. Attention treats its keys as a set; these are the ways to tell it
-where each token is.
+"""Chapter 7: positions. Attention treats its keys as a set; these are the ways to tell
+it where each token is.
 
 Absolute positions, added to the token embeddings:
 
-- :func:`sinusoidal` (Vaswani et al., 2017, arXiv:1706.03762): ``PE(pos, 2i) =
-  sin(pos/10000^{2i/d})``, ``PE(pos, 2i+1) = cos(pos/10000^{2i/d})``; :func:`shift_matrix`
-  is the rotation ``M_k`` with ``PE(pos + k) = M_k PE(pos)`` for every ``pos``;
+- :func:`sinusoidal` (Vaswani et al., 2017, arXiv:1706.03762):
+  ``PE(pos, 2i) = sin(pos/10000^{2i/d})``, ``PE(pos, 2i+1) = cos(pos/10000^{2i/d})``;
+  :func:`shift_matrix` is the rotation ``M_k`` with ``PE(pos + k) = M_k PE(pos)`` for
+  every ``pos``;
 - :class:`LearnedPositions`: one trained vector per position ``0..max_len-1``.
 
-:func:`score_terms` splits ``(x_m + p_m)·(x_n + p_n)`` into content, position and cross terms.
+:func:`score_terms` splits ``(x_m + p_m)·(x_n + p_n)`` into content, position and cross
+terms.
 
 Relative positions, inside attention:
 
-- :class:`RelativeAttention` (Shaw, Uszkoreit and Vaswani, 2018, arXiv:1803.02155): learned
-  vectors for the clipped distance ``clip(j - i, -k, k)`` added to the keys and the values;
-  one table shared by all heads of a layer, as in the paper;
-- :func:`alibi_slopes`, :func:`alibi_bias` (Press, Smith and Lewis, 2022, arXiv:2108.12409):
-  a fixed penalty ``-m_h |i - j|`` on the scores, with a geometric sequence of slopes;
+- :class:`RelativeAttention` (Shaw, Uszkoreit and Vaswani, 2018, arXiv:1803.02155):
+  learned vectors for the clipped distance ``clip(j - i, -k, k)`` added to the keys and
+  the values; one table shared by all heads of a layer, as in the paper;
+- :func:`alibi_slopes`, :func:`alibi_bias` (Press, Smith and Lewis, 2022,
+  arXiv:2108.12409): a fixed penalty ``-m_h |i - j|`` on the scores, with a geometric
+  sequence of slopes;
 - RoPE (Su et al., 2021, arXiv:2104.09864): :func:`rope_rotate` turns each pair of
   dimensions ``(2i, 2i+1)`` of a query or key at position ``m`` by ``m θ_i``,
   ``θ_i = base^{-2i/d}`` (``i`` from 0), with the rotation formula; :func:`rope_complex`
   does the same as a complex multiplication; :class:`Rotary` plugs into
-  ``self_attention.MultiHeadAttention(rotary=...)``. Pairs are adjacent dimensions as in the
-  paper; many codebases pair dimension ``i`` with ``i + d/2`` instead, which is the same
-  rotation of permuted dimensions.
+  ``self_attention.MultiHeadAttention(rotary=...)``. Pairs are adjacent dimensions as in
+  the paper; many codebases pair dimension ``i`` with ``i + d/2`` instead, which is the
+  same rotation of permuted dimensions.
 
 :data:`SCHEMES` names the six ways of the chapter's extrapolation experiment
 (``positional_lm``).
 
-Shapes use ``b`` batch, ``t`` query positions, ``s`` key positions, ``d`` width, ``h`` heads,
-``v`` vocabulary.
+Shapes use ``b`` batch, ``t`` query positions, ``s`` key positions, ``d`` width, ``h``
+heads, ``v`` vocabulary.
 """
 
 from __future__ import annotations

@@ -1,24 +1,27 @@
 """Chapter 2: recurrent networks and backpropagation through time.
 
-- :class:`ElmanCell` and :class:`ElmanRNN` are the simple recurrent network of Elman (1990),
-  ``h_t = tanh(W_h h_{t-1} + W_x x_t + b)``, written as a plain loop over time steps; it is the
-  reference (oracle) for ``torch.nn.RNN`` and keeps one bias where PyTorch keeps two;
-- :func:`jacobian_norms` measures ``‖∂h_T/∂h_t‖`` by automatic differentiation, the quantity whose
-  exponential decay or growth is the vanishing/exploding gradient problem of Bengio, Simard and
-  Frasconi (1994) and Pascanu, Mikolov and Bengio (2013, arXiv:1211.5063);
-- :func:`init_recurrent_` sets recurrent weights to a chosen spectral radius, an orthogonal matrix,
-  or the identity (the IRNN of Le, Jaitly and Hinton, 2015, arXiv:1504.00941, uses ReLU; here the
-  identity is used with tanh);
+- :class:`ElmanCell` and :class:`ElmanRNN` are the simple recurrent network of Elman
+  (1990), ``h_t = tanh(W_h h_{t-1} + W_x x_t + b)``, written as a plain loop over time
+  steps; it is the reference (oracle) for ``torch.nn.RNN`` and keeps one bias where
+  PyTorch keeps two;
+- :func:`jacobian_norms` measures ``‖∂h_T/∂h_t‖`` by automatic differentiation, the
+  quantity whose exponential decay or growth is the vanishing/exploding gradient problem
+  of Bengio, Simard and Frasconi (1994) and Pascanu, Mikolov and Bengio (2013,
+  arXiv:1211.5063);
+- :func:`init_recurrent_` sets recurrent weights to a chosen spectral radius, an
+  orthogonal matrix, or the identity (the IRNN of Le, Jaitly and Hinton, 2015,
+  arXiv:1504.00941, uses ReLU; here the identity is used with tanh);
 - :func:`clip_grad_norm` is gradient clipping by the global norm (Pascanu et al., 2013);
-- :func:`batchify`, :func:`chunk` and :class:`TruncatedBPTT` lay a long text out as parallel
-  streams and train on consecutive chunks, carrying the hidden state over but not its gradient
-  (truncated backpropagation through time, Werbos 1990; Williams and Peng 1990);
-- :class:`CharRNN`, :func:`stream_nll` and :func:`sample` are a character-level language model
-  (with its validation loss and a sampler) in the spirit of
-  Karpathy's char-rnn (2015), using the fast ``torch.nn.RNN``;
-- :func:`pad_sequences`, :func:`pool` and :class:`RNNClassifier` classify variable-length
-  sequences from one vector per sequence: the last state, or the mean or max of the states over
-  the real (unpadded) positions.
+- :func:`batchify`, :func:`chunk` and :class:`TruncatedBPTT` lay a long text out as
+  parallel streams and train on consecutive chunks, carrying the hidden state over but
+  not its gradient (truncated backpropagation through time, Werbos 1990; Williams and
+  Peng 1990);
+- :class:`CharRNN`, :func:`stream_nll` and :func:`sample` are a character-level language
+  model (with its validation loss and a sampler) in the spirit of Karpathy's char-rnn
+  (2015), using the fast ``torch.nn.RNN``;
+- :func:`pad_sequences`, :func:`pool` and :class:`RNNClassifier` classify
+  variable-length sequences from one vector per sequence: the last state, or the mean or
+  max of the states over the real (unpadded) positions.
 
 Shapes use ``b`` batch, ``t`` time, ``d`` width, ``v`` vocabulary, ``l`` layers.
 """

@@ -1,21 +1,24 @@
 """Chapter 10, sampling and steering: drawing text from a language model, reshaping its
-next-token distributions, and testing that a sampler draws from the distribution it claims.
+next-token distributions, and testing that a sampler draws from the distribution it
+claims.
 
 Steps, prefixes and logits are those of :mod:`lecturelib.decoding`.
 
 - :func:`sample` is ancestral sampling, and :func:`chi_square` Pearson's test that draws
   come from a given distribution (the check of every sampler).
-- :func:`temperature`, :func:`top_k` (Fan, Lewis and Dauphin, 2018, arXiv:1805.04833) and
-  :func:`top_p`, nucleus sampling (Holtzman et al., 2020, arXiv:1904.09751), map logits to
-  logits; ``decoding.pipe`` applies them to a step's output, so a sampler is ancestral
-  sampling of a transformed model. :func:`top_k` keeps ties with the k-th logit.
+- :func:`temperature`, :func:`top_k` (Fan, Lewis and Dauphin, 2018, arXiv:1805.04833)
+  and :func:`top_p`, nucleus sampling (Holtzman et al., 2020, arXiv:1904.09751), map
+  logits to logits; ``decoding.pipe`` applies them to a step's output, so a sampler is
+  ancestral sampling of a transformed model. :func:`top_k` keeps ties with the k-th
+  logit.
 - :func:`contrastive` scores ``log p_strong - log p_weak`` on the tokens with
-  ``p_strong >= alpha * max p_strong`` (Li et al., 2023, arXiv:2210.15097), searched greedily
-  here where the paper uses beam search.
-- :func:`constrain` masks the tokens that a rule forbids after a prefix; :func:`regex_allowed`
-  builds the rule from a regular expression by partial matching. Guided-generation libraries
-  compile the expression into an automaton over tokens instead (Willard and Louf, 2023,
-  arXiv:2307.09702), which is faster but allows the same tokens.
+  ``p_strong >= alpha * max p_strong`` (Li et al., 2023, arXiv:2210.15097), searched
+  greedily here where the paper uses beam search.
+- :func:`constrain` masks the tokens that a rule forbids after a prefix;
+  :func:`regex_allowed` builds the rule from a regular expression by partial matching.
+  Guided-generation libraries compile the expression into an automaton over tokens
+  instead (Willard and Louf, 2023, arXiv:2307.09702), which is faster but allows the
+  same tokens.
 
 Shapes use ``b`` batch, ``t`` time, ``v`` vocabulary, ``n`` draws.
 """

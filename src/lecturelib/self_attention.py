@@ -3,17 +3,20 @@ computed from one sequence.
 
 :func:`scaled_dot_product` is ``softmax(QK^T/√d_k + B) V`` (Vaswani et al., 2017,
 arXiv:1706.03762) on any axes between batch and time (heads), with a boolean mask
-(True = may attend; :func:`causal_mask`, :func:`padding_mask`) and an optional additive score
-bias ``B`` (ALiBi, relative positions). :class:`MultiHeadAttention` projects to ``h`` heads of
-width ``d/h``, attends in every head at once, concatenates and applies ``W_O``;
-:func:`from_torch` copies the weights of a ``torch.nn.MultiheadAttention`` into it, so the two
-can be compared. :func:`order_mask` generalises the causal mask to any generation order
-(XLNet); :func:`dot_product_statistics` is the √d_k experiment; :func:`neighbour_retrieval`
-and :class:`SetAttention` are the chapter's set task and its one-layer model.
+(True = may attend; :func:`causal_mask`, :func:`padding_mask`) and an optional additive
+score bias ``B`` (ALiBi, relative positions). :class:`MultiHeadAttention` projects to
+``h`` heads of width ``d/h``, attends in every head at once, concatenates and applies
+``W_O``;
+:func:`from_torch` copies the weights of a ``torch.nn.MultiheadAttention`` into it, so
+the two can be compared. :func:`order_mask` generalises the causal mask to any
+generation order (XLNet); :func:`dot_product_statistics` is the √d_k experiment;
+:func:`neighbour_retrieval` and :class:`SetAttention` are the chapter's set task and its
+one-layer model.
 
-Masks follow ``attention.check_mask``: bool, True = may attend, ``(b, t, s)`` where ``b`` and
-``t`` may be 1; :func:`causal_mask` is ``(1, t, s)``, :func:`padding_mask` ``(b, 1, s)``,
-and they combine with ``&``. :class:`MultiHeadAttention` adds the head axis itself.
+Masks follow ``attention.check_mask``: bool, True = may attend, ``(b, t, s)`` where
+``b`` and ``t`` may be 1; :func:`causal_mask` is ``(1, t, s)``, :func:`padding_mask`
+``(b, 1, s)``, and they combine with ``&``. :class:`MultiHeadAttention` adds the head
+axis itself.
 
 Shapes use ``b`` batch, ``t`` queries, ``s`` keys, ``d`` width, ``h`` heads.
 """

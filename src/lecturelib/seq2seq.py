@@ -1,15 +1,15 @@
 """Chapter 4: sequence-to-sequence models with recurrent networks.
 
-- :class:`Encoder` reads the source with a (bidirectional, stacked) GRU and summarises it
-  in one *context vector* ``c``: the final states of the top layer, or the mean of its
-  states over the real positions;
-- :class:`Decoder` is a conditional language model ``p(y_t | y_<t, c)``: a GRU that starts
-  from ``tanh(W c)`` and reads ``[embed(y_{t-1}); c]`` at every step, as in Cho et al.
-  (2014, arXiv:1406.1078); Sutskever et al. (2014, arXiv:1409.3215) passed ``c`` only as
-  the initial state, used deep LSTMs and reversed the source;
+- :class:`Encoder` reads the source with a (bidirectional, stacked) GRU and summarises
+  it in one *context vector* ``c``: the final states of the top layer, or the mean of
+  its states over the real positions;
+- :class:`Decoder` is a conditional language model ``p(y_t | y_<t, c)``: a GRU that
+  starts from ``tanh(W c)`` and reads ``[embed(y_{t-1}); c]`` at every step, as in Cho
+  et al. (2014, arXiv:1406.1078); Sutskever et al. (2014, arXiv:1409.3215) passed ``c``
+  only as the initial state, used deep LSTMs and reversed the source;
 - :class:`Seq2Seq` joins them, and :func:`make_model` builds the chapter's model from a
-  :class:`Seq2SeqConfig` passed by keyword; :func:`masked_cross_entropy` and :func:`loss` train it by
-  teacher forcing with the padded positions left out;
+  :class:`Seq2SeqConfig` passed by keyword; :func:`masked_cross_entropy` and
+  :func:`loss` train it by teacher forcing with the padded positions left out;
 - :func:`val_loss` and :func:`train_translator` are the training recipe of chapters 4, 5
   and 8 (AdamW, warm-up and cosine decay, clipping, batches of similar length);
 - :func:`greedy_decode` translates a batch token by token until ``</s>``;

@@ -1,12 +1,13 @@
 """Byte-level byte-pair encoding (chapter 9), written from scratch.
 
-BPE began as a compression scheme (Gage 1994, "A New Algorithm for Data Compression"): replace the
-most frequent pair of adjacent symbols by a new symbol, and repeat. Sennrich, Haddow and Birch
-(2016, arXiv:1508.07909) used it to learn sub-word vocabularies for translation, merging inside
-words only; GPT-2 (Radford et al. 2019) made it *byte-level*, starting from the 256 byte values so
-that every string can be encoded, and cut the text into chunks with a regular expression first, so
-that merges never cross a chunk boundary. Here, as in GPT-2 and Hugging Face ``tokenizers``,
-merges are learned on the distinct chunks of a text weighted by their counts.
+BPE began as a compression scheme (Gage 1994, "A New Algorithm for Data Compression"):
+replace the most frequent pair of adjacent symbols by a new symbol, and repeat.
+Sennrich, Haddow and Birch (2016, arXiv:1508.07909) used it to learn sub-word
+vocabularies for translation, merging inside words only; GPT-2 (Radford et al. 2019)
+made it *byte-level*, starting from the 256 byte values so that every string can be
+encoded, and cut the text into chunks with a regular expression first, so that merges
+never cross a chunk boundary. Here, as in GPT-2 and Hugging Face ``tokenizers``, merges
+are learned on the distinct chunks of a text weighted by their counts.
 
 The worked example, with Z = aa, Y = ab and X = ZY (ids 256, 257, 258)::
 
@@ -20,12 +21,13 @@ The worked example, with Z = aa, Y = ab and X = ZY (ids 256, 257, 258)::
 >>> tok.decode(tok.encode("naïve 中文 🙂"))
 'naïve 中文 🙂'
 
-Two trainers learn the same merges: :func:`train_bpe_plain` recounts every pair after every merge
-(the reference, as in Sennrich et al.'s Algorithm 1) and :func:`train_bpe` updates the counts of
-only the chunks a merge changed. Ties between equally frequent pairs go to the smallest pair of
-ids, so the result does not depend on the order in which pairs were counted. Simplifications:
-no special tokens, and no byte-to-character remapping (GPT-2 maps bytes to printable characters
-such as ``Ġ`` for the space only to store its vocabulary as text; :func:`gpt2_byte_alphabet`).
+Two trainers learn the same merges: :func:`train_bpe_plain` recounts every pair after
+every merge (the reference, as in Sennrich et al.'s Algorithm 1) and :func:`train_bpe`
+updates the counts of only the chunks a merge changed. Ties between equally frequent
+pairs go to the smallest pair of ids, so the result does not depend on the order in
+which pairs were counted. Simplifications: no special tokens, and no byte-to-character
+remapping (GPT-2 maps bytes to printable characters such as ``Ġ`` for the space only to
+store its vocabulary as text; :func:`gpt2_byte_alphabet`).
 """
 
 from __future__ import annotations

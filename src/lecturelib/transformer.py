@@ -1,9 +1,9 @@
 """Chapter 8: the Transformer (Vaswani et al., 2017, arXiv:1706.03762).
 
-A :class:`Block` is multi-head self-attention (``self_attention.MultiHeadAttention``), optional
-cross-attention to an encoder's output, and a position-wise :class:`FeedForward`
-``d → d_ff → d`` (``d_ff = 4d`` by default), each sub-layer wrapped in a residual
-connection and a LayerNorm:
+A :class:`Block` is multi-head self-attention (``self_attention.MultiHeadAttention``),
+optional cross-attention to an encoder's output, and a position-wise
+:class:`FeedForward` ``d → d_ff → d`` (``d_ff = 4d`` by default), each sub-layer wrapped
+in a residual connection and a LayerNorm:
 
 - Post-LN (the original paper): ``x = LN(x + sublayer(x))``;
 - Pre-LN (Xiong et al., 2020, arXiv:2002.04745; GPT-2 and most models since):

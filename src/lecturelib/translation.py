@@ -6,7 +6,7 @@ The pipeline, one small function per step::
     pairs = tokenize_pairs(pairs)                   # lower-cased words and punctuation
     pairs = filter_by_length(pairs, max_len=12)     # short sentences train on a CPU
     pairs = filter_by_vocab(pairs, n_words=1000)    # common words: a small softmax
-    train, val, test = split_pairs(pairs, ...)      # seeded, disjoint by source sentence
+    train, val, test = split_pairs(pairs, ...)      # seeded, disjoint by source text
     src_vocab = build_vocab([s for s, _ in train])  # <pad> <s> </s> <unk> = ids 0 1 2 3
     batch = make_batch(train[:32], src_vocab, tgt_vocab)
 
