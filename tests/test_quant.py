@@ -80,7 +80,9 @@ def test_gptq_output_error_on_held_out_inputs_is_below_rounding(scheme, bits, gr
     h = quant.hessian(calib)
     rtn = quant.fake_quantize(w, bits, group_size, scheme)
     ours = quant.gptq(w, h, bits, group_size, scheme)
-    out_err = lambda wq: (held @ (wq - w).T).pow(2).mean()
+    def out_err(wq):
+        return (held @ (wq - w).T).pow(2).mean()
+
     assert out_err(ours) < 0.9 * out_err(rtn)
 
 

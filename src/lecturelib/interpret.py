@@ -1,13 +1,13 @@
 """Chapter 13: looking inside the chapter 11 GPT.
 
 - The logit lens (nostalgebraist, 2020): apply the final norm and the output head to the
-  residual stream after every block, as if the model stopped there, and read what it would
-  predict.
+  residual stream after every block, as if the model stopped there, and read what it
+  would predict.
 - Attention maps: each block's attention weights ``softmax(q kᵀ / √e + causal mask)``
   computed on a plain path (the model itself runs the fused
   ``F.scaled_dot_product_attention``, which never forms the weights); :func:`attention`
-  also returns the block's attention output from these weights so that a test can compare
-  it with the model's.
+  also returns the block's attention output from these weights so that a test can
+  compare it with the model's.
 
 Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``h`` heads, ``e`` d_head, ``v``
 vocabulary, ``L`` n_layers.
@@ -33,16 +33,19 @@ def _check_gpt(model) -> None:
 @torch.no_grad()
 def logit_lens(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
     """Logits read from the residual stream before the first block and after each block;
-    the last entry equals ``model(ids)``. Shapes: ids ``(b, t)`` → ``(L + 1, b, t, v)``."""
+    the last entry equals ``model(ids)``.
+
+    Shapes: ids ``(b, t)`` → ``(L + 1, b, t, v)``."""
     _check_gpt(model)
     states = model.residual_stream(ids)                     # L + 1 tensors (b, t, d)
     return torch.stack([model.head(model.norm(h)) for h in states])
 
 
 @torch.no_grad()
-def lens_loss_rank(model: gpt.GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per layer of the logit lens, the mean cross-entropy of the true next token and its
-    mean rank (0: the top prediction). Shapes: ids ``(b, t)`` with ``t >= 2`` →
+def lens_loss_rank(model: gpt.GPT,
+                   ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per layer of the logit lens, the mean cross-entropy of the true next token and
+    its mean rank (0: the top prediction). Shapes: ids ``(b, t)`` with ``t >= 2`` →
     ``(L + 1,)`` twice."""
     _check_gpt(model)
     if isinstance(ids, torch.Tensor) and ids.dim() == 2 and ids.shape[1] < 2:
@@ -57,15 +60,15 @@ def lens_loss_rank(model: gpt.GPT, ids: torch.Tensor) -> tuple[torch.Tensor, tor
 
 
 def attention(attn: gpt.CausalSelfAttention, x: torch.Tensor):
-    """The attention weights of one block's attention on its (normalised) input ``x``, and
-    the attention output computed from them on the plain path.
+    """The attention weights of one block's attention on its (normalised) input ``x``,
+    and the attention output computed from them on the plain path.
 
     Shapes: x ``(b, t, d)`` → weights ``(b, h, t, t)``, output ``(b, t, d)``."""
     if not isinstance(attn, gpt.CausalSelfAttention):
         raise TypeError(f"attn must be a gpt.CausalSelfAttention; got {describe(attn)}")
-    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != attn.out.in_features:
-        raise ValueError(f"x must be a (b, t, {attn.out.in_features}) tensor; got "
-                         f"{describe(x)}")
+    d = attn.out.in_features
+    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d:
+        raise ValueError(f"x must be a (b, t, {d}) tensor; got {describe(x)}")
     q, k, v = rearrange(attn.qkv(x), "b t (three h e) -> three b h t e", three=3,
                         h=attn.n_heads)
     if attn.rope:
@@ -80,7 +83,9 @@ def attention(attn: gpt.CausalSelfAttention, x: torch.Tensor):
 
 @torch.no_grad()
 def attention_maps(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
-    """Every block's attention weights on ``ids``. Shapes: ``(b, t)`` → ``(L, b, h, t, t)``."""
+    """Every block's attention weights on ``ids``.
+
+    Shapes: ``(b, t)`` → ``(L, b, h, t, t)``."""
     _check_gpt(model)
     states = model.residual_stream(ids)
     return torch.stack([attention(block.attn, block.norm1(h))[0]

@@ -3,21 +3,24 @@
 Four ways to adapt a frozen pretrained :class:`~lecturelib.gpt.GPT` by training few new
 parameters:
 
-- LoRA (Hu et al., arXiv:2106.09685): ``h = W_0 x + (alpha/r) B A x`` with ``A`` random and
-  ``B`` zero, so the model starts unchanged; the update merges into ``W_0`` for free inference.
-  Our GPT fuses ``W_Q, W_K, W_V`` into one ``qkv`` Linear, so :class:`LoRALinear` can update a
-  chosen set of output rows only (the ``q`` and ``v`` slices, the paper's placement).
-- Adapters (Houlsby et al., arXiv:1902.00751): a bottleneck MLP ``x + U GELU(D x)`` after the
-  attention and the MLP of every block, ``U`` zero so the model starts unchanged.
-- Prefix tuning (Li and Liang, arXiv:2101.00190): learned keys and values that every position
-  of every layer can attend to. The paper learns them through an MLP for stability; we learn
-  them directly, initialised from the model's own keys and values of real text.
-- Prompt tuning (Lester et al., arXiv:2104.08691): learned input vectors before the text,
-  initialised from embeddings of real tokens.
+- LoRA (Hu et al., arXiv:2106.09685): ``h = W_0 x + (alpha/r) B A x`` with ``A`` random
+  and ``B`` zero, so the model starts unchanged; the update merges into ``W_0`` for free
+  inference. Our GPT fuses ``W_Q, W_K, W_V`` into one ``qkv`` Linear, so
+  :class:`LoRALinear` can update a chosen set of output rows only (the ``q`` and ``v``
+  slices, the paper's placement).
+- Adapters (Houlsby et al., arXiv:1902.00751): a bottleneck MLP ``x + U GELU(D x)``
+  after the attention and the MLP of every block, ``U`` zero so the model starts
+  unchanged.
+- Prefix tuning (Li and Liang, arXiv:2101.00190): learned keys and values that every
+  position of every layer can attend to. The paper learns them through an MLP for
+  stability; we learn them directly, initialised from the model's own keys and values of
+  real text.
+- Prompt tuning (Lester et al., arXiv:2104.08691): learned input vectors before the
+  text, initialised from embeddings of real tokens.
 
-Prefix and prompt tuning run the model's own blocks through :func:`run_blocks` (gpt.py is
-untouched). Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``h`` heads, ``e`` d_head,
-``v`` vocabulary, ``p`` prefix or prompt length, ``r`` rank.
+Prefix and prompt tuning run the model's own blocks through :func:`run_blocks` (gpt.py
+is untouched). Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``h`` heads, ``e``
+d_head, ``v`` vocabulary, ``p`` prefix or prompt length, ``r`` rank.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ from lecturelib._checks import check_int, check_number, describe
 
 
 class LoRALinear(nn.Module):
-    """A frozen ``nn.Linear`` plus a rank-``r`` update ``(alpha/r) B A`` on the output rows
-    ``rows`` (all rows when None).
+    """A frozen ``nn.Linear`` plus a rank-``r`` update ``(alpha/r) B A`` on the output
+    rows ``rows`` (all rows when None).
 
     Shapes: x ``(..., d_in)`` → ``(..., d_out)``; A ``(r, d_in)``, B ``(len(rows), r)``.
     """
@@ -69,7 +72,8 @@ class LoRALinear(nn.Module):
         return delta.index_add(0, self.rows, self.scale * self.B @ self.A)
 
     def merged(self) -> nn.Linear:
-        """An ``nn.Linear`` with ``W = W_0 + (alpha/r) B A``: the same function, no overhead."""
+        """An ``nn.Linear`` with ``W = W_0 + (alpha/r) B A``: the same function, no
+        overhead."""
         base = self.base
         out = nn.Linear(base.in_features, base.out_features, bias=base.bias is not None)
         with torch.no_grad():
@@ -89,10 +93,11 @@ def freeze(model: nn.Module) -> nn.Module:
     return model.requires_grad_(False)
 
 
-def add_lora(model: gpt.GPT, r: int = 4, alpha: float = 8.0, parts: str = "qv") -> gpt.GPT:
+def add_lora(model: gpt.GPT, r: int = 4, alpha: float = 8.0,
+             parts: str = "qv") -> gpt.GPT:
     """Freeze ``model`` and wrap every block's fused ``qkv`` projection in a
-    :class:`LoRALinear` that updates the slices named by ``parts`` (letters of ``"qkv"``).
-    Changes ``model`` in place and returns it."""
+    :class:`LoRALinear` that updates the slices named by ``parts`` (letters of
+    ``"qkv"``). Changes ``model`` in place and returns it."""
     _check_gpt(model)
     if not isinstance(parts, str) or not parts or set(parts) - set("qkv") or len(
             set(parts)) != len(parts):
@@ -109,7 +114,8 @@ def add_lora(model: gpt.GPT, r: int = 4, alpha: float = 8.0, parts: str = "qv") 
 
 
 def merge_lora(model: gpt.GPT) -> gpt.GPT:
-    """Replace every :class:`LoRALinear` of ``model`` by its merged ``nn.Linear``, in place."""
+    """Replace every :class:`LoRALinear` of ``model`` by its merged ``nn.Linear``, in
+    place."""
     _check_gpt(model)
     merged = 0
     for block in model.blocks:
@@ -121,8 +127,8 @@ def merge_lora(model: gpt.GPT) -> gpt.GPT:
 
 
 class Adapter(nn.Module):
-    """Houlsby's bottleneck ``y + U GELU(D y)`` applied to the output ``y`` of ``module``;
-    ``U`` starts at zero. Shapes: ``(b, t, d)`` → ``(b, t, d)``."""
+    """Houlsby's bottleneck ``y + U GELU(D y)`` applied to the output ``y`` of
+    ``module``; ``U`` starts at zero. Shapes: ``(b, t, d)`` → ``(b, t, d)``."""
 
     def __init__(self, module: nn.Module, d_model: int, d_bottleneck: int):
         super().__init__()
@@ -139,8 +145,8 @@ class Adapter(nn.Module):
 
 
 def add_adapters(model: gpt.GPT, d_bottleneck: int = 8) -> gpt.GPT:
-    """Freeze ``model`` and put an :class:`Adapter` after the attention and after the MLP of
-    every block (in place; returns ``model``)."""
+    """Freeze ``model`` and put an :class:`Adapter` after the attention and after the
+    MLP of every block (in place; returns ``model``)."""
     _check_gpt(model)
     check_int(d_bottleneck, "d_bottleneck", 1)
     freeze(model)
@@ -154,8 +160,9 @@ def add_adapters(model: gpt.GPT, d_bottleneck: int = 8) -> gpt.GPT:
 
 def attend(attn: gpt.CausalSelfAttention, x: torch.Tensor,
            prefix: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-    """The attention of a GPT block, with optional learned keys and values ``prefix`` that
-    every position attends to (they carry no position: RoPE rotates the text's only).
+    """The attention of a GPT block, with optional learned keys and values ``prefix``
+    that every position attends to (they carry no position: RoPE rotates the text's
+    only).
 
     Shapes: x ``(b, t, d)``, prefix ``(h, p, e)`` twice → ``(b, t, d)``."""
     q, k, v = rearrange(attn.qkv(x), "b t (three h e) -> three b h t e", three=3,
@@ -174,8 +181,9 @@ def attend(attn: gpt.CausalSelfAttention, x: torch.Tensor,
 
 
 def run_blocks(model: gpt.GPT, x: torch.Tensor, prefixes=None) -> torch.Tensor:
-    """The GPT from the first block's input ``x`` to the logits, each block's attention given
-    its ``prefixes[layer]`` (a pair of key and value tensors) when there are prefixes.
+    """The GPT from the first block's input ``x`` to the logits, each block's attention
+    given its ``prefixes[layer]`` (a pair of key and value tensors) when there are
+    prefixes.
 
     Shapes: x ``(b, t, d)`` → logits ``(b, t, v)``."""
     for i, block in enumerate(model.blocks):
@@ -187,8 +195,8 @@ def run_blocks(model: gpt.GPT, x: torch.Tensor, prefixes=None) -> torch.Tensor:
 
 
 class PromptTuned(nn.Module):
-    """A frozen GPT reading ``n_prompt`` learned vectors before its input ids, initialised
-    from the embeddings of ``init_ids``. Shapes: ids ``(b, t)`` with
+    """A frozen GPT reading ``n_prompt`` learned vectors before its input ids,
+    initialised from the embeddings of ``init_ids``. Shapes: ids ``(b, t)`` with
     ``t + n_prompt <= seq_len`` → logits ``(b, t, v)``."""
 
     def __init__(self, model: gpt.GPT, init_ids: torch.Tensor):
@@ -200,17 +208,19 @@ class PromptTuned(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         p, seq_len = len(self.prompt), self.model.config.seq_len
-        if isinstance(ids, torch.Tensor) and ids.dim() == 2 and ids.shape[1] + p > seq_len:
-            raise ValueError(f"ids has {ids.shape[1]} positions; with a prompt of {p} the "
-                             f"model takes 1 to {seq_len - p}")
+        too_long = isinstance(ids, torch.Tensor) and ids.dim() == 2 and (
+            ids.shape[1] + p > seq_len)
+        if too_long:
+            raise ValueError(f"ids has {ids.shape[1]} positions; with a prompt of {p} "
+                             f"the model takes 1 to {seq_len - p}")
         x = self.model.embed_ids(ids)                                   # (b, t, d)
         prompt = self.prompt.expand(x.shape[0], -1, -1)                 # (b, p, d)
         return run_blocks(self.model, torch.cat([prompt, x], 1))[:, p:]
 
 
 class PrefixTuned(nn.Module):
-    """A frozen GPT whose every layer attends to learned keys and values, initialised from
-    the model's own keys and values of the tokens ``init_ids``.
+    """A frozen GPT whose every layer attends to learned keys and values, initialised
+    from the model's own keys and values of the tokens ``init_ids``.
     Shapes: ids ``(b, t)`` → logits ``(b, t, v)``."""
 
     def __init__(self, model: gpt.GPT, init_ids: torch.Tensor):
@@ -241,23 +251,25 @@ def _check_init_ids(init_ids, model: gpt.GPT) -> None:
         init_ids.is_floating_point() or init_ids.dtype == torch.bool))
     if not ok or not 1 <= len(init_ids) < c.seq_len or (
             init_ids.min() < 0 or init_ids.max() >= c.vocab_size):
-        raise ValueError(f"init_ids must be a 1-d tensor of 1 to {c.seq_len - 1} token ids "
-                         f"in 0..{c.vocab_size - 1}; got {describe(init_ids)}")
+        raise ValueError(f"init_ids must be a 1-d tensor of 1 to {c.seq_len - 1} token "
+                         f"ids in 0..{c.vocab_size - 1}; got {describe(init_ids)}")
 
 
 def trainable(model: nn.Module) -> tuple[int, int]:
-    """``(trainable, total)`` parameter counts of ``model`` (a tied head counted once)."""
+    """``(trainable, total)`` parameter counts of ``model`` (a tied head counted
+    once)."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module; got {describe(model)}")
     params = list(model.parameters())   # unique tensors
-    return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
+    n_trainable = sum(p.numel() for p in params if p.requires_grad)
+    return n_trainable, sum(p.numel() for p in params)
 
 
 def to_vocab(text: str, vocab) -> tuple[str, dict[str, int]]:
-    """``text`` with characters outside ``vocab`` mapped to ASCII (curly quotes to straight
-    ones, double quotes to ``'`` when the vocabulary has no ``"``, dashes to ``-``, accented
-    letters to plain ones) or dropped; returns the text and the count of every dropped
-    character."""
+    """``text`` with characters outside ``vocab`` mapped to ASCII (curly quotes to
+    straight ones, double quotes to ``'`` when the vocabulary has no ``"``, dashes to
+    ``-``, accented letters to plain ones) or dropped; returns the text and the count of
+    every dropped character."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str; got {describe(text)}")
     known = set(vocab.stoi)

@@ -2,18 +2,20 @@
 
 - absmax (symmetric) quantization: ``s = max|w| / (2^(b-1) - 1)``, ``q = round(w / s)``;
 - zero-point (asymmetric) quantization: ``s = (max w - min w) / (2^b - 1)``,
-  ``z = round(-min w / s)``, ``q = clamp(round(w / s) + z, 0, 2^b - 1)``, ``w ≈ s (q - z)``;
+  ``z = round(-min w / s)``, ``q = clamp(round(w / s) + z, 0, 2^b - 1)``,
+  ``w ≈ s (q - z)``;
 - both per output row, or per group of ``group_size`` consecutive inputs of a row;
-- GPTQ (Frantar et al., arXiv:2210.17323): quantize the columns of ``W`` one at a time and
-  spread each column's error over the columns not yet quantized with the inverse Hessian
-  ``H = 2 X Xᵀ`` of the layer's calibration inputs, in the paper's Cholesky form with
-  dampening. We run its column loop without the paper's lazy block updates (the same result,
-  slower on large matrices) and give every layer the full-precision model's inputs, where the
-  paper feeds each layer the outputs of the already quantized layers before it.
+- GPTQ (Frantar et al., arXiv:2210.17323): quantize the columns of ``W`` one at a time
+  and spread each column's error over the columns not yet quantized with the inverse
+  Hessian ``H = 2 X Xᵀ`` of the layer's calibration inputs, in the paper's Cholesky form
+  with dampening. We run its column loop without the paper's lazy block updates (the
+  same result, slower on large matrices) and give every layer the full-precision model's
+  inputs, where the paper feeds each layer the outputs of the already quantized layers
+  before it.
 
-Everything here is *fake quantization*: weights are quantized and immediately dequantized
-back to float, which gives the quantized model's exact outputs without integer kernels.
-Shapes: W ``(d_out, d_in)``; calibration inputs X ``(n, d_in)``.
+Everything here is *fake quantization*: weights are quantized and immediately
+dequantized back to float, which gives the quantized model's exact outputs without
+integer kernels. Shapes: W ``(d_out, d_in)``; calibration inputs X ``(n, d_in)``.
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ def scale_zero(w: torch.Tensor, bits: int, scheme: str = "absmax"):
 
 def quantize(w: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, bits: int,
              scheme: str = "absmax") -> torch.Tensor:
-    """Integer codes of ``w``: ``round(w / s) (+ z)``, clamped to the ``bits``-bit range."""
+    """Integer codes of ``w``: ``round(w / s) (+ z)``, clamped to the ``bits``-bit
+    range."""
     if scheme == "absmax":
         qmax = 2 ** (bits - 1) - 1
         return torch.clamp(torch.round(w / scale), -qmax, qmax)
@@ -89,8 +92,8 @@ def hessian(x: torch.Tensor) -> torch.Tensor:
 
 def gptq(w: torch.Tensor, h: torch.Tensor, bits: int, group_size: int | None = None,
          scheme: str = "absmax", damp: float = 0.01) -> torch.Tensor:
-    """GPTQ quantize-dequantize of ``w`` with the Hessian ``h`` of its inputs; ``damp`` times
-    the mean diagonal is added to the diagonal. Shapes: w ``(d_out, d_in)``,
+    """GPTQ quantize-dequantize of ``w`` with the Hessian ``h`` of its inputs; ``damp``
+    times the mean diagonal is added to the diagonal. Shapes: w ``(d_out, d_in)``,
     h ``(d_in, d_in)`` → ``(d_out, d_in)``."""
     _check_matrix(w)
     _check_args(bits, group_size, scheme, w.shape[1])
@@ -106,7 +109,8 @@ def gptq(w: torch.Tensor, h: torch.Tensor, bits: int, group_size: int | None = N
     h += damp * h.diagonal().mean() * torch.eye(d_in, dtype=h.dtype, device=h.device)
     # The upper Cholesky factor U of H⁻¹ = UᵀU: row i of U, divided by U[i, i], is how
     # column i's error is spread over columns i.. once columns < i are fixed.
-    u = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(h)), upper=True)
+    h_inv = torch.cholesky_inverse(torch.linalg.cholesky(h))
+    u = torch.linalg.cholesky(h_inv, upper=True)
     q = torch.zeros_like(w)
     g = group_size or d_in
     for i in range(d_in):
@@ -120,8 +124,9 @@ def gptq(w: torch.Tensor, h: torch.Tensor, bits: int, group_size: int | None = N
 
 
 def block_linears(model: gpt.GPT) -> dict[str, nn.Linear]:
-    """The Linear layers of the blocks by name (the embedding and the tied head stay)."""
-    return {name: m for name, m in model.blocks.named_modules() if isinstance(m, nn.Linear)}
+    """The Linear layers of the blocks by name (the embedding and tied head stay)."""
+    return {name: m for name, m in model.blocks.named_modules()
+            if isinstance(m, nn.Linear)}
 
 
 @torch.no_grad()
@@ -129,9 +134,13 @@ def calibration_inputs(model: gpt.GPT, ids: torch.Tensor) -> dict[str, torch.Ten
     """The inputs of every block Linear when ``model`` reads the windows ``ids``.
     Shapes: ids ``(b, t)`` → ``(b·t, d_in)`` per layer name."""
     inputs, hooks = {}, []
+    def record(name: str):
+        def hook(module, args, out):
+            inputs[name] = args[0].flatten(0, -2)
+        return hook
+
     for name, layer in block_linears(model).items():
-        hooks.append(layer.register_forward_hook(
-            lambda m, args, out, name=name: inputs.__setitem__(name, args[0].flatten(0, -2))))
+        hooks.append(layer.register_forward_hook(record(name)))
     try:
         model(ids)
     finally:
@@ -143,9 +152,10 @@ def calibration_inputs(model: gpt.GPT, ids: torch.Tensor) -> dict[str, torch.Ten
 def quantize_model(model: gpt.GPT, bits: int, group_size: int | None = None,
                    method: str = "rtn", calib_ids: torch.Tensor | None = None,
                    scheme: str = "absmax") -> gpt.GPT:
-    """A copy of ``model`` whose block weights are fake-quantized to ``bits`` by ``method``
-    (``"rtn"`` round-to-nearest or ``"gptq"`` with the calibration windows ``calib_ids``);
-    ``bits=16`` rounds every weight to float16. Embedding and tied head stay in float."""
+    """A copy of ``model`` whose block weights are fake-quantized to ``bits`` by
+    ``method`` (``"rtn"`` round-to-nearest or ``"gptq"`` with the calibration windows
+    ``calib_ids``); ``bits=16`` rounds every weight to float16. Embedding and tied head
+    stay in float."""
     if not isinstance(model, gpt.GPT):
         raise TypeError(f"model must be a lecturelib.gpt.GPT; got {describe(model)}")
     check_int(bits, "bits", 2, 16)
@@ -162,6 +172,8 @@ def quantize_model(model: gpt.GPT, bits: int, group_size: int | None = None,
     inputs = calibration_inputs(model, calib_ids) if method == "gptq" else {}
     for name, layer in layers.items():
         w = layer.weight.data
-        layer.weight.data = (fake_quantize(w, bits, group_size, scheme) if method == "rtn"
-                             else gptq(w, hessian(inputs[name]), bits, group_size, scheme))
+        if method == "rtn":
+            layer.weight.data = fake_quantize(w, bits, group_size, scheme)
+        else:
+            layer.weight.data = gptq(w, hessian(inputs[name]), bits, group_size, scheme)
     return out
