@@ -1,5 +1,5 @@
-"""lecturelib.bert (masking, the encoder), lecturelib.finetune (GPT-style finetuning) and
-lecturelib.t5 (span corruption)."""
+"""lecturelib.bert (masking, the encoder), lecturelib.finetune (GPT-style finetuning)
+and lecturelib.t5 (span corruption)."""
 
 from __future__ import annotations
 
@@ -30,12 +30,13 @@ def test_mask_rates_are_15_percent_and_80_10_10():
     selected = targets != bert.IGNORE
     ordinary = ids < SP.n_text
     n, k = int(ordinary.sum()), int(selected.sum())
-    assert not selected[~ordinary].any() and torch.equal(inputs[~ordinary], ids[~ordinary])
+    assert not selected[~ordinary].any()
+    assert torch.equal(inputs[~ordinary], ids[~ordinary])
     assert abs(k / n - 0.15) < 4 * math.sqrt(0.15 * 0.85 / n)
     assert torch.equal(targets[selected], ids[selected])
     masked = (inputs == SP.mask)[selected].float().mean().item()
     kept = (inputs == ids)[selected].float().mean().item()
-    random = 1 - masked - kept                          # includes random = original (2%)
+    random = 1 - masked - kept                 # a random draw of the original is "kept"
     tol = 4 * math.sqrt(0.8 * 0.2 / k)
     assert abs(masked - 0.8) < tol
     assert abs(kept - (0.1 + 0.1 / SP.n_text)) < tol
@@ -100,7 +101,7 @@ def test_mlm_loss_counts_selected_positions_only_and_overfits_one_batch():
     assert stream[:8].tolist() == [1, 2, 3, 4, 5, 6, 7, SP.sep]
     batch = bert.mlm_batches(stream, SP, 16, 12, seed=0)(0)
     first = bert.mlm_loss(model, batch).item()
-    assert abs(first - math.log(SP.vocab_size)) < 0.5               # near uniform at init
+    assert abs(first - math.log(SP.vocab_size)) < 0.5       # near uniform at init
     hist = train.fit(model, [batch], bert.mlm_loss, steps=60, lr=1e-2, progress=False)
     assert hist.train_loss[-1] < 0.3 * first
 
@@ -116,7 +117,8 @@ def test_encode_sentence_and_accuracy():
 
 def test_format_input():
     f = dict(start=100, delim=101, extract=102)
-    assert finetune.format_input([1, 2], [3], max_len=10, **f) == [100, 1, 2, 101, 3, 102]
+    pair = finetune.format_input([1, 2], [3], max_len=10, **f)
+    assert pair == [100, 1, 2, 101, 3, 102]
     assert finetune.format_input([1, 2], None, max_len=10, **f) == [100, 1, 2, 102]
     cut = finetune.format_input([1, 2, 3, 4], [5, 6, 7, 8, 9, 10], max_len=9, **f)
     assert cut == [100, 1, 2, 3, 101, 5, 6, 7, 102] and len(cut) == 9
@@ -145,7 +147,8 @@ def test_classifier_reads_the_extract_position():
     with torch.no_grad():
         logits = clf(ids, lengths)
         alone = clf(ids[:1, :4], torch.tensor([4]))
-    torch.testing.assert_close(logits[:1], alone, atol=1e-5, rtol=1e-5)  # causal: pad later
+    # causal: the padding comes after [EXTRACT] and cannot change it
+    torch.testing.assert_close(logits[:1], alone, atol=1e-5, rtol=1e-5)
     labels = torch.tensor([0, 1])
     base = finetune.classifier_loss(clf, (ids, lengths, labels))
     with_lm = finetune.classifier_loss(clf, (ids, lengths, labels), lm_weight=0.5)
@@ -171,6 +174,6 @@ def test_span_corruption_reconstructs_and_rates():
 
 
 def test_span_corruption_example():
-    inputs, targets = t5.split_spans([1, 2, 3, 4, 5, 6], [False, True, True, False, True, False],
-                                [90, 91, 92])
+    corrupt = [False, True, True, False, True, False]
+    inputs, targets = t5.split_spans([1, 2, 3, 4, 5, 6], corrupt, [90, 91, 92])
     assert inputs == [1, 90, 4, 91, 6] and targets == [90, 2, 3, 91, 5, 92]

@@ -1,19 +1,20 @@
-"""Chapter 12: BERT, an encoder pretrained by masked language modelling (Devlin et al., 2019,
-arXiv:1810.04805), with RoBERTa's changes (Liu et al., 2019, arXiv:1907.11692).
+"""Chapter 12: BERT, an encoder pretrained by masked language modelling (Devlin et al.,
+2019, arXiv:1810.04805), with RoBERTa's changes (Liu et al., 2019, arXiv:1907.11692).
 
-- :func:`mask_tokens` is BERT's corruption: each ordinary token is selected with probability
-  ``p`` (15%); a selected token becomes ``[MASK]`` (80%), a random token (10%) or stays (10%),
-  and only selected positions are targets (the others get ``ignore_index``). Special and
-  padding tokens are never selected. Called afresh for every batch it is RoBERTa's *dynamic*
-  masking; :func:`mlm_batches` does that.
-- :class:`BERT` is chapter 8's encoder blocks (``transformer.stack``; Pre-LN, where BERT was
-  Post-LN, because it trains reliably in a few hundred steps) over token + learned position
-  embeddings, with an MLM head tied to the token embeddings and a linear classification head
-  on the ``[CLS]`` state or on the mean of the real states. BERT's next-sentence prediction
-  and its pooler (a ``tanh`` layer under the classifier) are left out, as in RoBERTa.
-- :class:`Specials` names the ids of ``[PAD] [CLS] [SEP] [MASK]``, placed after the ids of a
-  tokenizer's ``n_text`` ordinary tokens; :func:`encode_sentence` and :func:`pad` build
-  classification batches and :func:`token_stream` the pretraining stream.
+- :func:`mask_tokens` is BERT's corruption: each ordinary token is selected with
+  probability ``p`` (15%); a selected token becomes ``[MASK]`` (80%), a random token
+  (10%) or stays (10%), and only selected positions are targets (the others get
+  ``IGNORE``). Special and padding tokens are never selected. Called afresh for every
+  batch it is RoBERTa's *dynamic* masking; :func:`mlm_batches` does that.
+- :class:`BERT` is chapter 8's encoder blocks (``transformer.stack``; Pre-LN, where BERT
+  was Post-LN, because it trains reliably in a few hundred steps) over token + learned
+  position embeddings, with an MLM head tied to the token embeddings and a linear
+  classification head on the ``[CLS]`` state or on the mean of the real states. BERT's
+  next-sentence prediction and its pooler (a ``tanh`` layer under the classifier) are
+  left out, as in RoBERTa.
+- :class:`Specials` names the ids of ``[PAD] [CLS] [SEP] [MASK]``, placed after the ids
+  of a tokenizer's ``n_text`` ordinary tokens; :func:`encode_sentence` and :func:`pad`
+  build classification batches and :func:`token_stream` the pretraining stream.
 
 Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``v`` vocabulary, ``c`` classes.
 """
@@ -66,8 +67,8 @@ class Specials:
 
 
 def check_token_ids(ids, name: str = "ids", dims: tuple[int, ...] = (1, 2)) -> None:
-    if not isinstance(ids, torch.Tensor) or ids.dim() not in dims or ids.is_floating_point() \
-            or ids.is_complex() or ids.dtype == torch.bool:
+    if not isinstance(ids, torch.Tensor) or ids.dim() not in dims \
+            or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         axes = " or ".join({1: "(t,)", 2: "(b, t)"}[d] for d in dims)
         raise ValueError(f"{name} must be an integer tensor {axes} of token ids; got "
                          f"{describe(ids)}")
@@ -90,8 +91,8 @@ def mask_tokens(ids: torch.Tensor, specials: Specials, *, p: float = 0.15,
     if not isinstance(specials, Specials):
         raise TypeError(f"specials must be a Specials; got {describe(specials)}")
     if ids.numel() and (ids.min() < 0 or ids.max() >= specials.vocab_size):
-        raise ValueError(f"ids must lie in 0..{specials.vocab_size - 1} (the ordinary and "
-                         f"special tokens); got ids from {int(ids.min())} to "
+        raise ValueError(f"ids must lie in 0..{specials.vocab_size - 1} (the ordinary "
+                         f"and special tokens); got ids from {int(ids.min())} to "
                          f"{int(ids.max())}")
     check_number(p, "p", 0.0, 1.0)
     check_number(p_mask, "p_mask", 0.0, 1.0)
@@ -119,18 +120,18 @@ def token_stream(sentences: Sequence[list[int]], specials: Specials) -> torch.Te
             isinstance(s, (list, tuple)) for s in sentences):
         raise TypeError(f"sentences must be a list of lists of token ids; got "
                         f"{describe(sentences)}")
-    ids = [i for s in sentences for i in (*s, specials.sep)]
-    stream = torch.tensor(ids, dtype=torch.long)
-    if not len(stream) or stream.min() < 0 or stream.max() >= specials.n_text + 3:
-        raise ValueError("sentences must hold ordinary token ids in 0..n_text-1")
-    return stream
+    if not sentences or not all(isinstance(i, int) and 0 <= i < specials.n_text
+                                for s in sentences for i in s):
+        raise ValueError(f"sentences must hold ordinary token ids in 0.."
+                         f"{specials.n_text - 1}")
+    return torch.tensor([i for s in sentences for i in (*s, specials.sep)])
 
 
 def mlm_batches(stream: torch.Tensor, specials: Specials, batch_size: int, seq_len: int,
                 *, seed: int = 0, dynamic: bool = True, **masking,
                 ) -> Callable[[int], tuple[torch.Tensor, torch.Tensor]]:
-    """A function ``step -> (inputs, targets)``: windows of ``seq_len - 1`` tokens of the
-    stream after a ``[CLS]``, masked by :func:`mask_tokens`.
+    """A function ``step -> (inputs, targets)``: windows of ``seq_len - 1`` tokens of
+    the stream after a ``[CLS]``, masked by :func:`mask_tokens`.
 
     ``dynamic=True`` draws a fresh mask every time (RoBERTa); ``dynamic=False`` gives a
     window the same mask every time it is drawn (BERT masked its data once, in ten
@@ -177,8 +178,8 @@ def pad(rows: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Ten
     Shapes: ``b`` lists → ids ``(b, t)`` with ``t`` the longest, lengths ``(b,)``."""
     if not rows or isinstance(rows, str) or not all(
             isinstance(r, (list, tuple)) and len(r) > 0 for r in rows):
-        raise ValueError(f"rows must be a non-empty list of non-empty lists of ids; got "
-                         f"{describe(rows)}")
+        raise ValueError(f"rows must be a non-empty list of non-empty lists of ids; "
+                         f"got {describe(rows)}")
     lengths = torch.tensor([len(r) for r in rows])
     ids = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)
     for i, r in enumerate(rows):
@@ -195,15 +196,18 @@ class BERTConfig(transformer.TransformerConfig):
     pool: str = "mean"
 
     def __post_init__(self):
+        transformer.check_sizes("BERTConfig", vocab_size=self.vocab_size,
+                                max_len=self.max_len)
         super().__post_init__()
         check_int(self.n_classes, "BERTConfig.n_classes", 2)
         if self.pool not in POOLS:
-            raise ValueError(f"BERTConfig.pool must be one of {POOLS}; got {self.pool!r}")
+            raise ValueError(f"BERTConfig.pool must be one of {POOLS}; "
+                             f"got {self.pool!r}")
 
 
 class MLMHead(nn.Module):
-    """``LN(GELU(W h)) Eᵀ + b``: BERT's transform, then the token embeddings ``E`` (tied)
-    as the output matrix. Shapes: h ``(..., d)`` → logits ``(..., v)``."""
+    """``LN(GELU(W h)) Eᵀ + b``: BERT's transform, then the token embeddings ``E``
+    (tied) as the output matrix. Shapes: h ``(..., d)`` → logits ``(..., v)``."""
 
     def __init__(self, embedding: nn.Embedding):
         super().__init__()
@@ -230,7 +234,8 @@ class BERT(nn.Module):
         super().__init__()
         transformer.check_config(config, BERTConfig)
         c = self.config = config
-        self.embed = transformer.Embedding(c.vocab_size, c.d_model, c.max_len, c.dropout)
+        self.embed = transformer.Embedding(c.vocab_size, c.d_model, c.max_len,
+                                           c.dropout)
         self.blocks = transformer.stack(c)
         self.norm = nn.LayerNorm(c.d_model)
         self.mlm = MLMHead(self.embed.tok)
@@ -246,7 +251,9 @@ class BERT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def keys(self, ids: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
-        """The padding mask of the keys, True at real tokens. Shapes: → ``(b, 1, t)``."""
+        """The padding mask of the keys, True at real tokens.
+
+        Shapes: → ``(b, 1, t)``."""
         if lengths is None:
             return torch.ones(ids.shape[0], 1, ids.shape[1], dtype=torch.bool,
                               device=ids.device)
@@ -267,7 +274,8 @@ class BERT(nn.Module):
 
     def pooled(self, ids: torch.Tensor, lengths: torch.Tensor | None = None
                ) -> torch.Tensor:
-        """One vector per sentence: the ``[CLS]`` state or the mean of the real states."""
+        """One vector per sentence: the ``[CLS]`` state or the mean of the real
+        states."""
         h = self.encode(ids, lengths)                             # (b, t, d)
         if self.config.pool == "cls":
             return h[:, 0]
@@ -298,8 +306,8 @@ def accuracy(model: nn.Module, ids: torch.Tensor, lengths: torch.Tensor,
              labels: torch.Tensor, batch_size: int = 512) -> float:
     """The fraction of sentences whose most likely class is the label (eval mode)."""
     if len(ids) != len(labels) or len(ids) != len(lengths) or not len(ids):
-        raise ValueError(f"ids, lengths and labels must have the same non-zero length; got "
-                         f"{len(ids)}, {len(lengths)} and {len(labels)}")
+        raise ValueError(f"ids, lengths and labels must have the same non-zero length; "
+                         f"got {len(ids)}, {len(lengths)} and {len(labels)}")
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device

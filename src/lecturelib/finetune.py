@@ -1,12 +1,13 @@
-"""Chapter 12: finetuning a pretrained GPT for classification, as GPT-1 did (Radford et al.,
-2018, "Improving Language Understanding by Generative Pre-Training").
+"""Chapter 12: finetuning a pretrained GPT for classification, as GPT-1 did (Radford et
+al., 2018, "Improving Language Understanding by Generative Pre-Training").
 
 Every task becomes one token sequence ``[START] text_a [DELIM] text_b [EXTRACT]``
-(:func:`format_input`; a one-text task leaves out ``[DELIM] text_b``). The special tokens
-are new rows of the embedding matrix (:func:`extend_vocab`), and a linear head reads the
-final hidden state of the ``[EXTRACT]`` position, which has seen the whole input through
-causal attention (:class:`GPTClassifier`). GPT-1 also kept the language-model loss on the
-input as an auxiliary loss (weight 0.5); :func:`classifier_loss` takes its weight.
+(:func:`format_input`; a one-text task leaves out ``[DELIM] text_b``). The special
+tokens are new rows of the embedding matrix (:func:`extend_vocab`), and a linear head
+reads the final hidden state of the ``[EXTRACT]`` position, which has seen the whole
+input through causal attention (:class:`GPTClassifier`). GPT-1 also kept the
+language-model loss on the input as an auxiliary loss (weight 0.5);
+:func:`classifier_loss` takes its weight.
 
 Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``v`` vocabulary, ``c`` classes.
 """
@@ -56,8 +57,8 @@ def format_input(text_a: Sequence[int], text_b: Sequence[int] | None, *, start: 
 def extend_vocab(model: gpt.GPT, n_new: int, *, std: float = 0.02,
                  generator: torch.Generator | None = None) -> gpt.GPT:
     """A copy of ``model`` with ``n_new`` more tokens: ids ``vocab_size ..
-    vocab_size + n_new - 1`` get new embedding rows ``N(0, std²)``; every other weight is
-    the pretrained one."""
+    vocab_size + n_new - 1`` get new embedding rows ``N(0, std²)``; every other weight
+    is the pretrained one."""
     if not isinstance(model, gpt.GPT):
         raise TypeError(f"model must be a gpt.GPT; got {describe(model)}")
     check_int(n_new, "n_new", 1)
@@ -99,8 +100,8 @@ class GPTClassifier(nn.Module):
         if not isinstance(lengths, torch.Tensor) or lengths.shape != h.shape[:1] \
                 or lengths.is_floating_point() or (lengths < 1).any() \
                 or (lengths > h.shape[1]).any():
-            raise ValueError(f"lengths must be (b,) = ({h.shape[0]},) integer lengths in "
-                             f"1..{h.shape[1]}; got {describe(lengths)}")
+            raise ValueError(f"lengths must be (b,) = ({h.shape[0]},) integer lengths "
+                             f"in 1..{h.shape[1]}; got {describe(lengths)}")
         return h[torch.arange(len(h), device=h.device), lengths.to(h.device) - 1]
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -109,8 +110,8 @@ class GPTClassifier(nn.Module):
 
 def classifier_loss(model: GPTClassifier, batch: tuple[torch.Tensor, ...],
                     lm_weight: float = 0.0) -> torch.Tensor:
-    """Cross-entropy of the classes, plus ``lm_weight`` × the next-token loss on the real
-    positions of the input (GPT-1's auxiliary objective; it used 0.5)."""
+    """Cross-entropy of the classes, plus ``lm_weight`` × the next-token loss on the
+    real positions of the input (GPT-1's auxiliary objective; it used 0.5)."""
     check_number(lm_weight, "lm_weight", 0.0)
     ids, lengths, labels = batch
     h = model.hidden(ids)                                             # (b, t, d)
@@ -118,6 +119,7 @@ def classifier_loss(model: GPTClassifier, batch: tuple[torch.Tensor, ...],
     if lm_weight == 0:
         return loss
     logits = model.gpt.head(h[:, :-1])                                # (b, t-1, v)
-    real = torch.arange(1, ids.shape[1], device=ids.device) < lengths[:, None].to(ids.device)
+    positions = torch.arange(1, ids.shape[1], device=ids.device)
+    real = positions < lengths[:, None].to(ids.device)              # (b, t-1)
     targets = ids[:, 1:].masked_fill(~real, -100)
     return loss + lm_weight * F.cross_entropy(logits.transpose(1, 2), targets)

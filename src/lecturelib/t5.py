@@ -1,8 +1,9 @@
-"""Chapter 12: T5's span corruption (Raffel et al., 2020, arXiv:1910.10683, section 3.3.4).
+"""Chapter 12: T5's span corruption (Raffel et al., 2020, arXiv:1910.10683, section
+3.3.4).
 
-About ``rate`` (15%) of the tokens, in spans of mean length ``mean_span`` (3), are cut out
-of the input; each span is replaced by one sentinel token, and the target lists every
-sentinel followed by the span it replaced, then a final sentinel::
+About ``rate`` (15%) of the tokens, in spans of mean length ``mean_span`` (3), are cut
+out of the input; each span is replaced by one sentinel token, and the target lists
+every sentinel followed by the span it replaced, then a final sentinel::
 
     input:  Thank you <X> me to your party <Y> week .
     target: <X> for inviting <Y> last <Z>
@@ -37,8 +38,8 @@ def span_corrupt(ids: Sequence[int], sentinels: Sequence[int], *, rate: float = 
         raise ValueError("ids must not contain sentinel ids")
     n_noise = min(len(ids) - 1, max(1, round(rate * len(ids))))
     n_spans = max(1, min(round(n_noise / mean_span), len(ids) - n_noise))
-    noise = random_partition(n_noise, n_spans, generator)              # span lengths
-    keep = random_partition(len(ids) - n_noise, n_spans, generator)    # the gaps before them
+    noise = random_partition(n_noise, n_spans, generator)            # span lengths
+    keep = random_partition(len(ids) - n_noise, n_spans, generator)  # gaps before them
     corrupt = []
     for gap, span in zip(keep, noise):
         corrupt += [False] * gap + [True] * span
@@ -47,7 +48,8 @@ def span_corrupt(ids: Sequence[int], sentinels: Sequence[int], *, rate: float = 
 
 def random_partition(total: int, parts: int, generator) -> list[int]:
     """``total`` split at random into ``parts`` positive integers."""
-    cuts = (torch.randperm(total - 1, generator=generator)[:parts - 1] + 1).sort().values
+    cuts = torch.randperm(total - 1, generator=generator)[:parts - 1] + 1
+    cuts = cuts.sort().values
     bounds = [0, *cuts.tolist(), total]
     return [hi - lo for lo, hi in zip(bounds, bounds[1:])]
 
@@ -91,7 +93,8 @@ def span_restore(inputs: Sequence[int], targets: Sequence[int], sentinels: Seque
     for token in inputs:
         if token in marks:
             if token not in spans:
-                raise ValueError(f"sentinel {token} of the inputs is not in the targets")
+                raise ValueError(f"sentinel {token} of the inputs is not in the "
+                                 f"targets")
             out.extend(spans[token])
         else:
             out.append(token)

@@ -1,0 +1,78 @@
+"""Bad input to lecturelib.bert: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import bert
+
+SP = bert.Specials(10)
+
+
+def model():
+    torch.manual_seed(0)
+    return bert.BERT(bert.BERTConfig(vocab_size=SP.vocab_size, max_len=8, d_model=16,
+                                     n_heads=2, n_layers=1))
+
+
+CASES = [
+    (lambda: bert.Specials(0), ValueError,
+     r"Specials.n_text must be an int >= 1; got int 0"),
+    (lambda: bert.mask_tokens(torch.zeros(2, 3), SP), ValueError,
+     r"ids must be an integer tensor \(t,\) or \(b, t\) of token ids; "
+     r"got torch.float32"),
+    (lambda: bert.mask_tokens(torch.zeros(1, 2, 3, dtype=torch.long), SP), ValueError,
+     r"ids must be an integer tensor .*shape \(1, 2, 3\)"),
+    (lambda: bert.mask_tokens(torch.tensor([1, 14]), SP), ValueError,
+     r"ids must lie in 0..13 \(the ordinary and special tokens\); "
+     r"got ids from 1 to 14"),
+    (lambda: bert.mask_tokens(torch.tensor([1, 2]), 10), TypeError,
+     r"specials must be a Specials; got int 10"),
+    (lambda: bert.mask_tokens(torch.tensor([1, 2]), SP, p=1.5), ValueError,
+     r"p must be a finite number in \[0, 1\]; got float 1.5"),
+    (lambda: bert.mask_tokens(torch.tensor([1, 2]), SP, p_mask=0.8, p_random=0.3),
+     ValueError, r"p_mask \+ p_random must be <= 1; got 0.8 \+ 0.3"),
+    (lambda: bert.token_stream("abc", SP), TypeError,
+     r"sentences must be a list of lists of token ids; got str 'abc'"),
+    (lambda: bert.token_stream([[1, 12]], SP), ValueError,
+     r"sentences must hold ordinary token ids in 0..9"),
+    (lambda: bert.mlm_batches(torch.arange(5), SP, 2, 8), ValueError,
+     r"the stream \(5 tokens\) must be at least seq_len=8 long"),
+    (lambda: bert.mlm_batches(torch.arange(20), SP, 0, 8), ValueError,
+     r"batch_size must be an int >= 1; got int 0"),
+    (lambda: bert.mlm_batches(torch.arange(20), SP, 2, 1), ValueError,
+     r"seq_len must be an int >= 2; got int 1"),
+    (lambda: bert.mlm_batches(torch.arange(20.0), SP, 2, 4), ValueError,
+     r"stream must be an integer tensor \(t,\) of token ids"),
+    (lambda: bert.encode_sentence([1, 2], SP, 2), ValueError,
+     r"max_len must be an int >= 3; got int 2"),
+    (lambda: bert.encode_sentence([1, 11], SP, 5), ValueError,
+     r"ids must be a list of ordinary token ids in 0..9; got list \[1, 11\]"),
+    (lambda: bert.pad([], 0), ValueError,
+     r"rows must be a non-empty list of non-empty lists of ids; got list \[\]"),
+    (lambda: bert.pad([[1], []], 0), ValueError, r"rows must be a non-empty list"),
+    (lambda: bert.BERTConfig(vocab_size=14, n_classes=1), ValueError,
+     r"BERTConfig.n_classes must be an int >= 2; got int 1"),
+    (lambda: bert.BERTConfig(vocab_size=14, pool="max"), ValueError,
+     r"BERTConfig.pool must be one of \('cls', 'mean'\); got 'max'"),
+    (lambda: bert.BERTConfig(vocab_size=0), ValueError,
+     r"BERTConfig: vocab_size must be a positive int; got 0"),
+    (lambda: bert.BERT(bert.BERTConfig), TypeError,
+     r"config must be a BERTConfig; got type"),
+    (lambda: model()(torch.zeros(1, 9, dtype=torch.long)), ValueError,
+     r"ids must be \(b, t\) with t <= max_len=8; got \(1, 9\)"),
+    (lambda: model()(torch.tensor([[1, 14]])), ValueError,
+     r"ids must lie in 0..13 \(vocab_size=14\); got values from 1 to 14"),
+    (lambda: model()(torch.tensor([[1, 2]]), torch.tensor([3])), ValueError,
+     r"src_len must be \(b,\) = \(1,\) integer lengths in 1..2; got torch.int64 \[3\]"),
+    (lambda: bert.accuracy(model(), torch.zeros(2, 3, dtype=torch.long),
+                           torch.tensor([3, 3]), torch.tensor([1])), ValueError,
+     r"ids, lengths and labels must have the same non-zero length; got 2, 2 and 1"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
