@@ -58,8 +58,8 @@ def check_qk(q: torch.Tensor, k: torch.Tensor, d_q: int | None = None,
     check_float(q, "queries", "(b, t, d_q)")
     check_float(k, "keys", "(b, s, d_k)")
     if q.dim() != 3 or k.dim() != 3 or q.shape[0] != k.shape[0]:
-        raise ValueError(f"queries must be (b, t, d_q) and keys (b, s, d_k) with one b; "
-                         f"got {tuple(q.shape)} and {tuple(k.shape)}")
+        raise ValueError(f"queries must be (b, t, d_q) and keys (b, s, d_k) with one "
+                         f"b; got {tuple(q.shape)} and {tuple(k.shape)}")
     if d_q is not None and q.shape[-1] != d_q or d_k is not None and k.shape[-1] != d_k:
         raise ValueError(f"expected d_q={d_q}, d_k={d_k}; got queries {tuple(q.shape)} "
                          f"and keys {tuple(k.shape)}")
@@ -134,8 +134,8 @@ def make_score(kind: str, d_q: int, d_k: int, d_att: int | None = None) -> nn.Mo
 
 
 def check_mask(mask, b: int, t: int, s: int, name: str = "mask") -> None:
-    """Raise unless ``mask`` is a bool ``(b, t, s)`` tensor in which ``b`` and ``t`` may be
-    1: the mask convention of the whole package.
+    """Raise unless ``mask`` is a bool ``(b, t, s)`` tensor in which ``b`` and ``t`` may
+    be 1: the mask convention of the whole package.
 
     Shapes: mask ``(b, t, s)``, ``(1, t, s)``, ``(b, 1, s)`` or ``(1, 1, s)``.
     """
@@ -144,7 +144,8 @@ def check_mask(mask, b: int, t: int, s: int, name: str = "mask") -> None:
         raise TypeError(f"{name} must be a bool tensor (True = may attend); got {got}")
     expected = f"(b, t, s) = ({b}, {t}, {s}), where b and t may be 1"
     if mask.dim() == 2:
-        raise ValueError(f"{name} must be 3-D {expected}; got the 2-D {tuple(mask.shape)}: "
+        raise ValueError(f"{name} must be 3-D {expected}; "
+                         f"got the 2-D {tuple(mask.shape)}: "
                          f"write mask[None] for a (t, s) mask, mask[:, None, :] for a "
                          f"(b, s) padding mask")
     if mask.dim() != 3 or mask.shape[0] not in (1, b) or mask.shape[1] not in (1, t) \
@@ -264,8 +265,8 @@ class AttentionDecoder(nn.Module):
 
 @dataclass(kw_only=True)
 class AttentionConfig(seq2seq.Seq2SeqConfig):
-    """The sizes of chapter 4's encoder–decoder (``seq2seq.Seq2SeqConfig``) and the score
-    function of its attention decoder, one of :data:`SCORES`."""
+    """The sizes of chapter 4's encoder–decoder (``seq2seq.Seq2SeqConfig``) and the
+    score function of its attention decoder, one of :data:`SCORES`."""
 
     score: str = "additive"
 
@@ -276,20 +277,21 @@ class AttentionConfig(seq2seq.Seq2SeqConfig):
                              f"{self.score!r}")
         d_enc = self.d_model * (2 if self.bidirectional else 1)
         if self.score == "dot" and d_enc != self.d_model:
-            raise ValueError(f"AttentionConfig: a dot-product score needs d_q == d_k, but "
-                             f"the decoder's d_model={self.d_model} queries encoder states of "
-                             f"width {d_enc} (bidirectional); got score='dot' with "
-                             f"bidirectional=True")
+            raise ValueError(f"AttentionConfig: a dot-product score needs d_q == d_k, "
+                             f"but the decoder's d_model={self.d_model} queries "
+                             f"encoder states of width {d_enc} (bidirectional); "
+                             f"got score='dot' with bidirectional=True")
 
 
 def make_model(config: AttentionConfig) -> seq2seq.Seq2Seq:
     """The chapter's encoder–decoder with attention (the encoder of
     ``seq2seq.make_model``)."""
     if not isinstance(config, AttentionConfig):
-        raise TypeError(f"config must be an AttentionConfig; got {type(config).__name__}")
+        raise TypeError(f"config must be an AttentionConfig; "
+                        f"got {type(config).__name__}")
     c = config
-    enc = seq2seq.Encoder(c.src_vocab_size, c.d_emb, c.d_model, c.n_layers, c.bidirectional,
-                          c.context)
+    enc = seq2seq.Encoder(c.src_vocab_size, c.d_emb, c.d_model, c.n_layers,
+                          c.bidirectional, c.context)
     dec = AttentionDecoder(c.tgt_vocab_size, c.d_emb, c.d_model, enc.d_enc, c.n_layers,
                            c.score)
     return seq2seq.Seq2Seq(enc, dec)

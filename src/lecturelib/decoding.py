@@ -45,8 +45,9 @@ def _check_logits(logits: torch.Tensor, what: str = "logits") -> None:
         raise ValueError(f"{what} must be (..., v) with a non-empty vocabulary v >= 1; "
                          f"got shape {tuple(logits.shape)}")
     if torch.isnan(logits).any():
-        raise ValueError(f"{what} must not hold nan; "
-                         f"got {int(torch.isnan(logits).sum())} nan of {logits.numel()}")
+        n_nan = int(torch.isnan(logits).sum())
+        raise ValueError(f"{what} must not hold nan; got {n_nan} nan "
+                         f"of {logits.numel()}")
 
 
 def _check_prefixes(prefixes: torch.Tensor, what: str = "prefixes") -> None:

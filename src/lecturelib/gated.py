@@ -39,7 +39,8 @@ from torch import nn
 from lecturelib._checks import check_ids, check_sizes, check_tensor, describe
 
 KINDS = ("rnn", "gru", "lstm")
-N_GATES = {"rnn": 1, "gru": 3, "lstm": 4}  # weight blocks per layer: W_x is (n_gates·d, d_in)
+# weight blocks per layer: W_x is (n_gates·d, d_in)
+N_GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 
 
 def _uniform(*shape: int, d_model: int) -> nn.Parameter:

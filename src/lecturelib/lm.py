@@ -28,12 +28,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lecturelib._checks import (check_ids, check_int, check_number, check_sizes, check_tensor,
-                                describe)
+from lecturelib._checks import (check_ids, check_int, check_number, check_sizes,
+                                check_tensor, describe)
 
 
 def _as_id(i) -> int:
-    """An int read from ``i`` without rounding (an int, a numpy int, a 0-d integer tensor)."""
+    """An int read from ``i`` without rounding (an int, a numpy int, a 0-d integer
+    tensor)."""
     try:
         if isinstance(i, bool):
             raise TypeError
@@ -50,16 +51,19 @@ class Vocab:
     'hole'
     """
 
-    def __init__(self, symbols: Iterable[str], *, min_count: int = 1, unk: str | None = None):
+    def __init__(self, symbols: Iterable[str], *, min_count: int = 1,
+                 unk: str | None = None):
         if not isinstance(symbols, Iterable) or isinstance(symbols, torch.Tensor):
-            raise TypeError(f"symbols must be a str or a list of str; got {describe(symbols)}")
+            raise TypeError(f"symbols must be a str or a list of str; "
+                            f"got {describe(symbols)}")
         check_int(min_count, "min_count", 1)
         if unk is not None and not isinstance(unk, str):
             raise TypeError(f"unk must be a str or None; got {describe(unk)}")
         counts = Counter(symbols)
         if not all(isinstance(s, str) for s in counts):
             bad = next(s for s in counts if not isinstance(s, str))
-            raise TypeError(f"symbols must be str (characters or words); got {describe(bad)}")
+            raise TypeError(f"symbols must be str (characters or words); "
+                            f"got {describe(bad)}")
         kept = sorted((s for s, c in counts.items() if c >= min_count),
                       key=lambda s: (-counts[s], s))
         if unk is not None:
@@ -76,21 +80,24 @@ class Vocab:
         return len(self.itos)
 
     def encode(self, symbols: Iterable[str]) -> torch.Tensor:
-        """Ids of ``symbols`` as a LongTensor ``(t,)``; unknown symbols map to ``unk``."""
+        """Ids of ``symbols`` as a LongTensor ``(t,)``; unknown symbols map to
+        ``unk``."""
         if isinstance(symbols, str) and self.of_words:
-            raise TypeError(f"symbols must be a list of words for this word vocabulary; got a "
-                            f"str, which would be read as characters: {symbols[:20]!r}")
+            raise TypeError(f"symbols must be a list of words for this word "
+                            f"vocabulary; got a str, which would be read as "
+                            f"characters: {symbols[:20]!r}")
         if self.unk is None:
             try:
                 return torch.tensor([self.stoi[s] for s in symbols], dtype=torch.long)
             except KeyError as err:
-                raise KeyError(f"symbol {err.args[0]!r} is not in the vocabulary and there is "
-                               "no unknown symbol") from None
+                raise KeyError(f"symbol {err.args[0]!r} is not in the vocabulary and "
+                               "there is no unknown symbol") from None
         u = self.stoi[self.unk]
         return torch.tensor([self.stoi.get(s, u) for s in symbols], dtype=torch.long)
 
     def decode(self, ids: Iterable[int] | torch.Tensor, sep: str = "") -> str:
-        """The symbols of ``ids`` joined with ``sep`` (``""`` for characters, ``" "`` for words)."""
+        """The symbols of ``ids`` joined with ``sep`` (``""`` for characters, ``" "``
+        for words)."""
         if not isinstance(ids, torch.Tensor):
             if isinstance(ids, str) or not isinstance(ids, Iterable):
                 raise TypeError(f"ids must be a 1-D tensor or a list of int ids; got "
@@ -101,17 +108,20 @@ class Vocab:
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased words and punctuation marks: ``"Don't stop!"`` → ``["don't", "stop", "!"]``."""
+    """Lower-cased words and punctuation marks:
+    ``"Don't stop!"`` → ``["don't", "stop", "!"]``."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str; got {describe(text)}")
     return re.findall(r"[a-z]+(?:'[a-z]+)?|[0-9]+|[^\sa-z0-9]", text.lower())
 
 
-def split_ids(ids: torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split a token stream into a training part and the last ``val_fraction`` for validation.
+def split_ids(ids: torch.Tensor,
+              val_fraction: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split a token stream into a training part and the last ``val_fraction`` for
+    validation.
 
-    The split is contiguous, not random: neighbouring windows overlap, so a random split would
-    leak validation text into training.
+    The split is contiguous, not random: neighbouring windows overlap, so a random split
+    would leak validation text into training.
     """
     check_ids(ids, "ids", dims=1, min_len=2)
     check_number(val_fraction, "val_fraction", 0.0, 1.0, low_open=True)
@@ -122,15 +132,19 @@ def split_ids(ids: torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tenso
 
 
 def random_windows(ids: torch.Tensor, batch_size: int, length: int,
-                   generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``batch_size`` random windows of a token stream and the same windows shifted by one.
+                   generator: torch.Generator | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch_size`` random windows of a token stream and the same windows shifted by
+    one.
 
-    Shapes: ids ``(t,)`` → x, y ``(b, length)`` with ``y[:, i] = x[:, i + 1]`` in the stream.
+    Shapes: ids ``(t,)`` → x, y ``(b, length)`` with ``y[:, i] = x[:, i + 1]`` in the
+    stream.
     """
     check_ids(ids, "ids", dims=1)
     check_sizes(batch_size=batch_size, length=length)
     if len(ids) <= length:
-        raise ValueError(f"the stream ({len(ids)} tokens) must be longer than a window ({length})")
+        raise ValueError(f"the stream ({len(ids)} tokens) must be longer than a window "
+                         f"({length})")
     starts = torch.randint(0, len(ids) - length, (batch_size,), generator=generator)
     offsets = torch.arange(length)
     x = ids[starts[:, None] + offsets]
@@ -222,42 +236,52 @@ class WindowLM(nn.Module):
         return self.out(h)                         # (b, v)
 
 
-def next_token_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Mean cross-entropy of a language model's next-token predictions on ``batch = (x, y)``.
+def next_token_loss(model: nn.Module,
+                    batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Mean cross-entropy of a language model's next-token predictions on
+    ``batch = (x, y)``.
 
-    ``y`` holds the token that follows each position of ``x`` (as :func:`random_windows` makes).
+    ``y`` holds the token that follows each position of ``x`` (as :func:`random_windows`
+    makes).
 
     Shapes: x ``(b, t)``, y ``(b, t)`` integer ids, ``model(x)`` ``(b, t, v)`` → scalar.
     """
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise TypeError(f"batch must be a pair (x, y); got {type(batch).__name__}"
-                        + (f" of length {len(batch)}" if isinstance(batch, (tuple, list)) else ""))
+                        + (f" of length {len(batch)}"
+                           if isinstance(batch, (tuple, list)) else ""))
     x, y = batch
-    if not isinstance(y, torch.Tensor) or y.dim() != 2 or y.is_floating_point() or y.is_complex():
-        got = (f"{y.dtype} tensor of shape {tuple(y.shape)}" if isinstance(y, torch.Tensor)
-               else type(y).__name__)
+    if (not isinstance(y, torch.Tensor) or y.dim() != 2 or y.is_floating_point()
+            or y.is_complex()):
+        got = (f"{y.dtype} tensor of shape {tuple(y.shape)}"
+               if isinstance(y, torch.Tensor) else type(y).__name__)
         raise ValueError(f"batch's y must be (b, t) integer token ids; got {got}")
     logits = model(x)
-    if not isinstance(logits, torch.Tensor) or logits.dim() != 3 or logits.shape[:2] != y.shape:
+    if (not isinstance(logits, torch.Tensor) or logits.dim() != 3
+            or logits.shape[:2] != y.shape):
         got = (f"shape {tuple(logits.shape)}" if isinstance(logits, torch.Tensor)
                else type(logits).__name__)
-        raise ValueError(f"model(x) must return logits (b, t, v) = ({y.shape[0]}, {y.shape[1]}, v) "
-                         f"to match y; got {got}")
+        raise ValueError(f"model(x) must return logits (b, t, v) = "
+                         f"({y.shape[0]}, {y.shape[1]}, v) to match y; got {got}")
     return F.cross_entropy(logits.flatten(0, 1), y.flatten())
 
 
 def _check_counts(counts: torch.Tensor) -> None:
-    if not isinstance(counts, torch.Tensor) or counts.dim() != 1 or counts.dtype == torch.bool:
-        raise TypeError(f"counts must be a 1-D tensor of counts per word (v,); got "
-                        f"{describe(counts)}")
-    if (counts < 0).any() or counts.sum() <= 0 or not torch.isfinite(counts.float()).all():
-        raise ValueError(f"counts must be finite, >= 0 and not all 0; got {counts.tolist()[:8]}")
+    if (not isinstance(counts, torch.Tensor) or counts.dim() != 1
+            or counts.dtype == torch.bool):
+        raise TypeError(f"counts must be a 1-D tensor of counts per word (v,); "
+                        f"got {describe(counts)}")
+    if ((counts < 0).any() or counts.sum() <= 0
+            or not torch.isfinite(counts.float()).all()):
+        raise ValueError(f"counts must be finite, >= 0 and not all 0; "
+                         f"got {counts.tolist()[:8]}")
 
 
 def subsample(ids: torch.Tensor, counts: torch.Tensor, t: float = 1e-4,
               generator: torch.Generator | None = None) -> torch.Tensor:
-    """Drop each occurrence of word ``w`` with probability ``1 - sqrt(t / f(w))`` (word2vec's
-    subsampling of frequent words; ``f`` is the relative frequency). Shapes: ``(n,)`` → ``(m,)``."""
+    """Drop each occurrence of word ``w`` with probability ``1 - sqrt(t / f(w))``
+    (word2vec's subsampling of frequent words; ``f`` is the relative frequency).
+    Shapes: ``(n,)`` → ``(m,)``."""
     _check_counts(counts)
     check_ids(ids, "ids", dims=1, vocab_size=len(counts), min_len=0)
     check_number(t, "t", 0.0, low_open=True)
@@ -267,7 +291,8 @@ def subsample(ids: torch.Tensor, counts: torch.Tensor, t: float = 1e-4,
 
 
 def skipgram_pairs(ids: torch.Tensor, window: int) -> torch.Tensor:
-    """All ``(center, context)`` pairs with the context at most ``window`` positions away.
+    """All ``(center, context)`` pairs with the context at most ``window`` positions
+    away.
 
     Shapes: ids ``(n,)`` → pairs ``(p, 2)``.
     """
@@ -275,28 +300,30 @@ def skipgram_pairs(ids: torch.Tensor, window: int) -> torch.Tensor:
     check_int(window, "window", 1)
     pairs = []
     for offset in range(1, window + 1):
-        pairs.append(torch.stack([ids[:-offset], ids[offset:]], dim=1))  # context to the right
-        pairs.append(torch.stack([ids[offset:], ids[:-offset]], dim=1))  # context to the left
+        pairs.append(torch.stack([ids[:-offset], ids[offset:]], dim=1))  # context right
+        pairs.append(torch.stack([ids[offset:], ids[:-offset]], dim=1))  # context left
     return torch.cat(pairs)
 
 
 def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tensor:
-    """word2vec's distribution for negative samples: unigram counts raised to ``power``, normalised."""
+    """word2vec's distribution for negative samples: unigram counts raised to ``power``,
+    normalised."""
     _check_counts(counts)
     check_number(power, "power", 0.0)
     weights = counts.float() ** power
     return weights / weights.sum()
 
 
-def _check_sgns(center: torch.Tensor, context: torch.Tensor, negatives: torch.Tensor) -> None:
+def _check_sgns(center: torch.Tensor, context: torch.Tensor,
+                negatives: torch.Tensor) -> None:
     check_tensor(center, "center", "(b, d)", 2)
     check_tensor(context, "context", "(b, d)", 2)
     check_tensor(negatives, "negatives", "(b, k, d)", 3)
     b, d = center.shape
     if context.shape != (b, d) or negatives.shape[0] != b or negatives.shape[2] != d:
-        raise ValueError(f"center (b, d), context (b, d) and negatives (b, k, d) must agree on "
-                         f"b and d; got {tuple(center.shape)}, {tuple(context.shape)} and "
-                         f"{tuple(negatives.shape)}")
+        raise ValueError(f"center (b, d), context (b, d) and negatives (b, k, d) must "
+                         f"agree on b and d; got {tuple(center.shape)}, "
+                         f"{tuple(context.shape)} and {tuple(negatives.shape)}")
 
 
 def sgns_loss(center: torch.Tensor, context: torch.Tensor,
@@ -315,18 +342,20 @@ def sgns_loss(center: torch.Tensor, context: torch.Tensor,
 class SkipGram(nn.Module):
     """Two embedding tables: ``center`` (the word vectors we keep) and ``context``.
 
-    Shapes: center ids ``(b,)``, context ids ``(b,)``, negative ids ``(b, k)`` → scalar loss.
+    Shapes: center ids ``(b,)``, context ids ``(b,)``, negative ids ``(b, k)`` → scalar
+    loss.
     """
 
     def __init__(self, vocab_size: int, d_embed: int, sparse: bool = False):
         super().__init__()
         check_sizes(vocab_size=vocab_size, d_embed=d_embed)
-        # sparse=True: each step updates only the rows it used (with torch.optim.SparseAdam)
+        # sparse=True: each step updates only the rows it used (with
+        # torch.optim.SparseAdam)
         self.center = nn.Embedding(vocab_size, d_embed, sparse=sparse)
         self.context = nn.Embedding(vocab_size, d_embed, sparse=sparse)
-        # word2vec starts the context table at zero; with Adam, whose first steps move every row
-        # by about the learning rate whatever its gradient, that start makes all vectors share one
-        # direction, so both tables start small and random here.
+        # word2vec starts the context table at zero; with Adam, whose first steps move
+        # every row by about the learning rate whatever its gradient, that start makes
+        # all vectors share one direction, so both tables start small and random here.
         nn.init.normal_(self.center.weight, std=0.1)
         nn.init.normal_(self.context.weight, std=0.1)
 
@@ -335,11 +364,13 @@ class SkipGram(nn.Module):
         check_ids(center, "center", dims=1, vocab_size=v)
         check_ids(context, "context", dims=1, vocab_size=v)
         check_ids(negatives, "negatives", dims=2, vocab_size=v)
-        return sgns_loss(self.center(center), self.context(context), self.context(negatives))
+        return sgns_loss(self.center(center), self.context(context),
+                         self.context(negatives))
 
 
 def nearest(vectors: torch.Tensor, query: int, k: int = 5) -> list[tuple[int, float]]:
-    """The ``k`` rows most cosine-similar to row ``query`` (itself excluded): ``(id, cosine)``.
+    """The ``k`` rows most cosine-similar to row ``query`` (itself excluded):
+    ``(id, cosine)``.
 
     Shapes: vectors ``(v, d)``.
     """
@@ -354,11 +385,12 @@ def nearest(vectors: torch.Tensor, query: int, k: int = 5) -> list[tuple[int, fl
 
 
 def project_2d(vectors: torch.Tensor) -> torch.Tensor:
-    """Project rows onto their first two principal components. Shapes: ``(n, d)`` → ``(n, 2)``."""
+    """Project rows onto their first two principal components. Shapes: ``(n, d)`` →
+    ``(n, 2)``."""
     check_tensor(vectors, "vectors", "(n, d)", 2)
     if min(vectors.shape) < 2:
-        raise ValueError(f"vectors must be (n, d) with n, d >= 2 for two components; got shape "
-                         f"{tuple(vectors.shape)}")
+        raise ValueError(f"vectors must be (n, d) with n, d >= 2 for two components; "
+                         f"got shape {tuple(vectors.shape)}")
     centred = vectors - vectors.mean(dim=0)
     _, _, v = torch.linalg.svd(centred, full_matrices=False)
     return centred @ v[:2].T

@@ -35,8 +35,8 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from lecturelib._checks import (check_ids, check_int, check_number, check_sizes, check_tensor,
-                                describe)
+from lecturelib._checks import (check_ids, check_int, check_number, check_sizes,
+                                check_tensor, describe)
 
 POOLINGS = ("last", "mean", "max")
 

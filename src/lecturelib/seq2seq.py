@@ -55,15 +55,17 @@ def check_sizes(owner: str, **sizes) -> None:
 
 
 def check_ids(ids, vocab_size: int, name: str, axes: str = "(b, t)") -> None:
-    """Raise a ValueError naming ``name`` unless ``ids`` is a 2-D integer tensor of ids in
-    ``0 .. vocab_size-1`` (float ids would be truncated, negative ones wrap around)."""
+    """Raise a ValueError naming ``name`` unless ``ids`` is a 2-D integer tensor of ids
+    in ``0 .. vocab_size-1`` (float ids would be truncated, negative ones wrap
+    around)."""
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point() \
             or ids.is_complex() or ids.dtype == torch.bool:
         got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) \
             else type(ids).__name__
         raise ValueError(f"{name} must be {axes} integer token ids; got {got}")
     if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
-        raise ValueError(f"{name} must lie in 0..{vocab_size - 1} (vocab_size={vocab_size}); "
+        raise ValueError(f"{name} must lie in 0..{vocab_size - 1} "
+                         f"(vocab_size={vocab_size}); "
                          f"got values from {int(ids.min())} to {int(ids.max())}")
 
 
@@ -80,8 +82,8 @@ def check_lengths(src_len, src: torch.Tensor) -> None:
 
 
 def check_token_lists(sentences, name: str) -> None:
-    """Raise a TypeError naming ``name`` unless ``sentences`` is a sequence of token lists
-    (a string would be read as a list of characters)."""
+    """Raise a TypeError naming ``name`` unless ``sentences`` is a sequence of token
+    lists (a string would be read as a list of characters)."""
     if isinstance(sentences, str) or not isinstance(sentences, Sequence):
         raise TypeError(f"{name} must be a list of token lists; got "
                         f"{type(sentences).__name__}")
@@ -364,7 +366,8 @@ class BleuReport:
         if len(edges) < 2 or any(isinstance(e, bool) or not isinstance(e, int)
                                  for e in edges) \
                 or any(lo >= hi for lo, hi in pairwise(edges)):
-            raise ValueError(f"edges must be at least two increasing ints; got {edges!r}")
+            raise ValueError(f"edges must be at least two increasing ints; "
+                             f"got {edges!r}")
         out = {}
         for lo, hi in pairwise(edges):
             rows = [i for i, n in enumerate(self.src_len) if lo <= n < hi]
@@ -377,7 +380,8 @@ class BleuReport:
 
 def evaluate(model: Seq2Seq, data: translation.TranslationData, pairs,
              max_len: int = 20, batch_size: int = 256) -> BleuReport:
-    """Translate ``pairs`` greedily and score them against their references with BLEU."""
+    """Translate ``pairs`` greedily and score them against their references with
+    BLEU."""
     if not pairs or any(not isinstance(p, Sequence) or len(p) != 2 for p in pairs):
         raise ValueError("pairs must be a non-empty list of (source tokens, target "
                          f"tokens); got {pairs!r:.60}")
@@ -394,8 +398,9 @@ def evaluate(model: Seq2Seq, data: translation.TranslationData, pairs,
 
 def plot_bleu_by_length(report: BleuReport, edges: Sequence[int], family: str,
                         label: str, ax=None, style: str = "o-"):
-    """Corpus BLEU of each source-length group (a line at the group centres) and the mean
-    sentence BLEU of each exact length (light points), in the colour of ``family``."""
+    """Corpus BLEU of each source-length group (a line at the group centres) and the
+    mean sentence BLEU of each exact length (light points), in the colour of
+    ``family``."""
     import matplotlib.pyplot as plt
 
     from lecturelib import plot

@@ -40,9 +40,11 @@ import regex
 
 from lecturelib._checks import describe
 
-# GPT-2's pre-tokenizer (Radford et al. 2019; openai/gpt-2 src/encoder.py): contractions, an
-# optional space followed by letters, by digits, or by other symbols, then runs of whitespace.
-GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+# GPT-2's pre-tokenizer (Radford et al. 2019; openai/gpt-2 src/encoder.py):
+# contractions, an optional space followed by letters, by digits, or by other symbols,
+# then runs of whitespace.
+GPT2_PATTERN = (r"""'s|'t|'re|'ve|'m|'ll|'d"""
+                r"""| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 
 Pair = tuple[int, int]
 

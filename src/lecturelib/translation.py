@@ -56,9 +56,11 @@ def _int(value, name: str, func: str, low: int = 1) -> int:
 
 
 def _tokens(tokens, name: str, func: str) -> None:
-    """Refuse a string (it would be read as characters) or anything but a list of str."""
+    """Refuse a string (it would be read as characters) or anything but a list of
+    str."""
     if isinstance(tokens, str):
-        raise TypeError(f"{func}(): {name} must be a list of tokens; got the str {tokens[:40]!r} "
+        raise TypeError(f"{func}(): {name} must be a list of tokens; "
+                        f"got the str {tokens[:40]!r} "
                         f"(call tokenize() on a string first)")
     if not isinstance(tokens, (list, tuple)):
         raise TypeError(f"{func}(): {name} must be a list of tokens; got "
@@ -68,24 +70,25 @@ def _tokens(tokens, name: str, func: str) -> None:
 def _token_pairs(pairs, func: str) -> None:
     """Refuse anything but a sequence of (source tokens, target tokens) pairs."""
     if isinstance(pairs, str) or not isinstance(pairs, Sequence):
-        raise TypeError(f"{func}(): pairs must be a list of (source tokens, target tokens) "
-                        f"pairs; got {type(pairs).__name__}")
+        raise TypeError(f"{func}(): pairs must be a list of "
+                        f"(source tokens, target tokens) pairs; "
+                        f"got {type(pairs).__name__}")
     seq = (list, tuple)
     for i, pair in enumerate(pairs):
         if (isinstance(pair, seq) and len(pair) == 2 and isinstance(pair[0], seq)
                 and isinstance(pair[1], seq)):
             continue
         if not isinstance(pair, seq) or len(pair) != 2:
-            raise ValueError(f"{func}(): pairs[{i}] must be a (source tokens, target tokens) "
-                             f"pair; got {pair!r:.60}")
+            raise ValueError(f"{func}(): pairs[{i}] must be a "
+                             f"(source tokens, target tokens) pair; got {pair!r:.60}")
         _tokens(pair[0], f"pairs[{i}][0]", func)
         _tokens(pair[1], f"pairs[{i}][1]", func)
 
 
 def _vocab(vocab, name: str, func: str) -> None:
     if not isinstance(vocab, lm.Vocab):
-        raise TypeError(f"{func}(): {name} must be a lecturelib.lm.Vocab (see build_vocab); "
-                        f"got {type(vocab).__name__}")
+        raise TypeError(f"{func}(): {name} must be a lecturelib.lm.Vocab "
+                        f"(see build_vocab); got {type(vocab).__name__}")
 
 
 def tokenize(text: str) -> Tokens:
@@ -116,13 +119,13 @@ def detokenize(tokens: Sequence[str]) -> str:
 def tokenize_pairs(pairs: Sequence[tuple[str, str]]) -> list[Pair]:
     """Tokenize both sides of ``(source, target)`` string pairs."""
     if isinstance(pairs, str) or not isinstance(pairs, Sequence):
-        raise TypeError(f"tokenize_pairs(): pairs must be a list of (source, target) string "
-                        f"pairs; got {type(pairs).__name__}")
+        raise TypeError(f"tokenize_pairs(): pairs must be a list of (source, target) "
+                        f"string pairs; got {type(pairs).__name__}")
     for i, pair in enumerate(pairs):
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2
                 and isinstance(pair[0], str) and isinstance(pair[1], str)):
-            raise ValueError(f"tokenize_pairs(): pairs[{i}] must be a (source, target) pair of "
-                             f"str; got {pair!r:.60}")
+            raise ValueError(f"tokenize_pairs(): pairs[{i}] must be a (source, target) "
+                             f"pair of str; got {pair!r:.60}")
     return [(tokenize(src), tokenize(tgt)) for src, tgt in pairs]
 
 
@@ -132,8 +135,8 @@ def filter_by_length(pairs: Sequence[Pair], max_len: int,
     _int(min_len, "min_len", "filter_by_length")
     _int(max_len, "max_len", "filter_by_length")
     if min_len > max_len:
-        raise ValueError(f"filter_by_length(): need 1 <= min_len <= max_len; got min_len="
-                         f"{min_len}, max_len={max_len}")
+        raise ValueError(f"filter_by_length(): need 1 <= min_len <= max_len; "
+                         f"got min_len={min_len}, max_len={max_len}")
     _token_pairs(pairs, "filter_by_length")
     return _by_length(pairs, max_len, min_len)
 
@@ -163,12 +166,14 @@ def _by_vocab(pairs: Sequence[Pair], n_words: int) -> list[Pair]:
 
 
 def split_pairs(pairs: Sequence[Pair], n_val: int, n_test: int, seed: int = 0,
-                n_train: int | None = None) -> tuple[list[Pair], list[Pair], list[Pair]]:
+                n_train: int | None = None
+                ) -> tuple[list[Pair], list[Pair], list[Pair]]:
     """A seeded random split into train, validation and test sets.
 
-    All translations of one source sentence land in the same set, so no test sentence was
-    seen in training. ``n_val`` and ``n_test`` count pairs (whole groups are taken until
-    the count is reached); ``n_train`` caps the training set (``None``: all the rest).
+    All translations of one source sentence land in the same set, so no test sentence
+    was seen in training. ``n_val`` and ``n_test`` count pairs (whole groups are taken
+    until the count is reached); ``n_train`` caps the training set (``None``: all the
+    rest).
     """
     _split_sizes(n_val, n_test, n_train, seed, "split_pairs")
     _token_pairs(pairs, "split_pairs")
@@ -193,8 +198,9 @@ def _split(pairs: Sequence[Pair], n_val: int, n_test: int, seed: int,
         sets[part].extend(groups[key])
     val, test, train = sets
     if len(val) < n_val or len(test) < n_test or not train:
-        raise ValueError(f"pairs: {len(pairs)} pairs are too few for n_val={n_val} validation "
-                         f"and n_test={n_test} test pairs and a training set")
+        raise ValueError(f"pairs: {len(pairs)} pairs are too few for n_val={n_val} "
+                         f"validation and n_test={n_test} test pairs and a training "
+                         f"set")
     return train, val, test
 
 
@@ -208,7 +214,8 @@ def _split_sizes(n_val, n_test, n_train, seed, func: str) -> None:
 
 def build_vocab(sentences: Sequence[Tokens], min_count: int = 1) -> lm.Vocab:
     """A :class:`lecturelib.lm.Vocab` of the tokens seen at least ``min_count`` times,
-    with ``<pad> <s> </s> <unk>`` at ids ``0 1 2 3``; rarer tokens encode as ``<unk>``."""
+    with ``<pad> <s> </s> <unk>`` at ids ``0 1 2 3``; rarer tokens encode as
+    ``<unk>``."""
     if isinstance(sentences, str) or not isinstance(sentences, Sequence):
         raise TypeError(f"build_vocab(): sentences must be a list of token lists; got "
                         f"{type(sentences).__name__}")
@@ -237,7 +244,8 @@ def encode(tokens: Sequence[str], vocab: lm.Vocab) -> torch.Tensor:
 
 def _str_tokens(tokens: Sequence, name: str, func: str) -> None:
     if not all(isinstance(tok, str) for tok in tokens):
-        i, tok = next((i, tok) for i, tok in enumerate(tokens) if not isinstance(tok, str))
+        i, tok = next((i, tok) for i, tok in enumerate(tokens)
+                      if not isinstance(tok, str))
         raise TypeError(f"{func}(): {name}[{i}] must be a str; got {tok!r} "
                         f"({type(tok).__name__})")
 
@@ -255,18 +263,20 @@ def _ids(ids, vocab_size: int, func: str) -> list[int]:
             raise ValueError(f"{func}(): ids must be one sequence (t,); got shape "
                              f"{tuple(ids.shape)}")
         if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-            raise TypeError(f"{func}(): ids must be integer token ids; got dtype {ids.dtype}")
+            raise TypeError(f"{func}(): ids must be integer token ids; "
+                            f"got dtype {ids.dtype}")
         ids = ids.tolist()
     elif isinstance(ids, str) or not isinstance(ids, Sequence):
         raise TypeError(f"{func}(): ids must be a 1-D tensor or a list of ints; got "
                         f"{type(ids).__name__}")
     for pos, i in enumerate(ids):
         if isinstance(i, bool) or not isinstance(i, int):
-            raise TypeError(f"{func}(): ids must be ints; got {i!r} ({type(i).__name__}) at "
-                            f"position {pos}")
+            raise TypeError(f"{func}(): ids must be ints; "
+                            f"got {i!r} ({type(i).__name__}) at position {pos}")
         if not 0 <= i < vocab_size:
-            raise ValueError(f"{func}(): ids must be in 0..{vocab_size - 1} (the vocabulary "
-                             f"size is {vocab_size}); got {i} at position {pos}")
+            raise ValueError(f"{func}(): ids must be in 0..{vocab_size - 1} "
+                             f"(the vocabulary size is {vocab_size}); "
+                             f"got {i} at position {pos}")
     return list(ids)
 
 
@@ -300,13 +310,13 @@ def pad(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
             raise TypeError(f"pad(): seqs[{i}] must be a 1-D id tensor; got "
                             f"{type(seq).__name__}")
         if seq.dim() != 1 or seq.is_floating_point() or seq.dtype == torch.bool:
-            raise ValueError(f"pad(): seqs[{i}] must be a 1-D integer tensor (t,); got shape "
-                             f"{tuple(seq.shape)} and dtype {seq.dtype}")
+            raise ValueError(f"pad(): seqs[{i}] must be a 1-D integer tensor (t,); "
+                             f"got shape {tuple(seq.shape)} and dtype {seq.dtype}")
     return _pad(seqs)
 
 
 def _pad(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
-    return pad_sequences(list(seqs), pad_id=PAD_ID)[0]  # chapter 2's padding, without the mask
+    return pad_sequences(list(seqs), pad_id=PAD_ID)[0]  # chapter 2's padding, no mask
 
 
 class Batch(NamedTuple):
@@ -323,7 +333,8 @@ class Batch(NamedTuple):
 
     @property
     def src_mask(self) -> torch.Tensor:
-        """``(b, s)`` bool, True at real source tokens (``<s>`` and ``</s>`` included)."""
+        """``(b, s)`` bool, True at real source tokens (``<s>`` and ``</s>``
+        included)."""
         return self.src != PAD_ID
 
     @property
@@ -334,12 +345,12 @@ class Batch(NamedTuple):
 
 def check_pairs(pairs: Sequence[Pair], src_vocab: lm.Vocab, tgt_vocab: lm.Vocab,
                 func: str = "make_batch") -> None:
-    """Refuse anything but a non-empty list of (source tokens, target tokens) pairs of str
-    tokens with two :class:`lecturelib.lm.Vocab` s, naming what was expected."""
+    """Refuse anything but a non-empty list of (source tokens, target tokens) pairs of
+    str tokens with two :class:`lecturelib.lm.Vocab` s, naming what was expected."""
     _token_pairs(pairs, func)
     if not pairs:
-        raise ValueError(f"{func}(): pairs must hold at least one (source, target) pair; "
-                         "got none")
+        raise ValueError(f"{func}(): pairs must hold at least one (source, target) "
+                         "pair; got none")
     _vocab(src_vocab, "src_vocab", func)
     _vocab(tgt_vocab, "tgt_vocab", func)
     for i, (s, t) in enumerate(pairs):
@@ -359,7 +370,8 @@ def make_batch(pairs: Sequence[Pair], src_vocab: lm.Vocab,
 
 @dataclass
 class TranslationData:
-    """Tokenized train/validation/test pairs and their source and target vocabularies."""
+    """Tokenized train/validation/test pairs and their source and target
+    vocabularies."""
 
     train: list[Pair]
     val: list[Pair]
@@ -376,15 +388,15 @@ class TranslationData:
         goes through the training pairs in a new random order every epoch. It returns a
         plain tuple, which ``fit`` moves to the model's device.
 
-        ``by_length=True`` sorts each run of ``64 · batch_size`` shuffled pairs by length
-        before cutting it into batches, so a batch holds sentences of about one length and
-        little padding, while the batches still come in random order.
+        ``by_length=True`` sorts each run of ``64 · batch_size`` shuffled pairs by
+        length before cutting it into batches, so a batch holds sentences of about one
+        length and little padding, while the batches still come in random order.
         """
         _int(batch_size, "batch_size", "sampler")
         _int(seed, "seed", "sampler", low=-(2**63))
         if batch_size > len(self.train):
-            raise ValueError(f"sampler(): batch_size must be in 1..{len(self.train)} (the "
-                             f"training pairs); got {batch_size}")
+            raise ValueError(f"sampler(): batch_size must be in 1..{len(self.train)} "
+                             f"(the training pairs); got {batch_size}")
         if not isinstance(by_length, bool):
             raise TypeError(f"sampler(): by_length must be a bool; got {by_length!r}")
         _token_pairs(self.train, "sampler")
@@ -414,7 +426,8 @@ class TranslationData:
         """Consecutive batches of ``pairs`` in order (for evaluation)."""
         _int(batch_size, "batch_size", "batches")
         _token_pairs(pairs, "batches")
-        return (make_batch(pairs[start:start + batch_size], self.src_vocab, self.tgt_vocab)
+        return (make_batch(pairs[start:start + batch_size], self.src_vocab,
+                           self.tgt_vocab)
                 for start in range(0, len(pairs), batch_size))
 
 
