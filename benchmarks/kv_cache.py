@@ -2,15 +2,16 @@
 
 The book's cpu GPT (``pretrain.pretrained("cpu")``: character-level tiny Shakespeare,
 d_model 64, 4 layers, RoPE) generates 512 new characters greedily after a 16-character
-prompt, once with ``kvcache.generate(use_cache=True)`` (a prefill, then one decode step per
-token) and once recomputing the whole prefix at every step, for one sequence and for a batch
-of 8, with one and two threads, in the same process (tiny decode steps are often
-faster on one thread; each method is credited with its faster thread count). Every step is timed; the time to generate the first ``n`` tokens
-is the sum of the first ``n`` steps. Both methods must produce the same tokens, and logits
-equal to float rounding. The target: the cache is >= 10x faster at 512 new tokens.
+prompt, once with ``kvcache.generate(use_cache=True)`` (a prefill, then one decode step
+per token) and once recomputing the whole prefix at every step, for one sequence and for
+a batch of 8, with one and two threads, in the same process (tiny decode steps are often
+faster on one thread; each method is credited with its faster thread count). Every step
+is timed; the time to generate the first ``n`` tokens is the sum of the first ``n``
+steps. Both methods must produce the same tokens, and logits equal to float rounding.
+The target: the cache is >= 10x faster at 512 new tokens.
 
-Usage: ``LECTURELIB_DATA=... python benchmarks/kv_cache.py`` (about a minute on two cores)
-writes ``benchmarks/results/kv_cache.json``.
+Usage: ``LECTURELIB_DATA=... python benchmarks/kv_cache.py`` (about a minute on two
+cores) writes ``benchmarks/results/kv_cache.json``.
 """
 
 from __future__ import annotations
@@ -41,23 +42,35 @@ def main() -> None:
     runs = []
     for threads, batch in ((1, 1), (2, 1), (1, 8), (2, 8)):
         torch.set_num_threads(threads)
-        prompt = torch.stack([val_ids[i * 100:i * 100 + 16] for i in range(batch)])
-        kvcache.generate(model, prompt, 8)                        # warm-up
+        prompt = torch.stack([val_ids[i * 100 : i * 100 + 16] for i in range(batch)])
+        kvcache.generate(model, prompt, 8)  # warm-up
         ids_c, logits_c, sec_c = kvcache.generate(model, prompt, args.n_new)
-        ids_r, logits_r, sec_r = kvcache.generate(model, prompt, args.n_new,
-                                                  use_cache=False)
+        ids_r, logits_r, sec_r = kvcache.generate(
+            model, prompt, args.n_new, use_cache=False
+        )
         cum_c, cum_r = list(accumulate(sec_c)), list(accumulate(sec_r))
         for n in LENGTHS:
             if n <= args.n_new:
-                runs.append({"threads": threads, "batch": batch, "new_tokens": n,
-                             "cache_seconds": cum_c[n - 1], "recompute_seconds": cum_r[n - 1],
-                             "speedup": cum_r[n - 1] / cum_c[n - 1]})
+                runs.append(
+                    {
+                        "threads": threads,
+                        "batch": batch,
+                        "new_tokens": n,
+                        "cache_seconds": cum_c[n - 1],
+                        "recompute_seconds": cum_r[n - 1],
+                        "speedup": cum_r[n - 1] / cum_c[n - 1],
+                    }
+                )
         assert torch.equal(ids_c, ids_r)
         diff = (logits_c - logits_r).abs().max().item()
         runs[-1]["max_logit_diff"] = diff
-        print(f"{threads} threads, batch {batch}: {args.n_new} tokens, cache {cum_c[-1]:.2f} s, recompute "
-              f"{cum_r[-1]:.2f} s, speed-up {cum_r[-1] / cum_c[-1]:.1f}x, "
-              f"max |logit diff| {diff:.1e}", flush=True)
+        print(
+            f"{threads} threads, batch {batch}: {args.n_new} tokens, "
+            f"cache {cum_c[-1]:.2f} s, recompute "
+            f"{cum_r[-1]:.2f} s, speed-up {cum_r[-1] / cum_c[-1]:.1f}x, "
+            f"max |logit diff| {diff:.1e}",
+            flush=True,
+        )
     at_target = {}
     for r in runs:
         if r["new_tokens"] == args.n_new:
@@ -67,19 +80,26 @@ def main() -> None:
     speedups = {str(b): t["recompute"] / t["cache"] for b, t in at_target.items()}
     record = {
         "benchmark": "kv_cache",
-        "what": "greedy generation with the book's cpu GPT: wall time to generate n new "
-                "characters with a KV cache and by recomputing the prefix, same run, "
-                "same tokens",
+        "what": "greedy generation with the book's cpu GPT: wall time to generate "
+        "n new "
+        "characters with a KV cache and by recomputing the prefix, same run, "
+        "same tokens",
         "target": f"the cache is >= {TARGET:.0f}x faster at {args.n_new} new tokens "
-                  "(each method at its faster thread count)",
+        "(each method at its faster thread count)",
         "target_met": all(v >= TARGET for v in speedups.values()),
         "best_speedup_by_batch": speedups,
         "runs": runs,
         "load_average": os.getloadavg(),
         "command": "python benchmarks/kv_cache.py " + " ".join(sys.argv[1:]),
-        "plot": {"x": "new_tokens", "y": "speedup", "label": "batch", "log": True,
-                 "xlabel": "new tokens generated", "ylabel": "speed-up of the cache (x)",
-                 "caption": "time of full recomputation over time with the KV cache"},
+        "plot": {
+            "x": "new_tokens",
+            "y": "speedup",
+            "label": "batch",
+            "log": True,
+            "xlabel": "new tokens generated",
+            "ylabel": "speed-up of the cache (x)",
+            "caption": "time of full recomputation over time with the KV cache",
+        },
         "machine": records.machine(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

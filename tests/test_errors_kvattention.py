@@ -9,28 +9,53 @@ from lecturelib import kvattention
 
 
 def config(**kw):
-    return kvattention.CacheGPTConfig(vocab_size=7, d_model=16, n_layers=1, n_heads=2, **kw)
+    return kvattention.CacheGPTConfig(
+        vocab_size=7, d_model=16, n_layers=1, n_heads=2, **kw
+    )
 
 
 CASES = [
-    (lambda: config(n_kv_heads=0), ValueError,
-     r"CacheGPTConfig.n_kv_heads must be a positive int; got 0"),
-    (lambda: config(n_kv_heads=3), ValueError,
-     r"n_kv_heads \(3\) must divide n_heads \(2\)"),
-    (lambda: config(attention="mqa"), ValueError,
-     r"CacheGPTConfig.attention must be one of \('gqa', 'mla'\); got 'mqa'"),
-    (lambda: config(d_rope=3, n_kv_heads=1), ValueError,
-     r"d_rope \(3\) must be even"),
-    (lambda: kvattention.CacheGPTConfig(vocab_size=7, d_model=10, n_heads=2, n_kv_heads=1),
-     ValueError, r"d_model \(10\) must split into n_heads \(2\) heads of even width"),
-    (lambda: kvattention.CacheGPT({"vocab_size": 7}), TypeError,
-     r"config must be a CacheGPTConfig; got dict"),
-    (lambda: kvattention.CacheGPT(config(n_kv_heads=1))(torch.zeros(1, 3)), ValueError,
-     r"ids must be a \(b, t\) integer tensor of token ids"),
-    (lambda: kvattention.CacheGPT(config(n_kv_heads=1))(
-        torch.zeros(1, 3, dtype=torch.long),
-        kvattention.CacheGPT(config(n_kv_heads=1)).new_cache(1, 2)), ValueError,
-     r"the cache is full: 0 of max_len = 2 positions used, 3 more asked"),
+    (
+        lambda: config(n_kv_heads=0),
+        ValueError,
+        r"CacheGPTConfig.n_kv_heads must be a positive int; got 0",
+    ),
+    (
+        lambda: config(n_kv_heads=3),
+        ValueError,
+        r"n_kv_heads \(3\) must divide n_heads \(2\)",
+    ),
+    (
+        lambda: config(attention="mqa"),
+        ValueError,
+        r"CacheGPTConfig.attention must be one of \('gqa', 'mla'\); got 'mqa'",
+    ),
+    (lambda: config(d_rope=3, n_kv_heads=1), ValueError, r"d_rope \(3\) must be even"),
+    (
+        lambda: kvattention.CacheGPTConfig(
+            vocab_size=7, d_model=10, n_heads=2, n_kv_heads=1
+        ),
+        ValueError,
+        r"d_model \(10\) must split into n_heads \(2\) heads of even width",
+    ),
+    (
+        lambda: kvattention.CacheGPT({"vocab_size": 7}),
+        TypeError,
+        r"config must be a CacheGPTConfig; got dict",
+    ),
+    (
+        lambda: kvattention.CacheGPT(config(n_kv_heads=1))(torch.zeros(1, 3)),
+        ValueError,
+        r"ids must be a \(b, t\) integer tensor of token ids",
+    ),
+    (
+        lambda: kvattention.CacheGPT(config(n_kv_heads=1))(
+            torch.zeros(1, 3, dtype=torch.long),
+            kvattention.CacheGPT(config(n_kv_heads=1)).new_cache(1, 2),
+        ),
+        ValueError,
+        r"the cache is full: 0 of max_len = 2 positions used, 3 more asked",
+    ),
 ]
 
 

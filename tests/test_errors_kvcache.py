@@ -10,8 +10,9 @@ from lecturelib import gpt, kvcache
 
 def model(**kw):
     torch.manual_seed(0)
-    return gpt.GPT(gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=1,
-                                 n_heads=2, **kw))
+    return gpt.GPT(
+        gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=1, n_heads=2, **kw)
+    )
 
 
 def full_cache():
@@ -21,60 +22,142 @@ def full_cache():
 
 
 CASES = [
-    (lambda: kvcache.cache_bytes_per_token(0, 8, 128), ValueError,
-     r"n_layers must be a positive int; got 0"),
-    (lambda: kvcache.cache_bytes_per_token(32, 8, 128, 1.5), ValueError,
-     r"bytes_per_value must be a positive int; got 1.5"),
-    (lambda: kvcache.mla_bytes_per_token(60, 512, -1), ValueError,
-     r"d_rope must be a positive int; got -1"),
-    (lambda: kvcache.published_bytes_per_token("GPT-5"), ValueError,
-     r"name must be one of \[.*'Llama-2-7B'.*\]; got 'GPT-5'"),
-    (lambda: kvcache.KVCache(2, 1, 8, {"k": 4}), ValueError,
-     r"entries must map names to \(heads, width\); got \{'k': 4\}"),
-    (lambda: kvcache.KVCache(2, 1, 8, {"k": (0, 4)}), ValueError,
-     r"entries\['k'\] heads must be a positive int; got 0"),
-    (lambda: kvcache.kv_cache(2, 1, 0, 2, 4), ValueError,
-     r"max_len must be a positive int; got 0"),
-    (lambda: kvcache.kv_cache(2, 1, 8, 2, 4).write(2, k=torch.zeros(1, 2, 1, 4),
-                                                   v=torch.zeros(1, 2, 1, 4)),
-     ValueError, r"layer must be in 0..1; got 2"),
-    (lambda: kvcache.kv_cache(2, 1, 8, 2, 4).write(0, k=torch.zeros(1, 2, 1, 4)),
-     ValueError, r"write needs the entries \['k', 'v'\]; got \['k'\]"),
-    (lambda: kvcache.kv_cache(2, 1, 8, 2, 4).write(0, k=torch.zeros(1, 2, 1, 4),
-                                                   v=torch.zeros(1, 3, 1, 4)),
-     ValueError, r"v must be \(b=1, 2, t, 4\); got \(1, 3, 1, 4\)"),
-    (lambda: kvcache.kv_cache(1, 1, 2, 1, 4).write(0, k=torch.zeros(1, 1, 3, 4),
-                                                   v=torch.zeros(1, 1, 3, 4)),
-     ValueError, r"the cache is full: 0 of max_len = 2 positions used, 3 more asked"),
-    (lambda: kvcache.cached_forward(model(), torch.zeros(1, 1, dtype=torch.long),
-                                    full_cache()),
-     ValueError, r"the cache is full: 3 of max_len = 3 positions used, 1 more asked"),
-    (lambda: kvcache.kv_cache(1, 1, 2, 1, 4).advance(3), ValueError,
-     r"the cache is full: cannot advance 3 past max_len = 2"),
-    (lambda: kvcache.Rope(8, 4)(torch.zeros(1, 3, 8), 2), ValueError,
-     r"positions 2..4 exceed the RoPE table's max_len = 4"),
-    (lambda: kvcache.attend(torch.zeros(1, 3, 2, 4), torch.zeros(1, 2, 2, 4),
-                            torch.zeros(1, 2, 2, 4), 0), ValueError,
-     r"q must be \(b, h, t, e\) and k, v \(b, g, s, e\) with g dividing h; got "
-     r"\(1, 3, 2, 4\), \(1, 2, 2, 4\), \(1, 2, 2, 4\)"),
-    (lambda: kvcache.attend_reference(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 5, 4),
-                                      torch.zeros(1, 2, 5, 4), 1), ValueError,
-     r"start \+ t must equal s = 5; got start=1, t=2"),
-    (lambda: kvcache.attend(torch.zeros(2, 4), torch.zeros(2, 4), torch.zeros(2, 4), 0),
-     ValueError, r"q, k, v must be 4-d tensors"),
-    (lambda: kvcache.new_cache(torch.nn.Linear(2, 2), 1, 4), TypeError,
-     r"model must be a gpt.GPT; got Linear"),
-    (lambda: kvcache.new_cache(model(positions="learned"), 1, 4), ValueError,
-     r"the cached path needs a RoPE model; got positions='learned'"),
-    (lambda: kvcache.cached_forward(model(), torch.zeros(1, 2, dtype=torch.long), None),
-     TypeError, r"cache must come from kvcache.new_cache; got NoneType"),
-    (lambda: kvcache.cached_forward(model(), torch.zeros(2, 2, dtype=torch.long),
-                                    kvcache.new_cache(model(), 1, 4)),
-     ValueError, r"ids must be \(b=1, t\) token ids; got \(2, 2\)"),
-    (lambda: kvcache.recompute_logits(model(), [[1, 2]]), ValueError,
-     r"ids must be a \(b, t\) tensor of token ids"),
-    (lambda: kvcache.generate(model(), torch.zeros(1, 2, dtype=torch.long), 0), ValueError,
-     r"n_new must be a positive int; got 0"),
+    (
+        lambda: kvcache.cache_bytes_per_token(0, 8, 128),
+        ValueError,
+        r"n_layers must be a positive int; got 0",
+    ),
+    (
+        lambda: kvcache.cache_bytes_per_token(32, 8, 128, 1.5),
+        ValueError,
+        r"bytes_per_value must be a positive int; got 1.5",
+    ),
+    (
+        lambda: kvcache.mla_bytes_per_token(60, 512, -1),
+        ValueError,
+        r"d_rope must be a positive int; got -1",
+    ),
+    (
+        lambda: kvcache.published_bytes_per_token("GPT-5"),
+        ValueError,
+        r"name must be one of \[.*'Llama-2-7B'.*\]; got 'GPT-5'",
+    ),
+    (
+        lambda: kvcache.KVCache(2, 1, 8, {"k": 4}),
+        ValueError,
+        r"entries must map names to \(heads, width\); got \{'k': 4\}",
+    ),
+    (
+        lambda: kvcache.KVCache(2, 1, 8, {"k": (0, 4)}),
+        ValueError,
+        r"entries\['k'\] heads must be a positive int; got 0",
+    ),
+    (
+        lambda: kvcache.kv_cache(2, 1, 0, 2, 4),
+        ValueError,
+        r"max_len must be a positive int; got 0",
+    ),
+    (
+        lambda: kvcache.kv_cache(2, 1, 8, 2, 4).write(
+            2, k=torch.zeros(1, 2, 1, 4), v=torch.zeros(1, 2, 1, 4)
+        ),
+        ValueError,
+        r"layer must be in 0..1; got 2",
+    ),
+    (
+        lambda: kvcache.kv_cache(2, 1, 8, 2, 4).write(0, k=torch.zeros(1, 2, 1, 4)),
+        ValueError,
+        r"write needs the entries \['k', 'v'\]; got \['k'\]",
+    ),
+    (
+        lambda: kvcache.kv_cache(2, 1, 8, 2, 4).write(
+            0, k=torch.zeros(1, 2, 1, 4), v=torch.zeros(1, 3, 1, 4)
+        ),
+        ValueError,
+        r"v must be \(b=1, 2, t, 4\); got \(1, 3, 1, 4\)",
+    ),
+    (
+        lambda: kvcache.kv_cache(1, 1, 2, 1, 4).write(
+            0, k=torch.zeros(1, 1, 3, 4), v=torch.zeros(1, 1, 3, 4)
+        ),
+        ValueError,
+        r"the cache is full: 0 of max_len = 2 positions used, 3 more asked",
+    ),
+    (
+        lambda: kvcache.cached_forward(
+            model(), torch.zeros(1, 1, dtype=torch.long), full_cache()
+        ),
+        ValueError,
+        r"the cache is full: 3 of max_len = 3 positions used, 1 more asked",
+    ),
+    (
+        lambda: kvcache.kv_cache(1, 1, 2, 1, 4).advance(3),
+        ValueError,
+        r"the cache is full: cannot advance 3 past max_len = 2",
+    ),
+    (
+        lambda: kvcache.Rope(8, 4)(torch.zeros(1, 3, 8), 2),
+        ValueError,
+        r"positions 2..4 exceed the RoPE table's max_len = 4",
+    ),
+    (
+        lambda: kvcache.attend(
+            torch.zeros(1, 3, 2, 4), torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 2, 4), 0
+        ),
+        ValueError,
+        r"q must be \(b, h, t, e\) and k, v \(b, g, s, e\) with g dividing h; got "
+        r"\(1, 3, 2, 4\), \(1, 2, 2, 4\), \(1, 2, 2, 4\)",
+    ),
+    (
+        lambda: kvcache.attend_reference(
+            torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4), 1
+        ),
+        ValueError,
+        r"start \+ t must equal s = 5; got start=1, t=2",
+    ),
+    (
+        lambda: kvcache.attend(
+            torch.zeros(2, 4), torch.zeros(2, 4), torch.zeros(2, 4), 0
+        ),
+        ValueError,
+        r"q, k, v must be 4-d tensors",
+    ),
+    (
+        lambda: kvcache.new_cache(torch.nn.Linear(2, 2), 1, 4),
+        TypeError,
+        r"model must be a gpt.GPT; got Linear",
+    ),
+    (
+        lambda: kvcache.new_cache(model(positions="learned"), 1, 4),
+        ValueError,
+        r"the cached path needs a RoPE model; got positions='learned'",
+    ),
+    (
+        lambda: kvcache.cached_forward(
+            model(), torch.zeros(1, 2, dtype=torch.long), None
+        ),
+        TypeError,
+        r"cache must come from kvcache.new_cache; got NoneType",
+    ),
+    (
+        lambda: kvcache.cached_forward(
+            model(),
+            torch.zeros(2, 2, dtype=torch.long),
+            kvcache.new_cache(model(), 1, 4),
+        ),
+        ValueError,
+        r"ids must be \(b=1, t\) token ids; got \(2, 2\)",
+    ),
+    (
+        lambda: kvcache.recompute_logits(model(), [[1, 2]]),
+        ValueError,
+        r"ids must be a \(b, t\) tensor of token ids",
+    ),
+    (
+        lambda: kvcache.generate(model(), torch.zeros(1, 2, dtype=torch.long), 0),
+        ValueError,
+        r"n_new must be a positive int; got 0",
+    ),
 ]
 
 

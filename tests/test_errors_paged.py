@@ -27,27 +27,55 @@ def double_release():
 
 
 CASES = [
-    (lambda: paged.PagedKVCache(100, 16, 2, 4), ValueError,
-     r"block_size \(16\) must divide the capacity \(100 positions\)"),
-    (lambda: paged.PagedKVCache(64, 0, 2, 4), ValueError,
-     r"block_size must be a positive int; got 0"),
-    (lambda: paged.BlockAllocator(0), ValueError, r"n_blocks must be a positive int; got 0"),
+    (
+        lambda: paged.PagedKVCache(100, 16, 2, 4),
+        ValueError,
+        r"block_size \(16\) must divide the capacity \(100 positions\)",
+    ),
+    (
+        lambda: paged.PagedKVCache(64, 0, 2, 4),
+        ValueError,
+        r"block_size must be a positive int; got 0",
+    ),
+    (
+        lambda: paged.BlockAllocator(0),
+        ValueError,
+        r"n_blocks must be a positive int; got 0",
+    ),
     (overfill, RuntimeError, r"the cache is full: all 1 blocks are in use"),
     (double_release, ValueError, r"block 0 is not in use"),
-    (lambda: cache().append(0, torch.zeros(3, 4), torch.zeros(2, 4)), ValueError,
-     r"k must be one token's \(2, 4\); got \(3, 4\)"),
-    (lambda: cache().append(0, torch.zeros(2, 4), [0.0]), ValueError,
-     r"v must be one token's \(2, 4\); got list"),
-    (lambda: cache().append(5, torch.zeros(2, 4), torch.zeros(2, 4)), ValueError,
-     r"unknown sequence 5; known: \[0\]"),
+    (
+        lambda: cache().append(0, torch.zeros(3, 4), torch.zeros(2, 4)),
+        ValueError,
+        r"k must be one token's \(2, 4\); got \(3, 4\)",
+    ),
+    (
+        lambda: cache().append(0, torch.zeros(2, 4), [0.0]),
+        ValueError,
+        r"v must be one token's \(2, 4\); got list",
+    ),
+    (
+        lambda: cache().append(5, torch.zeros(2, 4), torch.zeros(2, 4)),
+        ValueError,
+        r"unknown sequence 5; known: \[0\]",
+    ),
     (lambda: cache().add_sequence(0), ValueError, r"sequence 0 already exists"),
     (lambda: cache().fork(3, 4), ValueError, r"unknown sequence 3; known: \[0\]"),
-    (lambda: paged.paged_attention(torch.zeros(3, 4), cache(), 0), ValueError,
-     r"q must be \(h, 4\) with h a multiple of 2; got \(3, 4\)"),
-    (lambda: paged.simulate([3, 4], [0], 4, 8, 16), ValueError,
-     r"lengths and arrivals must be non-empty and equal in length; got 2 and 1"),
-    (lambda: paged.simulate([9], [0], 4, 8, 16), ValueError,
-     r"every length must be <= max_len = 8; got 9"),
+    (
+        lambda: paged.paged_attention(torch.zeros(3, 4), cache(), 0),
+        ValueError,
+        r"q must be \(h, 4\) with h a multiple of 2; got \(3, 4\)",
+    ),
+    (
+        lambda: paged.simulate([3, 4], [0], 4, 8, 16),
+        ValueError,
+        r"lengths and arrivals must be non-empty and equal in length; got 2 and 1",
+    ),
+    (
+        lambda: paged.simulate([9], [0], 4, 8, 16),
+        ValueError,
+        r"every length must be <= max_len = 8; got 9",
+    ),
 ]
 
 

@@ -1,4 +1,5 @@
-"""lecturelib.kvcache, kvattention and paged: cache vs recomputation, fast vs reference."""
+"""lecturelib.kvcache, kvattention and paged: cache vs recomputation, fast vs reference.
+"""
 
 from __future__ import annotations
 
@@ -35,9 +36,13 @@ def test_prefill_in_chunks_equals_one_prefill():
     ids = torch.randint(0, 11, (1, 12))
     cache = kvcache.new_cache(model, 1, 12)
     with torch.no_grad():
-        parts = [kvcache.cached_forward(model, ids[:, i:j], cache)
-                 for i, j in ((0, 5), (5, 6), (6, 12))]
-        torch.testing.assert_close(torch.cat(parts, 1), model(ids), atol=1e-5, rtol=1e-5)
+        parts = [
+            kvcache.cached_forward(model, ids[:, i:j], cache)
+            for i, j in ((0, 5), (5, 6), (6, 12))
+        ]
+        torch.testing.assert_close(
+            torch.cat(parts, 1), model(ids), atol=1e-5, rtol=1e-5
+        )
     assert cache.length == 12
 
 
@@ -46,8 +51,9 @@ def test_fused_attention_equals_the_reference(start, t, g):
     torch.manual_seed(1)
     q = torch.randn(2, 4, t, 8)
     k, v = torch.randn(2, g, start + t, 8), torch.randn(2, g, start + t, 8)
-    torch.testing.assert_close(kvcache.attend(q, k, v, start),
-                               kvcache.attend_reference(q, k, v, start))
+    torch.testing.assert_close(
+        kvcache.attend(q, k, v, start), kvcache.attend_reference(q, k, v, start)
+    )
 
 
 def test_published_cache_sizes():
@@ -66,22 +72,30 @@ def test_cache_allocation_matches_the_formula():
 
 def variant(attention, **kw):
     torch.manual_seed(0)
-    config = kvattention.CacheGPTConfig(vocab_size=11, d_model=32, n_layers=2, n_heads=4,
-                                        attention=attention, **kw)
+    config = kvattention.CacheGPTConfig(
+        vocab_size=11, d_model=32, n_layers=2, n_heads=4, attention=attention, **kw
+    )
     return kvattention.CacheGPT(config).eval()
 
 
-@pytest.mark.parametrize("attention, kw", [
-    ("gqa", dict(n_kv_heads=4)), ("gqa", dict(n_kv_heads=2)), ("gqa", dict(n_kv_heads=1)),
-    ("mla", dict(d_latent=8, d_rope=4))])
+@pytest.mark.parametrize(
+    "attention, kw",
+    [
+        ("gqa", dict(n_kv_heads=4)),
+        ("gqa", dict(n_kv_heads=2)),
+        ("gqa", dict(n_kv_heads=1)),
+        ("mla", dict(d_latent=8, d_rope=4)),
+    ],
+)
 def test_every_variant_decodes_with_the_logits_of_recomputation(attention, kw):
     model = variant(attention, **kw)
     ids = torch.randint(0, 11, (2, 20))
     with torch.no_grad():
         full = model(ids)
         cache = model.new_cache(2, 20)
-        steps = [model(ids[:, :6], cache)] + [model(ids[:, i:i + 1], cache)
-                                              for i in range(6, 20)]
+        steps = [model(ids[:, :6], cache)] + [
+            model(ids[:, i : i + 1], cache) for i in range(6, 20)
+        ]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
 
 
@@ -89,8 +103,9 @@ def test_mla_absorbed_equals_explicit_and_caches_the_latent():
     model = variant("mla", d_latent=8, d_rope=4)
     ids = torch.randint(0, 11, (2, 12))
     with torch.no_grad():
-        torch.testing.assert_close(model(ids, absorbed=True), model(ids), atol=1e-5,
-                                   rtol=1e-5)
+        torch.testing.assert_close(
+            model(ids, absorbed=True), model(ids), atol=1e-5, rtol=1e-5
+        )
     cache = model.new_cache(1, 4)
     assert cache.bytes_per_token == kvcache.mla_bytes_per_token(2, 8, 4, 4)
 
@@ -118,26 +133,28 @@ def test_paged_attention_equals_contiguous_with_forks_and_frees():
         keys.setdefault(0, []).append((k, v))
     used = cache.allocator.used
     cache.fork(0, 1)
-    assert cache.allocator.used == used                 # nothing copied
+    assert cache.allocator.used == used  # nothing copied
     for seq in (0, 1):
         k, v = torch.randn(2, 8), torch.randn(2, 8)
         cache.append(seq, k, v)
         keys[seq] = keys.get(seq, keys[0][:6]) + [(k, v)]
-    assert cache.allocator.used == used + 1             # the shared last block copied
+    assert cache.allocator.used == used + 1  # the shared last block copied
     for seq in (0, 1):
         k = torch.stack([a for a, _ in keys[seq]], 1)
         v = torch.stack([b for _, b in keys[seq]], 1)
         q = torch.randn(4, 8)
-        torch.testing.assert_close(paged.paged_attention(q, cache, seq),
-                                   paged.contiguous_attention(q, k, v))
+        torch.testing.assert_close(
+            paged.paged_attention(q, cache, seq), paged.contiguous_attention(q, k, v)
+        )
     cache.finish(0)
     cache.finish(1)
     assert cache.allocator.used == 0
 
 
 def test_simulation_wastes_less_than_a_block_per_sequence():
-    history = paged.simulate([10, 30, 5], [0, 2, 4], block_size=4, max_len=32,
-                             capacity=64)
+    history = paged.simulate(
+        [10, 30, 5], [0, 2, 4], block_size=4, max_len=32, capacity=64
+    )
     for row in history:
         assert row["tokens"] <= row["paged"] <= row["tokens"] + 3 * 3
         assert row["paged"] <= row["contiguous"] or row["contiguous"] == 0

@@ -2,15 +2,16 @@
 
 A server that reserves ``max_len`` contiguous positions per sequence wastes what short
 sequences never fill. vLLM (Kwon et al., arXiv:2309.06180) stores the cache in blocks of
-``block_size`` positions taken from one pool; each sequence keeps a *block table*, the list of
-its blocks in order, and takes a new block only when its last one is full, so at most
-``block_size - 1`` positions per sequence are unused. Blocks are reference-counted: parallel
-samples of one prompt share the prompt's blocks, and a shared block is copied only when a
-sequence writes into it (copy-on-write).
+``block_size`` positions taken from one pool; each sequence keeps a *block table*, the
+list of its blocks in order, and takes a new block only when its last one is full, so at
+most ``block_size - 1`` positions per sequence are unused. Blocks are reference-counted:
+parallel samples of one prompt share the prompt's blocks, and a shared block is copied
+only when a sequence writes into it (copy-on-write).
 
-:class:`PagedKVCache` is that cache for one layer; :func:`paged_attention` reads keys and
-values through the block table, and :func:`contiguous_attention` is its reference on a
-contiguous copy. The real kernel reads block by block inside the attention loop; we gather.
+:class:`PagedKVCache` is that cache for one layer; :func:`paged_attention` reads keys
+and values through the block table, and :func:`contiguous_attention` is its reference on
+a contiguous copy. The real kernel reads block by block inside the attention loop; we
+gather.
 
 Shapes: ``g`` key/value heads, ``e`` d_head, ``h`` query heads, ``n`` block_size.
 """
@@ -34,12 +35,14 @@ class BlockAllocator:
 
     def __init__(self, n_blocks: int):
         _positive(n_blocks, "n_blocks")
-        self.free = list(range(n_blocks - 1, -1, -1))              # a stack: pop gives 0 first
+        self.free = list(range(n_blocks - 1, -1, -1))  # a stack: pop gives 0 first
         self.refs = [0] * n_blocks
 
     def allocate(self) -> int:
         if not self.free:
-            raise RuntimeError(f"the cache is full: all {len(self.refs)} blocks are in use")
+            raise RuntimeError(
+                f"the cache is full: all {len(self.refs)} blocks are in use"
+            )
         block = self.free.pop()
         self.refs[block] = 1
         return block
@@ -65,20 +68,32 @@ class PagedKVCache:
     Shapes: the pools ``k, v`` ``(n_blocks, block_size, g, e)``; one token ``(g, e)``.
     """
 
-    def __init__(self, capacity: int, block_size: int, n_kv_heads: int, d_head: int,
-                 dtype: torch.dtype = torch.float32):
-        for name, value in (("capacity", capacity), ("block_size", block_size),
-                            ("n_kv_heads", n_kv_heads), ("d_head", d_head)):
+    def __init__(
+        self,
+        capacity: int,
+        block_size: int,
+        n_kv_heads: int,
+        d_head: int,
+        dtype: torch.dtype = torch.float32,
+    ):
+        for name, value in (
+            ("capacity", capacity),
+            ("block_size", block_size),
+            ("n_kv_heads", n_kv_heads),
+            ("d_head", d_head),
+        ):
             _positive(value, name)
         if capacity % block_size:
-            raise ValueError(f"block_size ({block_size}) must divide the capacity "
-                             f"({capacity} positions)")
+            raise ValueError(
+                f"block_size ({block_size}) must divide the capacity "
+                f"({capacity} positions)"
+            )
         n_blocks = capacity // block_size
         self.block_size, self.shape = block_size, (n_kv_heads, d_head)
         self.k = torch.zeros(n_blocks, block_size, n_kv_heads, d_head, dtype=dtype)
         self.v = torch.zeros_like(self.k)
         self.allocator = BlockAllocator(n_blocks)
-        self.tables: dict[int, list[int]] = {}                      # sequence -> blocks
+        self.tables: dict[int, list[int]] = {}  # sequence -> blocks
         self.lengths: dict[int, int] = {}
 
     def add_sequence(self, seq: int) -> None:
@@ -91,12 +106,15 @@ class PagedKVCache:
             raise ValueError(f"unknown sequence {seq!r}; known: {sorted(self.tables)}")
 
     def append(self, seq: int, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Store one token's key and value at the end of sequence ``seq``: a new block when
-        the last is full, a private copy when the last is shared (copy-on-write)."""
+        """Store one token's key and value at the end of sequence ``seq``: a new block
+        when the last is full, a private copy when the last is shared (copy-on-write).
+        """
         self._check_seq(seq)
         for name, x in (("k", k), ("v", v)):
             if not isinstance(x, torch.Tensor) or tuple(x.shape) != self.shape:
-                got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+                got = (
+                    tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+                )
                 raise ValueError(f"{name} must be one token's {self.shape}; got {got}")
         table, n = self.tables[seq], self.lengths[seq]
         slot = n % self.block_size
@@ -135,7 +153,7 @@ class PagedKVCache:
         Shapes: → ``(g, s, e)`` each."""
         self._check_seq(seq)
         table, n = torch.tensor(self.tables[seq], dtype=torch.long), self.lengths[seq]
-        k = self.k[table].flatten(0, 1)[:n]                          # (s, g, e)
+        k = self.k[table].flatten(0, 1)[:n]  # (s, g, e)
         v = self.v[table].flatten(0, 1)[:n]
         return k.transpose(0, 1), v.transpose(0, 1)
 
@@ -148,13 +166,15 @@ class PagedKVCache:
 def paged_attention(q: torch.Tensor, cache: PagedKVCache, seq: int) -> torch.Tensor:
     """One decode query of sequence ``seq`` attending to all its cached positions, read
     through the block table. Shapes: q ``(h, e)`` → ``(h, e)``."""
-    k, v = cache.gather(seq)                                       # (g, s, e)
+    k, v = cache.gather(seq)  # (g, s, e)
     check_query(q, cache)
     s = k.shape[1]
     return kvcache.attend(q[None, :, None], k[None], v[None], s - 1)[0, :, 0]
 
 
-def contiguous_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def contiguous_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
     """The reference: the same query over a contiguous cache, plain softmax attention.
 
     Shapes: q ``(h, e)``, k, v ``(g, s, e)`` → ``(h, e)``."""
@@ -164,24 +184,37 @@ def contiguous_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> t
 
 def check_query(q, cache: PagedKVCache) -> None:
     g, e = cache.shape
-    if not isinstance(q, torch.Tensor) or q.dim() != 2 or q.shape[1] != e or q.shape[0] % g:
+    if (
+        not isinstance(q, torch.Tensor)
+        or q.dim() != 2
+        or q.shape[1] != e
+        or q.shape[0] % g
+    ):
         got = tuple(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__
         raise ValueError(f"q must be (h, {e}) with h a multiple of {g}; got {got}")
 
 
-def simulate(lengths: list[int], arrivals: list[int], block_size: int, max_len: int,
-             capacity: int) -> list[dict]:
+def simulate(
+    lengths: list[int],
+    arrivals: list[int],
+    block_size: int,
+    max_len: int,
+    capacity: int,
+) -> list[dict]:
     """Serve sequences that arrive at the given steps and grow one token per step until
-    they reach their length; after each step, record the tokens stored, the positions held
-    by paged blocks, and what contiguous max-length reservations would hold.
+    they reach their length; after each step, record the tokens stored, the positions
+    held by paged blocks, and what contiguous max-length reservations would hold.
 
     Returns one dict per step: ``tokens``, ``paged``, ``contiguous``."""
     if len(lengths) != len(arrivals) or not lengths:
-        raise ValueError(f"lengths and arrivals must be non-empty and equal in length; "
-                         f"got {len(lengths)} and {len(arrivals)}")
+        raise ValueError(
+            f"lengths and arrivals must be non-empty and equal in length; "
+            f"got {len(lengths)} and {len(arrivals)}"
+        )
     if max(lengths) > max_len:
-        raise ValueError(f"every length must be <= max_len = {max_len}; "
-                         f"got {max(lengths)}")
+        raise ValueError(
+            f"every length must be <= max_len = {max_len}; got {max(lengths)}"
+        )
     cache = PagedKVCache(capacity, block_size, 1, 1)
     token = torch.zeros(1, 1)
     history, done = [], set()
@@ -194,9 +227,13 @@ def simulate(lengths: list[int], arrivals: list[int], block_size: int, max_len: 
                 done.add(seq)
             elif seq in cache.tables:
                 cache.append(seq, token, token)
-        history.append({"tokens": sum(cache.lengths.values()),
-                        "paged": cache.used_positions,
-                        "contiguous": max_len * len(cache.tables)})
+        history.append(
+            {
+                "tokens": sum(cache.lengths.values()),
+                "paged": cache.used_positions,
+                "contiguous": max_len * len(cache.tables),
+            }
+        )
     return history
 
 
