@@ -141,13 +141,12 @@ def tiled_forward(q, k, v, causal=False, mask=None, scale=None, block_q=64, bloc
     t, s = q.shape[-2], k.shape[-2]
     _check_mask(mask, t, s)
     _check_blocks(t, s, block_q, block_k)
-    q = q * _scale(scale, q.shape[-1])
+    c = _scale(scale, q.shape[-1])
     empty_rows = mask is not None or (causal and s < t)  # rows that may see no key
-    kt = k.transpose(-2, -1).contiguous()                     # (..., d, s), once
     out = q.new_empty(q.shape[:-1] + v.shape[-1:])
     lse = q.new_empty(q.shape[:-1])
     for i in range(0, t, block_q):
-        qi = q[..., i:i + block_q, :]                                 # (..., bq, d)
+        qi = q[..., i:i + block_q, :] * c                             # (..., bq, d)
         m = q.new_full(qi.shape[:-1] + (1,), -math.inf)
         l = q.new_zeros(qi.shape[:-1] + (1,))
         o = q.new_zeros(qi.shape[:-1] + v.shape[-1:])                # (..., bq, d_v)
@@ -155,7 +154,7 @@ def tiled_forward(q, k, v, causal=False, mask=None, scale=None, block_q=64, bloc
         for j in range(0, s, block_k):
             if causal and j > last:
                 break                                                 # above the diagonal
-            sij = qi @ kt[..., j:j + block_k]                         # (..., bq, bk)
+            sij = qi @ k[..., j:j + block_k, :].transpose(-2, -1)    # (..., bq, bk)
             keep = _tile_mask(i, j, block_q, block_k, t, s, causal, mask, q.device)
             if keep is not None:
                 sij = sij.masked_fill(~keep, -math.inf)
