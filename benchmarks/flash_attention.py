@@ -11,12 +11,12 @@ The targets at L = 4096: tiled is >= 9x faster than naive, within 1.3x of SDPA, 
 <= 1/50 of naive's extra peak memory.
 
 GPU part (only where CUDA is available; skipped otherwise): the Triton kernel of
-``lecturelib.flash_triton`` against SDPA in fp16, b 4, h 16, d_head 64, causal and not, in
-TFLOP/s.
+``lecturelib.flash_triton`` against SDPA in fp16, b 4, h 16, d_head 64, causal and not,
+in TFLOP/s.
 
-Usage: ``python benchmarks/flash_attention.py`` (about 5 minutes on two quiet cores) writes
-``benchmarks/results/flash_attention.json``; ``--lengths 256 512 --repeats 1`` for a quick
-run.
+Usage: ``python benchmarks/flash_attention.py`` (about 5 minutes on two quiet cores)
+writes ``benchmarks/results/flash_attention.json``; ``--lengths 256 512 --repeats 1``
+for a quick run.
 """
 
 from __future__ import annotations
@@ -42,13 +42,15 @@ CHILD = r"""
 import json, resource, statistics, sys, time
 import lecturelib, torch, torch.nn.functional as F
 from lecturelib import flash
-method, L, repeats, blocks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
+method, L, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+blocks = json.loads(sys.argv[4])
 b, h, d = 1, 8, 64
 def call(q, k, v):
     if method == "naive":
         return flash.naive_attention(q, k, v, causal=True)
     if method == "tiled":
-        bq, bk = min(blocks["block_q"], q.shape[-2]), min(blocks["block_k"], q.shape[-2])
+        n = q.shape[-2]
+        bq, bk = min(blocks["block_q"], n), min(blocks["block_k"], n)
         return flash.tiled_forward(q, k, v, True, block_q=bq, block_k=bk)[0]
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 with torch.inference_mode():
@@ -67,15 +69,28 @@ with torch.inference_mode():
 """
 
 
-# Large blocks go straight to the kernel and back (no growing heap), so the peak RSS follows
+# Large blocks go straight to the kernel and back (no growing heap), so the peak RSS
+# follows
 # what is alive.
 CHILD_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "MALLOC_MMAP_THRESHOLD_": "131072"}
 
 
 def measure(method: str, length: int, repeats: int) -> dict:
-    done = subprocess.run([sys.executable, "-c", CHILD, method, str(length), str(repeats),
-                           json.dumps(BLOCKS)], capture_output=True, text=True, check=True,
-                          env={**os.environ, **CHILD_ENV})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            method,
+            str(length),
+            str(repeats),
+            json.dumps(BLOCKS),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **CHILD_ENV},
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -85,11 +100,20 @@ def cpu_runs(lengths, naive_max: int, repeats: int) -> list[dict]:
         for method in METHODS:
             if method == "naive" and length > naive_max:
                 continue
-            row = {"method": method, "L": length, **SHAPE, "causal": True,
-                   "dtype": "float32", **measure(method, length, repeats)}
+            row = {
+                "method": method,
+                "L": length,
+                **SHAPE,
+                "causal": True,
+                "dtype": "float32",
+                **measure(method, length, repeats),
+            }
             runs.append(row)
-            print(f"{method:6s} L={length:5d} {row['seconds']:8.3f} s "
-                  f"{row['extra_peak_mib']:9.1f} MiB", flush=True)
+            print(
+                f"{method:6s} L={length:5d} {row['seconds']:8.3f} s "
+                f"{row['extra_peak_mib']:9.1f} MiB",
+                flush=True,
+            )
     return runs
 
 
@@ -109,27 +133,48 @@ def gpu_runs(lengths) -> list[dict]:
     b, h, d = 4, 16, 64
     for causal in (False, True):
         for length in lengths:
-            q, k, v = (torch.randn(b, h, length, d, device="cuda", dtype=torch.float16)
-                       for _ in range(3))
-            methods = {"triton": lambda: kernel.flash_attention(q, k, v, causal, 128, 64),
-                       "sdpa": lambda: F.scaled_dot_product_attention(q, k, v,
-                                                                      is_causal=causal)}
+            q, k, v = (
+                torch.randn(b, h, length, d, device="cuda", dtype=torch.float16)
+                for _ in range(3)
+            )
+            methods = {
+                "triton": lambda: kernel.flash_attention(q, k, v, causal, 128, 64),
+                "sdpa": lambda: F.scaled_dot_product_attention(
+                    q, k, v, is_causal=causal
+                ),
+            }
             ref = methods["sdpa"]()
             assert (methods["triton"]() - ref).abs().max().item() < 2e-2
             for name, fn in methods.items():
                 ms = _cuda_ms(fn)
-                runs.append({"method": name, "L": length, "b": b, "h": h, "d": d,
-                             "causal": causal, "dtype": "float16", "seconds": ms / 1e3,
-                             "tflops": kernel.tflops(length, d, h, b, causal, ms / 1e3)})
-                print(f"{name:6s} causal={causal!s:5} L={length:5d} {ms:7.3f} ms "
-                      f"{runs[-1]['tflops']:6.1f} TFLOP/s", flush=True)
+                runs.append(
+                    {
+                        "method": name,
+                        "L": length,
+                        "b": b,
+                        "h": h,
+                        "d": d,
+                        "causal": causal,
+                        "dtype": "float16",
+                        "seconds": ms / 1e3,
+                        "tflops": kernel.tflops(length, d, h, b, causal, ms / 1e3),
+                    }
+                )
+                print(
+                    f"{name:6s} causal={causal!s:5} L={length:5d} {ms:7.3f} ms "
+                    f"{runs[-1]['tflops']:6.1f} TFLOP/s",
+                    flush=True,
+                )
     return runs
 
 
 def _cuda_ms(fn, repeats: int = 20) -> float:
     for _ in range(3):
         fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start, end = (
+        torch.cuda.Event(enable_timing=True),
+        torch.cuda.Event(enable_timing=True),
+    )
     torch.cuda.synchronize()
     start.record()
     for _ in range(repeats):
@@ -144,10 +189,13 @@ def targets(runs: list[dict], at: int = 4096) -> dict | None:
     by = {r["method"]: r for r in runs if r["L"] == at}
     if not all(m in by for m in METHODS):
         return None
-    return {"L": at,
-            "speedup_over_naive": by["naive"]["seconds"] / by["tiled"]["seconds"],
-            "time_vs_sdpa": by["tiled"]["seconds"] / by["sdpa"]["seconds"],
-            "memory_vs_naive": by["tiled"]["extra_peak_mib"] / by["naive"]["extra_peak_mib"]}
+    return {
+        "L": at,
+        "speedup_over_naive": by["naive"]["seconds"] / by["tiled"]["seconds"],
+        "time_vs_sdpa": by["tiled"]["seconds"] / by["sdpa"]["seconds"],
+        "memory_vs_naive": by["tiled"]["extra_peak_mib"]
+        / by["naive"]["extra_peak_mib"],
+    }
 
 
 def _triton_version() -> dict:
@@ -160,12 +208,14 @@ def _triton_version() -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--lengths", type=int, nargs="*",
-                        default=[512, 1024, 2048, 4096, 8192])
+    parser.add_argument(
+        "--lengths", type=int, nargs="*", default=[512, 1024, 2048, 4096, 8192]
+    )
     parser.add_argument("--naive-max", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--gpu-lengths", type=int, nargs="*",
-                        default=[1024, 2048, 4096, 8192])
+    parser.add_argument(
+        "--gpu-lengths", type=int, nargs="*", default=[1024, 2048, 4096, 8192]
+    )
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args()
     runs = cpu_runs(args.lengths, args.naive_max, args.repeats)
@@ -173,23 +223,34 @@ def main() -> None:
     record = {
         "benchmark": "flash_attention",
         "what": "causal attention forward, b 1, h 8, d_head 64, fp32 on the CPU: time "
-                "(median) and extra peak memory (growth of the peak RSS during the call), "
-                "each method in its own process; on CUDA the Triton kernel vs SDPA (fp16)",
+        "(median) and extra peak memory (growth of the peak RSS during the call), "
+        "each method in its own process; on CUDA the Triton kernel vs SDPA (fp16)",
         "target": "at L = 4096 tiled is >= 9x faster than naive, within 1.3x of SDPA, "
-                  "and uses <= 1/50 of naive's extra peak memory",
-        "target_met": None if ratios is None else bool(
-            ratios["speedup_over_naive"] >= 9 and ratios["time_vs_sdpa"] <= 1.3
-            and ratios["memory_vs_naive"] <= 1 / 50),
+        "and uses <= 1/50 of naive's extra peak memory",
+        "target_met": None
+        if ratios is None
+        else bool(
+            ratios["speedup_over_naive"] >= 9
+            and ratios["time_vs_sdpa"] <= 1.3
+            and ratios["memory_vs_naive"] <= 1 / 50
+        ),
         "ratios": ratios,
         "blocks": BLOCKS,
         "runs": runs,
         "gpu_runs": gpu_runs(args.gpu_lengths),
         "command": "python benchmarks/flash_attention.py " + " ".join(sys.argv[1:]),
-        "plot": {"x": "L", "y": "seconds", "label": "method", "xlabel": "sequence length L",
-                 "ylabel": "forward time (s)", "log": True,
-                 "caption": "causal attention forward time on the CPU against length"},
-        "machine": records.machine(load=" ".join(f"{x:.2f}" for x in os.getloadavg()),
-                                   **_triton_version()),
+        "plot": {
+            "x": "L",
+            "y": "seconds",
+            "label": "method",
+            "xlabel": "sequence length L",
+            "ylabel": "forward time (s)",
+            "log": True,
+            "caption": "causal attention forward time on the CPU against length",
+        },
+        "machine": records.machine(
+            load=" ".join(f"{x:.2f}" for x in os.getloadavg()), **_triton_version()
+        ),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")

@@ -12,42 +12,97 @@ K = torch.zeros(1, 2, 6, 4)
 V = torch.zeros(1, 2, 6, 3)
 
 CASES = [
-    (lambda: flash.safe_softmax([1.0, 2.0]), TypeError,
-     r"x must be a float tensor \(\.\.\., n\); got list"),
-    (lambda: flash.online_softmax(torch.arange(4)), TypeError,
-     r"x must be a float tensor \(\.\.\., n\); got torch.int64 tensor of shape \(4,\)"),
-    (lambda: flash.online_softmax(torch.zeros(6), 4), ValueError,
-     r"block must be a positive int that divides n = 6; got 4"),
-    (lambda: flash.online_softmax(torch.zeros(6), 0), ValueError,
-     r"block must be a positive int that divides n = 6; got 0"),
-    (lambda: flash.naive_attention(Q, K, V.double()), TypeError,
-     r"q, k, v must share one dtype; got torch.float32, torch.float32, torch.float64"),
-    (lambda: flash.naive_attention(Q, K[..., :3], V), ValueError,
-     r"q, k, v must be \(\.\.\., t, d\), \(\.\.\., s, d\), \(\.\.\., s, d_v\) with the same "
-     r"leading axes; got \(1, 2, 8, 4\), \(1, 2, 6, 3\), \(1, 2, 6, 3\)"),
-    (lambda: flash.naive_attention(Q, K, V[:, :1]), ValueError,
-     r"q, k, v must be .*got \(1, 2, 8, 4\), \(1, 2, 6, 4\), \(1, 1, 6, 3\)"),
-    (lambda: flash.naive_attention(Q.long(), K, V), TypeError,
-     r"q must be a float tensor \(\.\.\., t, d\); got torch.int64 tensor"),
-    (lambda: flash.naive_attention(Q, K, V, mask=torch.ones(8, 6)), TypeError,
-     r"mask must be a bool tensor \(\.\.\., t, s\); got torch.float32 tensor of shape \(8, 6\)"),
-    (lambda: flash.naive_attention(Q, K, V, mask=torch.ones(6, 8, dtype=torch.bool)),
-     ValueError, r"mask must end in \(t, s\) = \(8, 6\); got \(6, 8\)"),
-    (lambda: flash.naive_attention(Q, K, V, scale=0.0), ValueError,
-     r"scale must be a positive finite number or None; got 0.0"),
-    (lambda: flash.tiled_forward(Q, K, V, block_q=3, block_k=2), ValueError,
-     r"block_q must be a positive int that divides t = 8; got 3"),
-    (lambda: flash.tiled_forward(Q, K, V, block_q=4, block_k=4), ValueError,
-     r"block_k must be a positive int that divides s = 6; got 4"),
-    (lambda: flash.tiled_attention(Q, K, V, block_q=True), ValueError,
-     r"block_q must be a positive int that divides t = 8; got True"),
-    (lambda: flash.tiled_attention(Q, K, V, scale=-1.0, block_q=4, block_k=2), ValueError,
-     r"scale must be a positive finite number or None; got -1.0"),
-    (lambda: flash.attention_flops(0, 4), ValueError, r"t must be a positive int; got 0"),
-    (lambda: flash.io_bytes(64, 16, 32), ValueError,
-     r"sram_floats must hold at least one row of q, k, v and o \(4·d = 64\); got 32"),
-    (lambda: flash.triton_kernel(interpret="yes"), TypeError,
-     r"interpret must be a bool or None; got 'yes'"),
+    (
+        lambda: flash.safe_softmax([1.0, 2.0]),
+        TypeError,
+        r"x must be a float tensor \(\.\.\., n\); got list",
+    ),
+    (
+        lambda: flash.online_softmax(torch.arange(4)),
+        TypeError,
+        r"x must be a float tensor \(\.\.\., n\); got torch.int64 tensor of shape \(4,\)",
+    ),
+    (
+        lambda: flash.online_softmax(torch.zeros(6), 4),
+        ValueError,
+        r"block must be a positive int that divides n = 6; got 4",
+    ),
+    (
+        lambda: flash.online_softmax(torch.zeros(6), 0),
+        ValueError,
+        r"block must be a positive int that divides n = 6; got 0",
+    ),
+    (
+        lambda: flash.naive_attention(Q, K, V.double()),
+        TypeError,
+        r"q, k, v must share one dtype; got torch.float32, torch.float32, torch.float64",
+    ),
+    (
+        lambda: flash.naive_attention(Q, K[..., :3], V),
+        ValueError,
+        r"q, k, v must be \(\.\.\., t, d\), \(\.\.\., s, d\), \(\.\.\., s, d_v\) with the same "
+        r"leading axes; got \(1, 2, 8, 4\), \(1, 2, 6, 3\), \(1, 2, 6, 3\)",
+    ),
+    (
+        lambda: flash.naive_attention(Q, K, V[:, :1]),
+        ValueError,
+        r"q, k, v must be .*got \(1, 2, 8, 4\), \(1, 2, 6, 4\), \(1, 1, 6, 3\)",
+    ),
+    (
+        lambda: flash.naive_attention(Q.long(), K, V),
+        TypeError,
+        r"q must be a float tensor \(\.\.\., t, d\); got torch.int64 tensor",
+    ),
+    (
+        lambda: flash.naive_attention(Q, K, V, mask=torch.ones(8, 6)),
+        TypeError,
+        r"mask must be a bool tensor \(\.\.\., t, s\); got torch.float32 tensor of shape \(8, 6\)",
+    ),
+    (
+        lambda: flash.naive_attention(Q, K, V, mask=torch.ones(6, 8, dtype=torch.bool)),
+        ValueError,
+        r"mask must end in \(t, s\) = \(8, 6\); got \(6, 8\)",
+    ),
+    (
+        lambda: flash.naive_attention(Q, K, V, scale=0.0),
+        ValueError,
+        r"scale must be a positive finite number or None; got 0.0",
+    ),
+    (
+        lambda: flash.tiled_forward(Q, K, V, block_q=3, block_k=2),
+        ValueError,
+        r"block_q must be a positive int that divides t = 8; got 3",
+    ),
+    (
+        lambda: flash.tiled_forward(Q, K, V, block_q=4, block_k=4),
+        ValueError,
+        r"block_k must be a positive int that divides s = 6; got 4",
+    ),
+    (
+        lambda: flash.tiled_attention(Q, K, V, block_q=True),
+        ValueError,
+        r"block_q must be a positive int that divides t = 8; got True",
+    ),
+    (
+        lambda: flash.tiled_attention(Q, K, V, scale=-1.0, block_q=4, block_k=2),
+        ValueError,
+        r"scale must be a positive finite number or None; got -1.0",
+    ),
+    (
+        lambda: flash.attention_flops(0, 4),
+        ValueError,
+        r"t must be a positive int; got 0",
+    ),
+    (
+        lambda: flash.io_bytes(64, 16, 32),
+        ValueError,
+        r"sram_floats must hold at least one row of q, k, v and o \(4·d = 64\); got 32",
+    ),
+    (
+        lambda: flash.triton_kernel(interpret="yes"),
+        TypeError,
+        r"interpret must be a bool or None; got 'yes'",
+    ),
 ]
 
 

@@ -12,9 +12,10 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
-                                reason="Triton is not installed (pip install "
-                                       "'lecturelib[triton]')")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None,
+    reason="Triton is not installed (pip install 'lecturelib[triton]')",
+)
 
 SCRIPT = r"""
 import torch, torch.nn.functional as F
@@ -58,6 +59,11 @@ print("ok")
 
 def test_interpreted_kernel_equals_sdpa():
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
