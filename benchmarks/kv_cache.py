@@ -11,7 +11,7 @@ steps, and the time of one step at length ``n`` the median of the 16 steps up to
 ``n``. Both methods must produce the same tokens, and logits equal to float rounding.
 The target: the cache is >= 10x faster at 512 new tokens (total time).
 
-Usage: ``LECTURELIB_DATA=... python benchmarks/kv_cache.py`` (about a minute on two
+Usage: ``LECTURELIB_DATA=... python benchmarks/kv_cache.py`` (a few minutes on two
 cores) writes ``benchmarks/results/kv_cache.json``.
 """
 
@@ -25,6 +25,7 @@ import sys
 from itertools import accumulate
 from pathlib import Path
 
+import lecturelib  # noqa: F401  (before torch: OpenMP threads wait passively)
 import torch
 
 from lecturelib import kvcache, pretrain, records

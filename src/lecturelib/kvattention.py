@@ -42,43 +42,29 @@ class CacheGPTConfig:
     d_model: int = 64
     n_layers: int = 4
     n_heads: int = 4
-    attention: str = "gqa"  # "gqa" (n_kv_heads = n_heads: MHA, 1: MQA) or "mla"
+    attention: str = "gqa"        # "gqa" (n_kv_heads = n_heads: MHA, 1: MQA) or "mla"
     n_kv_heads: int = 4
-    d_latent: int = 16  # MLA: d_c
-    d_rope: int = 8  # MLA: d_h^R
+    d_latent: int = 16            # MLA: d_c
+    d_rope: int = 8               # MLA: d_h^R
     rope_base: float = 10000.0
 
     def __post_init__(self):
-        for name in (
-            "vocab_size",
-            "seq_len",
-            "d_model",
-            "n_layers",
-            "n_heads",
-            "n_kv_heads",
-            "d_latent",
-            "d_rope",
-        ):
+        for name in ("vocab_size", "seq_len", "d_model", "n_layers", "n_heads",
+                     "n_kv_heads", "d_latent", "d_rope"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"CacheGPTConfig.{name} must be a positive int; got {value!r}"
-                )
+                raise ValueError(f"CacheGPTConfig.{name} must be a positive int; "
+                                 f"got {value!r}")
         if self.attention not in ATTENTIONS:
-            raise ValueError(
-                f"CacheGPTConfig.attention must be one of {ATTENTIONS}; "
-                f"got {self.attention!r}"
-            )
+            raise ValueError(f"CacheGPTConfig.attention must be one of {ATTENTIONS}; "
+                             f"got {self.attention!r}")
         if self.d_model % self.n_heads or self.d_head % 2 or self.d_rope % 2:
-            raise ValueError(
-                f"d_model ({self.d_model}) must split into n_heads "
-                f"({self.n_heads}) heads of even width, and d_rope "
-                f"({self.d_rope}) must be even"
-            )
+            raise ValueError(f"d_model ({self.d_model}) must split into n_heads "
+                             f"({self.n_heads}) heads of even width, and d_rope "
+                             f"({self.d_rope}) must be even")
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(
-                f"n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})"
-            )
+            raise ValueError(f"n_kv_heads ({self.n_kv_heads}) must divide n_heads "
+                             f"({self.n_heads})")
 
     @property
     def d_head(self) -> int:
@@ -88,10 +74,8 @@ class CacheGPTConfig:
         """What one layer caches per token: ``{name: (heads, width)}``."""
         if self.attention == "mla":
             return {"c": (1, self.d_latent), "k_rope": (1, self.d_rope)}
-        return {
-            "k": (self.n_kv_heads, self.d_head),
-            "v": (self.n_kv_heads, self.d_head),
-        }
+        kv = (self.n_kv_heads, self.d_head)
+        return {"k": kv, "v": kv}
 
 
 class GroupedQueryAttention(nn.Module):
@@ -112,11 +96,10 @@ class GroupedQueryAttention(nn.Module):
     def forward(self, x, cache: kvcache.KVCache, layer: int, rope: kvcache.Rope):
         start = cache.length
         q = rearrange(self.q_proj(x), "b t (h e) -> b h t e", h=self.n_heads)
-        k, v = rearrange(
-            self.kv_proj(x), "b t (two g e) -> two b g t e", two=2, g=self.n_kv_heads
-        )  # (b, g, t, e) each
-        k, v = cache.write(layer, k=rope(k, start), v=v)  # (b, g, s, e)
-        y = kvcache.attend(rope(q, start), k, v, start)  # (b, h, t, e)
+        k, v = rearrange(self.kv_proj(x), "b t (two g e) -> two b g t e", two=2,
+                         g=self.n_kv_heads)                        # (b, g, t, e) each
+        k, v = cache.write(layer, k=rope(k, start), v=v)          # (b, g, s, e)
+        y = kvcache.attend(rope(q, start), k, v, start)           # (b, h, t, e)
         return self.out(rearrange(y, "b h t e -> b t (h e)"))
 
 
@@ -131,26 +114,20 @@ class LatentAttention(nn.Module):
         super().__init__()
         c = config
         self.n_heads, self.d_head, self.d_rope = c.n_heads, c.d_head, c.d_rope
-        self.down = nn.Linear(c.d_model, c.d_latent, bias=False)  # W_DKV
+        self.down = nn.Linear(c.d_model, c.d_latent, bias=False)             # W_DKV
         self.up_k = nn.Linear(c.d_latent, c.n_heads * c.d_head, bias=False)  # W_UK
         self.up_v = nn.Linear(c.d_latent, c.n_heads * c.d_head, bias=False)  # W_UV
         self.q_proj = nn.Linear(c.d_model, c.n_heads * c.d_head, bias=False)  # W_Q
         self.q_rope = nn.Linear(c.d_model, c.n_heads * c.d_rope, bias=False)  # W_QR
-        self.k_rope = nn.Linear(c.d_model, c.d_rope, bias=False)  # W_KR
-        self.out = nn.Linear(c.n_heads * c.d_head, c.d_model, bias=False)  # W_O
+        self.k_rope = nn.Linear(c.d_model, c.d_rope, bias=False)             # W_KR
+        self.out = nn.Linear(c.n_heads * c.d_head, c.d_model, bias=False)    # W_O
 
-    def forward(
-        self,
-        x,
-        cache: kvcache.KVCache,
-        layer: int,
-        rope: kvcache.Rope,
-        absorbed: bool = False,
-    ):
+    def forward(self, x, cache: kvcache.KVCache, layer: int, rope: kvcache.Rope,
+                absorbed: bool = False):
         start, h = cache.length, self.n_heads
         c_new = rearrange(self.down(x), "b t c -> b 1 t c")
         kr_new = rope(rearrange(self.k_rope(x), "b t r -> b 1 t r"), start)
-        c, k_r = cache.write(layer, c=c_new, k_rope=kr_new)  # (b, 1, s, c), (.., r)
+        c, k_r = cache.write(layer, c=c_new, k_rope=kr_new)   # (b, 1, s, c), (.., r)
         q = rearrange(self.q_proj(x), "b t (h e) -> b h t e", h=h)
         q_r = rope(rearrange(self.q_rope(x), "b t (h r) -> b h t r", h=h), start)
         scale = 1 / math.sqrt(self.d_head + self.d_rope)
@@ -183,10 +160,8 @@ def causal_softmax(scores: torch.Tensor, start: int) -> torch.Tensor:
     """Softmax over keys ``0..start+i`` for query ``i``. Shapes: ``(b, h, t, s)`` →
     same."""
     t, s = scores.shape[-2:]
-    future = (
-        torch.arange(s, device=scores.device)
-        > start + torch.arange(t, device=scores.device)[:, None]
-    )
+    future = torch.arange(s, device=scores.device) > start + torch.arange(
+        t, device=scores.device)[:, None]
     return scores.masked_fill(future, float("-inf")).softmax(-1)
 
 
@@ -196,15 +171,10 @@ class CacheBlock(nn.Module):
     def __init__(self, config: CacheGPTConfig):
         super().__init__()
         mlp_config = gpt.GPTConfig(vocab_size=1, d_model=config.d_model, n_heads=1)
-        self.norm1, self.norm2 = (
-            nn.RMSNorm(config.d_model, eps=1e-6),
-            nn.RMSNorm(config.d_model, eps=1e-6),
-        )
-        self.attn = (
-            LatentAttention(config)
-            if config.attention == "mla"
-            else GroupedQueryAttention(config)
-        )
+        self.norm1, self.norm2 = nn.RMSNorm(config.d_model, eps=1e-6), nn.RMSNorm(
+            config.d_model, eps=1e-6)
+        self.attn = (LatentAttention(config) if config.attention == "mla"
+                     else GroupedQueryAttention(config))
         self.mlp = gpt.MLP(mlp_config)
 
     def forward(self, x, cache, layer, rope, **options):
@@ -222,9 +192,8 @@ class CacheGPT(nn.Module):
     def __init__(self, config: CacheGPTConfig):
         super().__init__()
         if not isinstance(config, CacheGPTConfig):
-            raise TypeError(
-                f"config must be a CacheGPTConfig; got {type(config).__name__}"
-            )
+            raise TypeError(f"config must be a CacheGPTConfig; "
+                            f"got {type(config).__name__}")
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.blocks = nn.ModuleList(CacheBlock(config) for _ in range(config.n_layers))
@@ -232,42 +201,34 @@ class CacheGPT(nn.Module):
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.head.weight = self.embed.weight
         self.apply(gpt.GPT._init)
+        std = 0.02 / math.sqrt(2 * config.n_layers)   # residual branches, as gpt.GPT
         for block in self.blocks:
-            nn.init.normal_(
-                block.attn.out.weight, std=0.02 / math.sqrt(2 * config.n_layers)
-            )
-            nn.init.normal_(
-                block.mlp.down.weight, std=0.02 / math.sqrt(2 * config.n_layers)
-            )
+            nn.init.normal_(block.attn.out.weight, std=std)
+            nn.init.normal_(block.mlp.down.weight, std=std)
 
     def new_cache(self, batch: int, max_len: int) -> kvcache.KVCache:
         """An empty cache of ``max_len`` positions, with the RoPE table it needs."""
         c = self.config
         p = self.embed.weight
-        cache = kvcache.KVCache(
-            c.n_layers, batch, max_len, c.cache_entries(), p.dtype, p.device
-        )
+        cache = kvcache.KVCache(c.n_layers, batch, max_len, c.cache_entries(), p.dtype,
+                                p.device)
         width = c.d_rope if c.attention == "mla" else c.d_head
         cache.rope = kvcache.Rope(width, max_len, c.rope_base)
         return cache
 
-    def forward(
-        self, ids: torch.Tensor, cache: kvcache.KVCache | None = None, **options
-    ) -> torch.Tensor:
-        if (
-            not isinstance(ids, torch.Tensor)
-            or ids.dim() != 2
-            or ids.is_floating_point()
-        ):
+    def forward(self, ids: torch.Tensor, cache: kvcache.KVCache | None = None,
+                **options) -> torch.Tensor:
+        if (not isinstance(ids, torch.Tensor) or ids.dim() != 2
+                or ids.is_floating_point()):
             raise ValueError("ids must be a (b, t) integer tensor of token ids")
         if cache is None:
             cache = self.new_cache(ids.shape[0], ids.shape[1])
         cache.check_room(ids.shape[1])
-        x = self.embed(ids)  # (b, t, d)
+        x = self.embed(ids)                                        # (b, t, d)
         for layer, block in enumerate(self.blocks):
             x = block(x, cache, layer, cache.rope, **options)
         cache.advance(ids.shape[1])
-        return self.head(self.norm(x))  # (b, t, v)
+        return self.head(self.norm(x))                             # (b, t, v)
 
 
 def loss(model: CacheGPT, batch) -> torch.Tensor:

@@ -35,14 +35,13 @@ class BlockAllocator:
 
     def __init__(self, n_blocks: int):
         _positive(n_blocks, "n_blocks")
-        self.free = list(range(n_blocks - 1, -1, -1))  # a stack: pop gives 0 first
+        self.free = list(range(n_blocks - 1, -1, -1))   # a stack: pop gives 0 first
         self.refs = [0] * n_blocks
 
     def allocate(self) -> int:
         if not self.free:
-            raise RuntimeError(
-                f"the cache is full: all {len(self.refs)} blocks are in use"
-            )
+            raise RuntimeError(f"the cache is full: all {len(self.refs)} blocks are "
+                               f"in use")
         block = self.free.pop()
         self.refs[block] = 1
         return block
@@ -68,32 +67,20 @@ class PagedKVCache:
     Shapes: the pools ``k, v`` ``(n_blocks, block_size, g, e)``; one token ``(g, e)``.
     """
 
-    def __init__(
-        self,
-        capacity: int,
-        block_size: int,
-        n_kv_heads: int,
-        d_head: int,
-        dtype: torch.dtype = torch.float32,
-    ):
-        for name, value in (
-            ("capacity", capacity),
-            ("block_size", block_size),
-            ("n_kv_heads", n_kv_heads),
-            ("d_head", d_head),
-        ):
+    def __init__(self, capacity: int, block_size: int, n_kv_heads: int, d_head: int,
+                 dtype: torch.dtype = torch.float32):
+        for name, value in (("capacity", capacity), ("block_size", block_size),
+                            ("n_kv_heads", n_kv_heads), ("d_head", d_head)):
             _positive(value, name)
         if capacity % block_size:
-            raise ValueError(
-                f"block_size ({block_size}) must divide the capacity "
-                f"({capacity} positions)"
-            )
+            raise ValueError(f"block_size ({block_size}) must divide the capacity "
+                             f"({capacity} positions)")
         n_blocks = capacity // block_size
         self.block_size, self.shape = block_size, (n_kv_heads, d_head)
         self.k = torch.zeros(n_blocks, block_size, n_kv_heads, d_head, dtype=dtype)
         self.v = torch.zeros_like(self.k)
         self.allocator = BlockAllocator(n_blocks)
-        self.tables: dict[int, list[int]] = {}  # sequence -> blocks
+        self.tables: dict[int, list[int]] = {}                      # sequence -> blocks
         self.lengths: dict[int, int] = {}
 
     def add_sequence(self, seq: int) -> None:
@@ -112,9 +99,8 @@ class PagedKVCache:
         self._check_seq(seq)
         for name, x in (("k", k), ("v", v)):
             if not isinstance(x, torch.Tensor) or tuple(x.shape) != self.shape:
-                got = (
-                    tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-                )
+                got = (tuple(x.shape) if isinstance(x, torch.Tensor)
+                       else type(x).__name__)
                 raise ValueError(f"{name} must be one token's {self.shape}; got {got}")
         table, n = self.tables[seq], self.lengths[seq]
         slot = n % self.block_size
@@ -153,7 +139,7 @@ class PagedKVCache:
         Shapes: → ``(g, s, e)`` each."""
         self._check_seq(seq)
         table, n = torch.tensor(self.tables[seq], dtype=torch.long), self.lengths[seq]
-        k = self.k[table].flatten(0, 1)[:n]  # (s, g, e)
+        k = self.k[table].flatten(0, 1)[:n]                          # (s, g, e)
         v = self.v[table].flatten(0, 1)[:n]
         return k.transpose(0, 1), v.transpose(0, 1)
 
@@ -166,15 +152,14 @@ class PagedKVCache:
 def paged_attention(q: torch.Tensor, cache: PagedKVCache, seq: int) -> torch.Tensor:
     """One decode query of sequence ``seq`` attending to all its cached positions, read
     through the block table. Shapes: q ``(h, e)`` → ``(h, e)``."""
-    k, v = cache.gather(seq)  # (g, s, e)
+    k, v = cache.gather(seq)                                       # (g, s, e)
     check_query(q, cache)
     s = k.shape[1]
     return kvcache.attend(q[None, :, None], k[None], v[None], s - 1)[0, :, 0]
 
 
-def contiguous_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
-) -> torch.Tensor:
+def contiguous_attention(q: torch.Tensor, k: torch.Tensor,
+                         v: torch.Tensor) -> torch.Tensor:
     """The reference: the same query over a contiguous cache, plain softmax attention.
 
     Shapes: q ``(h, e)``, k, v ``(g, s, e)`` → ``(h, e)``."""
@@ -184,37 +169,25 @@ def contiguous_attention(
 
 def check_query(q, cache: PagedKVCache) -> None:
     g, e = cache.shape
-    if (
-        not isinstance(q, torch.Tensor)
-        or q.dim() != 2
-        or q.shape[1] != e
-        or q.shape[0] % g
-    ):
+    if (not isinstance(q, torch.Tensor) or q.dim() != 2 or q.shape[1] != e
+            or q.shape[0] % g):
         got = tuple(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__
         raise ValueError(f"q must be (h, {e}) with h a multiple of {g}; got {got}")
 
 
-def simulate(
-    lengths: list[int],
-    arrivals: list[int],
-    block_size: int,
-    max_len: int,
-    capacity: int,
-) -> list[dict]:
+def simulate(lengths: list[int], arrivals: list[int], block_size: int, max_len: int,
+             capacity: int) -> list[dict]:
     """Serve sequences that arrive at the given steps and grow one token per step until
     they reach their length; after each step, record the tokens stored, the positions
     held by paged blocks, and what contiguous max-length reservations would hold.
 
     Returns one dict per step: ``tokens``, ``paged``, ``contiguous``."""
     if len(lengths) != len(arrivals) or not lengths:
-        raise ValueError(
-            f"lengths and arrivals must be non-empty and equal in length; "
-            f"got {len(lengths)} and {len(arrivals)}"
-        )
+        raise ValueError(f"lengths and arrivals must be non-empty and equal in length; "
+                         f"got {len(lengths)} and {len(arrivals)}")
     if max(lengths) > max_len:
-        raise ValueError(
-            f"every length must be <= max_len = {max_len}; got {max(lengths)}"
-        )
+        raise ValueError(f"every length must be <= max_len = {max_len}; "
+                         f"got {max(lengths)}")
     cache = PagedKVCache(capacity, block_size, 1, 1)
     token = torch.zeros(1, 1)
     history, done = [], set()
@@ -227,13 +200,9 @@ def simulate(
                 done.add(seq)
             elif seq in cache.tables:
                 cache.append(seq, token, token)
-        history.append(
-            {
-                "tokens": sum(cache.lengths.values()),
-                "paged": cache.used_positions,
-                "contiguous": max_len * len(cache.tables),
-            }
-        )
+        history.append({"tokens": sum(cache.lengths.values()),
+                        "paged": cache.used_positions,
+                        "contiguous": max_len * len(cache.tables)})
     return history
 
 
