@@ -2,7 +2,8 @@
 
 Names used throughout the book and this package:
 
-- widths and counts: ``d_model, n_heads, d_head, n_layers, seq_len, vocab_size, d_state, d_inner``;
+- widths and counts: ``d_model, n_heads, d_head, n_layers, seq_len, vocab_size, d_state,
+  d_inner``;
 - tensor axes: ``b`` batch, ``t`` time (sequence position), ``d`` width, ``h`` heads,
   ``v`` vocabulary, ``n`` state.
 
@@ -14,7 +15,10 @@ trainer ``train`` with its pieces ``batches``, ``optim``, ``precision``, ``progr
 Topic modules, in book order, each importing only earlier ones: ``lm`` (chapter 1), ``rnn``
 (2), ``gated`` (3), ``translation`` and ``seq2seq`` (4), ``attention`` (5), ``self_attention``
 (6), ``positions`` and ``positional_lm`` (7), ``transformer`` (8), ``tokenize`` (9),
-``decoding`` and ``sampling`` (10), ``gpt`` and ``pretrain`` (11).
+``decoding`` and ``sampling`` (10), ``gpt`` and ``pretrain`` (11), ``bert``, ``finetune``
+and ``t5`` (12), ``peft``, ``quant`` and ``interpret`` (13), ``kvcache``, ``kvattention`` and
+``paged`` (14), ``flash``, ``flash_triton`` (imported only to run the Triton kernel) and
+``linear_attention`` (15).
 
 Book tooling (building the book, notebook sync, student versions, grading) lives in the
 subpackage ``lecturelib.book``, which no chapter imports.
