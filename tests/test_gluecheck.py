@@ -59,10 +59,13 @@ def test_each_value_is_tried_at_the_formats_of_its_own_roles():
         ("100", "n_tokens", ",.0f")]
 
 
-def test_one_digit_values_are_not_searched():
-    outputs = [glued("n_layers", 4), glued("loss", 4.2)]
+def test_one_and_two_digit_whole_values_are_not_searched():
+    outputs = [glued("n_layers", 4), glued("loss", 4.2), glued("ratio", 30.4)]
     assert typed("{glue:text}`n_layers` layers, loss {glue:text}`loss:.0f`; size 4", outputs) == []
     assert typed("{glue:text}`loss:.1f`; size 4.2", outputs) == [("4.2", "loss", ".1f")]
+    assert typed("{glue:text}`ratio:.0f` times; sentences of 30 to 60 words", outputs) == []
+    assert typed("{glue:text}`ratio:.1f` times; 30.4 again", outputs) == [
+        ("30.4", "ratio", ".1f")]
 
 
 @pytest.mark.parametrize("markdown", [

@@ -9,8 +9,10 @@ markdown. A year is reported when it equals a glued value at such a format.
 Not prose, and not searched: glue roles and other roles (citations, cross-references), inline
 code, code blocks, math, link targets, comments, list and exercise numbers (``1. ``,
 ``**2. Title.**``) and references such as "chapter 4", "chapters 4, 5 and 8" or "exercise 2.2".
-One-digit renderings (0 to 9) are not searched either: in prose they are ordinals and small
-counts ("size 1", "position 5"), which no check can tell apart from a rounded result.
+Whole numbers of one or two digits (0 to 99) are not searched either: in prose they are
+ordinals, small counts and quoted constants ("size 1", "position 5", "sentences of 30 to 60
+words"), which no check can tell apart from a rounded result; a measured value such as a time
+ratio lands on one of them by chance, and the build would fail at random.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ NOT_PROSE = [
                r"\d+(?:\.\d+)*(?:(?:\s*,\s*|\s+(?:and|or|to)\s+|\s*[–-]\s*)\d+(?:\.\d+)*)*",
                re.I),  # references: chapter 4, chapters 4, 5 and 8, exercise 2.2
 ]
-ONE_DIGIT = re.compile(r"^[+-]?\d$")
+SMALL_WHOLE = re.compile(r"^[+-]?\d{1,2}$")
 GROUP = "[ \u00a0\u2009\u202f]"  # thousands written with a space: 32 768
 NUMERIC = re.compile(r"^(?:np\.)?\w*\((?P<inner>[^()]*)\)$")  # np.float64(0.5), tensor(3)
 
@@ -147,7 +149,7 @@ def typed_glued_numbers(nb: dict) -> list[TypedNumber]:
         for name, value in sorted(values.items()):
             for spec in sorted(specs.get(name, ())):
                 rendering = render(value, spec)
-                if rendering is None or ONE_DIGIT.match(rendering):
+                if rendering is None or SMALL_WHOLE.match(rendering):
                     continue
                 for candidate in dict.fromkeys((rendering, rendering.lstrip("+"))):
                     if _typed(text, candidate):
