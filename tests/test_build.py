@@ -198,7 +198,8 @@ REAL_RUN = subprocess.run
 SOURCE = {"version": "0.3.0", "commit": None, "modified": False, "pin": "v0.3.0"}
 COLAB = ("# Colab: install lecturelib from the book's repository when it is not importable.\n"
          "try:\n    import lecturelib\nexcept ImportError:\n"
-         f'    %pip install --quiet "lecturelib @ git+{URL}@v0.3.0"')
+         f'    REPO = "git+{URL}"\n    REF = "v0.3.0"\n'
+         '    %pip install --quiet "lecturelib @ {REPO}@{REF}"')
 
 
 @pytest.fixture

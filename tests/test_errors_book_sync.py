@@ -38,7 +38,8 @@ CASES = [
     ("repository_url: no url", lambda t: sync.repository_url(t), ValueError,
      r"_config.yml has no repository.url"),
     ("colab_install: no cell", lambda t: sync.colab_install(t / "no_colab.ipynb"), ValueError,
-     r"no_colab.ipynb: no Colab cell with a line %pip install --quiet \"lecturelib @ git\+<url>\""),
+     r"no_colab.ipynb: no Colab cell with the lines REPO = \"git\+<url>\", REF = \"<ref>\" "
+     r"and %pip install --quiet \"lecturelib @ \{REPO\}@\{REF\}\""),
     ("pin: no cell", lambda t: sync.pin(t / "no_colab.ipynb", URL, "v1"), ValueError,
      r"no_colab.ipynb: no Colab cell"),
     ("pin: empty ref", lambda t: sync.pin(t / "no_colab.ipynb", URL, ""), ValueError,

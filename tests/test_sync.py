@@ -113,7 +113,7 @@ def test_committed_notebooks_are_normalised(tmp_path):
 URL = "https://example.org/book/repo"
 COLAB = ("# Colab: install lecturelib from the book's repository when it is not importable.\n"
          "try:\n    import lecturelib\nexcept ImportError:\n"
-         f'    %pip install --quiet "lecturelib @ git+{URL}"')
+         f'    REPO = "git+{URL}"\n    %pip install --quiet "lecturelib @ {{REPO}}"')
 
 
 @pytest.fixture
@@ -149,7 +149,9 @@ def test_pin_rewrites_only_the_install_line(repo):
     assert sync.pin(nb, URL, "v1.2.3") is True
     after = json.loads(nb.read_text())
     assert sync.colab_install(nb) == (URL, "v1.2.3")
-    assert "".join(after["cells"][1]["source"]) == COLAB.replace(URL, URL + "@v1.2.3")
+    assert "".join(after["cells"][1]["source"]) == COLAB.replace(
+        '"lecturelib @ {REPO}"', '"lecturelib @ {REPO}@{REF}"').replace(
+        f'"git+{URL}"\n', f'"git+{URL}"\n    REF = "v1.2.3"\n')
     assert after["cells"][0] == before["cells"][0] and after["cells"][2] == before["cells"][2]
     assert after["cells"][1]["metadata"] == {"tags": ["remove-cell"]}
     assert sync.pin(nb, URL, "v1.2.3") is False  # idempotent

@@ -137,10 +137,22 @@ def normalise(notebook: str | Path) -> bool:
     return new != text
 
 
-# The Colab cell's install line: ``%pip install --quiet "lecturelib @ git+URL[@REF]"``.
+# The Colab cell's install lines (short enough for the book's column even with a commit):
+#     REPO = "git+URL"
+#     REF = "v0.1.0"
+#     %pip install --quiet "lecturelib @ {REPO}@{REF}"
+# (IPython puts the variables into the magic's line); without the REF line it is unpinned.
 COLAB_INSTALL = re.compile(
-    r'^(?P<head>\s*%pip install --quiet )"lecturelib @ git\+'
-    r'(?P<url>[^"@\s]+)(?:@(?P<ref>[^"\s]+))?"[ \t]*$', re.M)
+    r'^(?P<indent>[ \t]*)REPO = "git\+(?P<url>[^"@\s]+)"[ \t]*\n'
+    r'(?:(?P=indent)REF = "(?P<ref>[^"\s]+)"[ \t]*\n)?'
+    r'(?P=indent)%pip install --quiet "lecturelib @ \{REPO\}(?:@\{REF\})?"[ \t]*$', re.M)
+COLAB_LINE = '%pip install --quiet "lecturelib @ {REPO}@{REF}"'
+
+
+def colab_lines(url: str, ref: str, indent: str = "    ") -> str:
+    """The Colab cell's install lines for ``url`` pinned to ``ref``."""
+    return (f'{indent}REPO = "git+{url}"\n{indent}REF = "{ref}"\n'
+            f'{indent}{COLAB_LINE}')
 
 
 def package_version(root: str | Path) -> str:
@@ -186,8 +198,8 @@ def colab_install(notebook: str | Path | dict) -> tuple[str, str | None]:
     for cell in nb["cells"]:
         if cell["cell_type"] == "code" and (m := COLAB_INSTALL.search("".join(cell["source"]))):
             return m.group("url"), m.group("ref")
-    raise ValueError(f"{_name(notebook)}: no Colab cell with a line "
-                     f'%pip install --quiet "lecturelib @ git+<url>"')
+    raise ValueError(f"{_name(notebook)}: no Colab cell with the lines "
+                     f'REPO = "git+<url>", REF = "<ref>" and {COLAB_LINE}')
 
 
 def pin(notebook: str | Path, url: str, ref: str) -> bool:
@@ -205,7 +217,7 @@ def pin(notebook: str | Path, url: str, ref: str) -> bool:
         source = "".join(cell["source"])
         if cell["cell_type"] == "code" and COLAB_INSTALL.search(source):
             source = COLAB_INSTALL.sub(
-                lambda m: f'{m.group("head")}"lecturelib @ git+{url}@{ref}"', source)
+                lambda m: colab_lines(url, ref, m.group("indent")), source)
             cell["source"] = source.splitlines(keepends=True)
     new = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
     if new != text:
