@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lecturelib import rnn, transformer
+from lecturelib import gpt, rnn, transformer
 from lecturelib._checks import check_int, check_number, describe
 from lecturelib.self_attention import padding_mask
 
@@ -240,15 +240,7 @@ class BERT(nn.Module):
         self.norm = nn.LayerNorm(c.d_model)
         self.mlm = MLMHead(self.embed.tok)
         self.classifier = nn.Linear(c.d_model, c.n_classes)
-        self.apply(self._init)
-
-    @staticmethod
-    def _init(module: nn.Module) -> None:
-        """BERT's initialisation: weights ``N(0, 0.02²)``, biases zero."""
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
+        self.apply(gpt.GPT._init)  # weights N(0, 0.02²), biases zero: BERT's and GPT's
 
     def keys(self, ids: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
         """The padding mask of the keys, True at real tokens.
