@@ -108,8 +108,10 @@ def drop_repeated_scripts(html: Path) -> int:
     syntax error in the browser's console); returns the number of pages changed."""
     import re
 
+    if not Path(html).is_dir():
+        raise ValueError(f"html must be the rendered site's folder; got {html}")
     changed = 0
-    for page in html.rglob("*.html"):
+    for page in Path(html).rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         seen: set[str] = set()
 
@@ -166,6 +168,9 @@ def present(path: Path) -> None:
 the answer away). The notebooks in the repository are left as they are."""
     from lecturelib.book.exercises import exercises
 
+    path = Path(path)
+    if path.suffix != ".ipynb" or not path.is_file():
+        raise ValueError(f"path must be a staged notebook (.ipynb); got {path}")
     nb = json.loads(path.read_text(encoding="utf-8"))
     checks = {i for ex in exercises(nb) for i in ex.checks}
     for index, cell in enumerate(nb["cells"]):
