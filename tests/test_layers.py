@@ -31,6 +31,11 @@ TOPICS = [
     "peft", "quant", "interpret",                 # 13
     "kvcache", "kvattention", "paged",            # 14
     "flash", "flash_triton", "linear_attention",  # 15
+    "moe",                                        # 16
+    "speculative", "mtp", "diffusion_lm",         # 17
+    "longctx", "rope_scaling", "eviction",        # 18
+    "hippo", "ssm",                               # 19
+    "scan", "mamba", "hybrid",                    # 20
 ]
 
 

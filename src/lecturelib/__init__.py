@@ -18,7 +18,9 @@ Topic modules, in book order, each importing only earlier ones: ``lm`` (chapter 
 ``decoding`` and ``sampling`` (10), ``gpt`` and ``pretrain`` (11), ``bert``, ``finetune``
 and ``t5`` (12), ``peft``, ``quant`` and ``interpret`` (13), ``kvcache``, ``kvattention`` and
 ``paged`` (14), ``flash``, ``flash_triton`` (imported only to run the Triton kernel) and
-``linear_attention`` (15).
+``linear_attention`` (15), ``moe`` (16), ``speculative``, ``mtp`` and ``diffusion_lm`` (17),
+``longctx``, ``rope_scaling`` and ``eviction`` (18), ``hippo`` and ``ssm`` (19), ``scan``,
+``mamba`` and ``hybrid`` (20).
 
 Book tooling (building the book, notebook sync, student versions, grading) lives in the
 subpackage ``lecturelib.book``, which no chapter imports.
