@@ -21,7 +21,6 @@ cores) writes ``benchmarks/results/bpe_training.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -111,8 +110,7 @@ def main() -> None:
         "machine": records.machine(tokenizers=tokenizers.__version__,
                                    regex=regex.__version__),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    records.save(record, args.out)
     print(f"wrote {args.out}")
 
 

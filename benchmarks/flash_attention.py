@@ -254,8 +254,7 @@ def main() -> None:
             load=" ".join(f"{x:.2f}" for x in os.getloadavg()), **_triton_version()
         ),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    records.save(record, args.out)
     print(f"ratios {ratios}; target met: {record['target_met']}; wrote {args.out}")
 
 

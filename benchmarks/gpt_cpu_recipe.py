@@ -24,7 +24,6 @@ cores) writes ``benchmarks/results/gpt_cpu_recipe.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -93,8 +92,7 @@ def main() -> None:
                  "caption": "validation loss against training time, one point per recipe"},
         "machine": records.machine(),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    records.save(record, args.out)
     print(f"target met: {record['target_met']}; wrote {args.out}")
 
 

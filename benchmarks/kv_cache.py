@@ -18,7 +18,6 @@ cores) writes ``benchmarks/results/kv_cache.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -109,8 +108,7 @@ def main() -> None:
         },
         "machine": records.machine(),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    records.save(record, args.out)
     print(f"target met: {record['target_met']}; wrote {args.out}")
 
 

@@ -18,9 +18,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from lecturelib.records import REQUIRED, missing_fields
 from lecturelib.plot import OKABE_ITO
-
-REQUIRED = ("benchmark", "what", "command", "machine")
 
 
 def load_records(results: Path) -> list[tuple[str, dict]]:
@@ -34,9 +33,7 @@ def load_records(results: Path) -> list[tuple[str, dict]]:
         if path.name.startswith("book-"):
             continue
         record = json.loads(path.read_text(encoding="utf-8"))
-        missing = [k for k in REQUIRED if k not in record]
-        if not missing and "date" not in record["machine"]:
-            missing = ["machine.date"]
+        missing = missing_fields(record)
         if missing:
             raise ValueError(f"{path}: a benchmark record must say {', '.join(missing)} "
                              f"(what was measured, the command that made it, the machine and "
