@@ -1,0 +1,82 @@
+"""Bad input to lecturelib.ssm: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import ssm
+
+A2, B2, C2 = -torch.eye(2), torch.ones(2), torch.ones(2)
+x = torch.randn(1, 5)
+
+
+def layer():
+    torch.manual_seed(0)
+    return ssm.S4D(4, 8)
+
+
+CASES = [
+    (lambda: ssm.discretize_zoh(A2, B2, 0.0), ValueError,
+     r"dt \(the step Δ\) must be > 0 and finite; got 0.0"),
+    (lambda: ssm.discretize_zoh(A2, B2, -0.1), ValueError,
+     r"dt \(the step Δ\) must be > 0 and finite; got -0.1"),
+    (lambda: ssm.discretize_zoh(-torch.ones(3), torch.ones(3), torch.tensor([0.1, 0.0, 0.2])),
+     ValueError, r"dt \(the step Δ\) must be > 0 and finite; got values from 0 to 0.2"),
+    (lambda: ssm.discretize_bilinear(A2, B2, float("nan")), ValueError,
+     r"dt \(the step Δ\) must be > 0 and finite; got nan"),
+    (lambda: ssm.discretize_zoh(A2, B2, "0.1"), TypeError,
+     r"dt must be a positive float or a float tensor; got str '0.1'"),
+    (lambda: ssm.discretize_zoh(A2, torch.ones(3), 0.1), ValueError,
+     r"state sizes do not match: A must be \(N, N\) with B \(N,\), or a diagonal \(\.\.\., N\) "
+     r"with B of the same shape; got A \(2, 2\) and B \(3,\)"),
+    (lambda: ssm.discretize_zoh(torch.ones(2, 3), torch.ones(2), 0.1), ValueError,
+     r"state sizes do not match: .*got A \(2, 3\) and B \(2,\)"),
+    (lambda: ssm.discretize_zoh([[1.0]], B2, 0.1), TypeError,
+     r"A must be a float or complex tensor \(N, N\) or a diagonal \(\.\.\., N\); got list"),
+    (lambda: ssm.discretize_zoh(A2, B2, torch.tensor([0.1, 0.2])), ValueError,
+     r"dense A takes one step dt; got dt of shape \(2,\)"),
+    (lambda: ssm.ssm_recurrent(A2, B2, torch.ones(3), x), ValueError,
+     r"state sizes do not match: C must have shape \(2,\) like B; got C \(3,\)"),
+    (lambda: ssm.ssm_kernel(-torch.ones(4), torch.ones(4), torch.ones(2), 8), ValueError,
+     r"state sizes do not match: C must have shape \(4,\) like A; got C \(2,\)"),
+    (lambda: ssm.ssm_recurrent(A2, B2, C2, torch.arange(5)), TypeError,
+     r"x must be a real float tensor \(\.\.\., L\); got torch.int64 tensor of shape \(5,\)"),
+    (lambda: ssm.ssm_kernel(A2, B2, C2, 0), ValueError, r"L must be an int >= 1; got int 0"),
+    (lambda: ssm.ssm_convolve(x, torch.ones(4)), ValueError,
+     r"K must be \(\.\.\., L\) with the L = 5 of x; got shape \(4,\)"),
+    (lambda: ssm.ssm_convolve(x, torch.ones(5), method="fast"), ValueError,
+     r"method must be 'fft' or 'direct'; got 'fast'"),
+    (lambda: ssm.s4d_init(8, "legs"), ValueError,
+     r"init must be one of \('lin', 'inv'\); got 'legs'"),
+    (lambda: ssm.S4D(4, 8, init="linear"), ValueError,
+     r"init must be one of \('lin', 'inv'\); got 'linear'"),
+    (lambda: ssm.S4D(4, 7), ValueError,
+     r"d_state must be even \(d_state/2 complex conjugate pairs\); got 7"),
+    (lambda: ssm.S4D(0, 8), ValueError, r"d_model must be an int >= 1; got int 0"),
+    (lambda: ssm.S4D(4, 8, dt_min=0.0), ValueError,
+     r"dt_min must be a finite number in \(0, inf\); got float 0.0"),
+    (lambda: ssm.S4D(4, 8, dt_min=0.1, dt_max=0.01), ValueError,
+     r"dt_max must be a finite number in \[0.1, inf\); got float 0.01"),
+    (lambda: layer()(torch.randn(2, 10, 3)), ValueError,
+     r"S4D input must be \(b, t, d_model=4\); got shape \(2, 10, 3\)"),
+    (lambda: layer()(torch.randn(10, 4)), ValueError,
+     r"S4D input must be a float tensor \(b, t, d_model=4\); got torch.float32 tensor of "
+     r"shape \(10, 4\)"),
+    (lambda: layer().kernel(0), ValueError, r"L must be an int >= 1; got int 0"),
+    (lambda: layer().step(torch.randn(2, 3)), ValueError,
+     r"u_t must be \(b, d_model=4\); got torch.float32 tensor of shape \(2, 3\)"),
+    (lambda: ssm.S4DNet(3, vocab_size=5, d_in=2), ValueError,
+     r"give exactly one of vocab_size \(token input\) and d_in \(feature input\)"),
+    (lambda: ssm.S4DNet(3, d_model=8, d_state=4, vocab_size=5)(torch.randn(2, 4)), ValueError,
+     r"S4DNet with vocab_size takes \(b, t\) token ids; got torch.float32"),
+    (lambda: ssm.S4DNet(3, d_model=8, d_state=4, d_in=2)(torch.randn(2, 4, 3)), ValueError,
+     r"S4DNet with d_in=2 takes \(b, t, 2\) features; got torch.float32 tensor of shape "
+     r"\(2, 4, 3\)"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

@@ -1,0 +1,154 @@
+"""lecturelib.ssm: discretisation, the recurrent and convolutional modes, S4D."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import ssm
+
+
+def dense(n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    A = -torch.eye(n, dtype=torch.float64) + 0.3 * torch.randn(n, n, generator=g,
+                                                               dtype=torch.float64)
+    B = torch.randn(n, generator=g, dtype=torch.float64)
+    C = torch.randn(n, generator=g, dtype=torch.float64)
+    return A, B, C
+
+
+def complex_diagonal(h, n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    A = torch.complex(-torch.rand(h, n, generator=g, dtype=torch.float64) - 0.1,
+                      3 * torch.randn(h, n, generator=g, dtype=torch.float64))
+    B = torch.randn(h, n, generator=g, dtype=torch.cdouble)
+    C = torch.randn(h, n, generator=g, dtype=torch.cdouble)
+    return A, B, C
+
+
+def test_zoh_matches_the_closed_formula():
+    A, B, _ = dense(6)
+    dt = 0.07
+    Abar, Bbar = ssm.discretize_zoh(A, B, dt)
+    eye = torch.eye(6, dtype=torch.float64)
+    assert torch.allclose(Abar, torch.linalg.matrix_exp(dt * A))
+    formula = torch.linalg.solve(dt * A, (torch.linalg.matrix_exp(dt * A) - eye) @ (dt * B))
+    assert torch.allclose(Bbar, formula, atol=1e-12)
+
+
+def test_zoh_diagonal_equals_dense_on_a_diagonal_matrix():
+    a = -torch.rand(5, dtype=torch.float64) - 0.1
+    b = torch.randn(5, dtype=torch.float64)
+    Ad, Bd = ssm.discretize_zoh(torch.diag(a), b, 0.3)
+    ad, bd = ssm.discretize_zoh(a, b, 0.3)
+    assert torch.allclose(torch.diagonal(Ad), ad) and torch.allclose(Bd, bd)
+
+
+def test_zoh_with_a_zero_eigenvalue_is_the_limit():
+    Abar, Bbar = ssm.discretize_zoh(torch.zeros(3), torch.ones(3), 0.5)
+    assert torch.allclose(Abar, torch.ones(3)) and torch.allclose(Bbar, torch.full((3,), 0.5))
+
+
+def test_bilinear_and_zoh_agree_to_second_order_in_dt():
+    A, B, _ = dense(4)
+    for dt, tol in ((1e-2, 1e-5), (1e-3, 1e-8)):
+        z, b = ssm.discretize_zoh(A, B, dt), ssm.discretize_bilinear(A, B, dt)
+        assert (z[0] - b[0]).abs().max() < tol and (z[1] - b[1]).abs().max() < tol
+
+
+@pytest.mark.parametrize("dt", [0.01, 0.1, 1.0])
+@pytest.mark.parametrize("n", [1, 4, 16])
+@pytest.mark.parametrize("L", [1, 7, 64])
+def test_recurrent_equals_convolutional_dense(dt, n, L):
+    A, B, C = dense(n)
+    Abar, Bbar = ssm.discretize_zoh(A, B, dt)
+    x = torch.randn(3, L, dtype=torch.float64)
+    y_rec = ssm.ssm_recurrent(Abar, Bbar, C, x, D=0.5)
+    K = ssm.ssm_kernel(Abar, Bbar, C, L)
+    assert torch.allclose(y_rec, ssm.ssm_convolve(x, K, D=0.5), atol=1e-10)
+    assert torch.allclose(y_rec, ssm.ssm_convolve(x, K, D=0.5, method="direct"), atol=1e-10)
+
+
+@pytest.mark.parametrize("dt", [0.01, 0.1, 1.0])
+@pytest.mark.parametrize("n", [1, 8])
+@pytest.mark.parametrize("L", [5, 100])
+def test_recurrent_equals_convolutional_complex_diagonal(dt, n, L):
+    A, B, C = complex_diagonal(4, n)
+    Abar, Bbar = ssm.discretize_zoh(A, B, dt)
+    x = torch.randn(2, 4, L, dtype=torch.float64)
+    D = torch.randn(4, dtype=torch.float64)
+    y_rec = ssm.ssm_recurrent(Abar, Bbar, C, x, D=D)
+    y_conv = ssm.ssm_convolve(x, ssm.ssm_kernel(Abar, Bbar, C, L), D=D)
+    assert y_rec.dtype == torch.float64 and y_rec.shape == (2, 4, L)
+    assert torch.allclose(y_rec, y_conv, atol=1e-10)
+
+
+def test_recurrent_returns_and_continues_from_its_state():
+    A, B, C = complex_diagonal(2, 3)
+    Abar, Bbar = ssm.discretize_zoh(A, B, 0.1)
+    x = torch.randn(2, 30, dtype=torch.float64)
+    whole = ssm.ssm_recurrent(Abar, Bbar, C, x)
+    first, h = ssm.ssm_recurrent(Abar, Bbar, C, x[:, :10], return_state=True)
+    rest = ssm.ssm_recurrent(Abar, Bbar, C, x[:, 10:], h0=h)
+    assert torch.allclose(whole, torch.cat([first, rest], -1))
+
+
+def test_dense_and_diagonal_kernels_agree_after_diagonalising():
+    A, B, C = dense(5, seed=3)
+    lam, V = torch.linalg.eig(A)
+    Bd = torch.linalg.solve(V, B.to(V.dtype))
+    Cd = C.to(V.dtype) @ V
+    K1 = ssm.ssm_kernel(*ssm.discretize_zoh(A, B, 0.2), C, 40)
+    K2 = ssm.ssm_kernel(*ssm.discretize_zoh(lam, Bd, 0.2), Cd, 40)
+    assert torch.allclose(K1, K2, atol=1e-9)
+
+
+def test_s4d_init_values():
+    lin = ssm.s4d_init(8, "lin")
+    assert torch.allclose(lin.real, torch.full((4,), -0.5, dtype=torch.float64))
+    assert torch.allclose(lin.imag, torch.pi * torch.arange(4, dtype=torch.float64))
+    inv = ssm.s4d_init(8, "inv")
+    n = torch.arange(4, dtype=torch.float64)
+    assert torch.allclose(inv.imag, 4 / torch.pi * (4 / (2 * n + 1) - 1))
+
+
+@pytest.mark.parametrize("init", ["lin", "inv"])
+def test_s4d_modes_agree_and_shapes(init):
+    torch.manual_seed(0)
+    layer = ssm.S4D(6, 16, init=init)
+    u = torch.randn(2, 50, 6)
+    y = layer(u)
+    assert y.shape == (2, 50, 6) and layer.kernel(50).shape == (6, 50)
+    assert layer.kernel(50).dtype == torch.float32
+    assert torch.allclose(y, layer.recurrent(u), atol=1e-5)
+    h, steps = None, []
+    for t in range(50):
+        y_t, h = layer.step(u[:, t], h)
+        steps.append(y_t)
+    assert torch.allclose(y, torch.stack(steps, 1), atol=1e-5)
+
+
+def test_s4d_is_causal_and_learns_its_parameters():
+    torch.manual_seed(0)
+    layer = ssm.S4D(3, 8)
+    u = torch.randn(1, 20, 3, requires_grad=True)
+    layer(u)[0, 9].sum().backward()
+    # the FFT leaves round-off (~1e-8) where the exact gradient is zero
+    assert u.grad[0, 10:].abs().max() < 1e-6 < u.grad[0, :10].abs().max()
+    for p in layer.parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all()
+
+
+def test_s4d_steps_lie_in_range():
+    torch.manual_seed(0)
+    layer = ssm.S4D(200, 4, dt_min=1e-3, dt_max=1e-1)
+    dt = layer.log_dt.exp()
+    assert dt.min() >= 1e-3 and dt.max() <= 1e-1
+
+
+def test_s4dnet_tokens_and_features():
+    torch.manual_seed(0)
+    tok = ssm.S4DNet(5, d_model=16, n_layers=2, d_state=8, vocab_size=7)
+    assert tok(torch.randint(0, 7, (2, 12))).shape == (2, 12, 5)
+    feat = ssm.S4DNet(1, d_model=16, n_layers=1, d_state=8, d_in=2)
+    assert feat(torch.randn(2, 12, 2)).shape == (2, 12, 1)
