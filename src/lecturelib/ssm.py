@@ -169,7 +169,9 @@ def ssm_kernel(Abar: torch.Tensor, Bbar: torch.Tensor, C: torch.Tensor, L: int) 
     check_int(L, "L", 1)
     if diagonal:
         ell = torch.arange(L, device=Abar.device, dtype=Abar.real.dtype)
-        powers = Abar.unsqueeze(-1) ** ell                   # (..., N, L)
+        # Ā^l = exp(l·log Ā): several times faster than complex pow, same values
+        log_A = Abar.to(torch.promote_types(Abar.dtype, torch.complex64)).log()
+        powers = torch.exp(log_A.unsqueeze(-1) * ell)             # (..., N, L)
         return torch.einsum("...n,...nl->...l", C * Bbar, powers).real
     out, v = [], Bbar
     for _ in range(L):
