@@ -1,0 +1,61 @@
+"""Bad input to lecturelib.scan: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import scan
+
+
+def good(b=2, t=5, d=3, n=4):
+    return dict(u=torch.randn(b, t, d), delta=torch.rand(b, t, d) + 0.1,
+                A=-torch.rand(d, n), B=torch.randn(b, t, n), C=torch.randn(b, t, n))
+
+
+def call(fn=scan.selective_scan_ref, **changes):
+    kwargs = good()
+    kwargs.update(changes)
+    return lambda: fn(**kwargs)
+
+
+CASES = [
+    (call(delta=torch.zeros(2, 5, 3)), ValueError,
+     r"delta \(Δ\) must be > 0 everywhere; got a minimum of 0"),
+    (call(scan.selective_scan, delta=-torch.rand(2, 5, 3)), ValueError,
+     r"delta \(Δ\) must be > 0 everywhere; got a minimum of -"),
+    (call(B=torch.randn(2, 5, 6)), ValueError,
+     r"mismatched state sizes: B must be \(b, t, n\) = \(2, 5, 4\) \(n from A\); "
+     r"got \(2, 5, 6\)"),
+    (call(scan.selective_scan, C=torch.randn(2, 5, 3)), ValueError,
+     r"mismatched state sizes: C must be \(b, t, n\) = \(2, 5, 4\)"),
+    (call(h0=torch.zeros(2, 3, 5)), ValueError,
+     r"mismatched state sizes: h0 must be \(b, d, n\) = \(2, 3, 4\); got torch.float32 "
+     r"tensor of shape \(2, 3, 5\)"),
+    (call(A=-torch.rand(4, 4)), ValueError,
+     r"A must have one row per channel, \(3, n\); got \(4, 4\)"),
+    (call(u=torch.randn(5, 3)), ValueError,
+     r"u must be a floating \(b, t, d\) tensor; got torch.float32 tensor of shape \(5, 3\)"),
+    (call(u=torch.ones(2, 5, 3, dtype=torch.long)), ValueError,
+     r"u must be a floating \(b, t, d\) tensor; got torch.int64"),
+    (call(delta=torch.rand(2, 4, 3) + 0.1), ValueError,
+     r"delta must have u's shape \(2, 5, 3\); got \(2, 4, 3\)"),
+    (call(D=torch.ones(4)), ValueError, r"D must be a \(3,\) tensor or None"),
+    (call(z=torch.ones(2, 5, 4)), ValueError, r"z must have u's shape \(2, 5, 3\) or be None"),
+    (call(scan.selective_scan, method="blelloch"), ValueError,
+     r"method must be one of \('loop', 'parallel', 'chunked'\); got 'blelloch'"),
+    (lambda: scan.linear_scan_chunked(torch.rand(1, 4, 2, 2), torch.rand(1, 4, 2, 2),
+                                      chunk=0), ValueError, r"chunk must be an int >= 1"),
+    (lambda: scan.linear_scan_parallel(torch.rand(1, 4, 2, 2), torch.rand(1, 5, 2, 2)),
+     ValueError, r"a and x must have the same shape; got \(1, 4, 2, 2\) and \(1, 5, 2, 2\)"),
+    (lambda: scan.linear_scan_loop(torch.rand(4, 2, 2), torch.rand(4, 2, 2)), ValueError,
+     r"a must be a floating \(b, t, d, n\) tensor"),
+    (lambda: scan.triton_scan(interpret="yes"), TypeError,
+     r"interpret must be a bool or None; got 'yes'"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

@@ -1,0 +1,111 @@
+"""lecturelib.scan: the parallel and chunked scans (and the Triton kernel, interpreted)
+equal the plain loop, outputs and gradients."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lecturelib import scan
+
+
+def inputs(b, t, d, n, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    u = torch.randn(b, t, d, generator=g, dtype=dtype)
+    delta = F.softplus(torch.randn(b, t, d, generator=g, dtype=dtype))
+    A = -torch.rand(d, n, generator=g, dtype=dtype) * 4 - 0.1
+    B, C = (torch.randn(b, t, n, generator=g, dtype=dtype) for _ in range(2))
+    D = torch.randn(d, generator=g, dtype=dtype)
+    z = torch.randn(b, t, d, generator=g, dtype=dtype)
+    return [u, delta, A, B, C, D, z]
+
+
+@settings(max_examples=25, deadline=None)
+@given(b=st.integers(1, 3), t=st.integers(1, 70), d=st.integers(1, 5), n=st.integers(1, 6),
+       chunk=st.integers(1, 16), seed=st.integers(0, 10**6))
+def test_the_three_scans_equal_the_loop_outputs_and_gradients(b, t, d, n, chunk, seed):
+    args = [a.requires_grad_() for a in inputs(b, t, d, n, seed)]
+    h0 = torch.randn(b, d, n, dtype=torch.float64, requires_grad=True)
+    ref, last = scan.selective_scan_ref(*args, h0=h0, return_state=True)
+    w = torch.randn_like(ref)
+    ref_grads = torch.autograd.grad((ref * w).sum() + last.sum(), args + [h0])
+    for method in scan.METHODS:
+        y, h = scan.selective_scan(*args, h0=h0, method=method, return_state=True)
+        torch.testing.assert_close(y, ref)
+        torch.testing.assert_close(h, last)
+        grads = torch.autograd.grad((y * w).sum() + h.sum(), args + [h0])
+        for g, e in zip(grads, ref_grads):
+            torch.testing.assert_close(g, e)
+    a = torch.rand(b, t, d, n, dtype=torch.float64)
+    x = torch.randn(b, t, d, n, dtype=torch.float64)
+    torch.testing.assert_close(scan.linear_scan_chunked(a, x, chunk=chunk),
+                               scan.linear_scan_loop(a, x))
+
+
+def test_shapes_and_a_known_answer():
+    u, delta, A, B, C, _, _ = inputs(2, 7, 3, 4)
+    y, h = scan.selective_scan_ref(u, delta, A, B, C, return_state=True)
+    assert y.shape == (2, 7, 3) and h.shape == (2, 3, 4)
+    # one step from zero: y = C · (Δ B u)
+    y1 = scan.selective_scan_ref(u[:, :1], delta[:, :1], A, B[:, :1], C[:, :1])
+    expected = delta[:, 0] * u[:, 0] * (B[:, 0] * C[:, 0]).sum(-1, keepdim=True)
+    torch.testing.assert_close(y1[:, 0], expected)
+
+
+def test_a_constant_decay_is_a_geometric_sum():
+    a = torch.full((1, 10, 1, 1), 0.5, dtype=torch.float64)
+    x = torch.ones(1, 10, 1, 1, dtype=torch.float64)
+    expected = torch.tensor([2 - 0.5**k for k in range(10)], dtype=torch.float64)
+    for fn in scan.SCANS.values():
+        torch.testing.assert_close(fn(a, x).flatten(), expected)
+
+
+def test_float32_at_the_benchmark_length():
+    args = inputs(1, 300, 4, 16, dtype=torch.float32)
+    ref = scan.selective_scan_ref(*args)
+    for method in ("parallel", "chunked"):
+        torch.testing.assert_close(scan.selective_scan(*args, method=method), ref,
+                                   atol=1e-4, rtol=1e-4)
+
+
+SCRIPT = r"""
+import torch
+from lecturelib import scan
+f, message = scan.triton_scan(interpret=True)
+assert f is not None, message
+g = torch.Generator().manual_seed(0)
+for b, t, d, n, block in [(1, 9, 5, 4, 4), (2, 16, 20, 8, 8), (1, 3, 16, 2, 16)]:
+    u, B = torch.randn(b, t, d, generator=g), torch.randn(b, t, n, generator=g)
+    C = torch.randn(b, t, n, generator=g)
+    delta = torch.rand(b, t, d, generator=g) + 0.05
+    A = -torch.rand(d, n, generator=g) * 3
+    D = torch.randn(d, generator=g)
+    torch.testing.assert_close(f(u, delta, A, B, C, D, block_d=block),
+                               scan.selective_scan_ref(u, delta, A, B, C, D),
+                               atol=1e-5, rtol=1e-4)
+try:
+    f(u, delta, -torch.rand(d, 3), torch.randn(b, t, 3), torch.randn(b, t, 3))
+except ValueError as error:
+    assert "d_state a power of two >= 2; got 3" in str(error), error
+else:
+    raise AssertionError("n = 3 accepted")
+other, message = scan.triton_scan(interpret=False)
+assert other is None and "restart" in message, message
+print("ok")
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None,
+                    reason="Triton is not installed (pip install 'lecturelib[triton]')")
+def test_the_triton_kernel_interpreted_equals_the_loop():
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("ok")
