@@ -168,3 +168,18 @@ def test_moe_gpt_overfits_one_batch():
     hist = train.fit(m, [batch], moe.moe_lm_loss, steps=50, lr=2e-2, progress=False)
     assert hist.train_loss[-1] < 0.3 * hist.train_loss[0]
     assert lm.next_token_loss(m, batch) < 0.6
+
+
+def test_with_capacity_later_tokens_can_change_earlier_outputs():
+    """All first choices are served before any second choice, so a later token's first
+    choice can take the slot of an earlier token's second: capacity is not causal."""
+    torch.manual_seed(1)
+    layer = moe.MoE(moe.MoEConfig(d_model=8, d_ff=16, n_experts=4, top_k=2,
+                                  capacity_factor=1.0))
+    x = torch.randn(1, 12, 8)
+    changed = x.clone()
+    changed[0, 6:] = torch.randn(6, 8)
+    with torch.no_grad():
+        assert not torch.allclose(layer(x)[0, :6], layer(changed)[0, :6])
+        layer.config.capacity_factor = None  # without capacity: causal (per token)
+        torch.testing.assert_close(layer(x)[0, :6], layer(changed)[0, :6])
