@@ -1,0 +1,305 @@
+"""Chapter 17, speculative decoding (Leviathan, Kalman and Matias, 2023,
+arXiv:2211.17192; Chen et al., 2023, arXiv:2302.01318): a small draft model ``q``
+proposes ``K`` tokens, the target ``p`` scores all of them in one forward pass, and a
+rejection rule keeps a prefix of them so that the output is distributed exactly as
+sampling from ``p``.
+
+- :func:`residual` is ``normalize(max(0, p - q))``, the distribution a rejected
+  position is resampled from, and :func:`verify` the rule itself: accept draft ``x``
+  with probability ``min(1, p(x)/q(x))``, resample at the first rejection, and draw one
+  more token from ``p`` when every draft is accepted. ``rule="resample_from_p"`` is a
+  deliberately wrong variant (resample from ``p`` itself) that the chapter's tests
+  reject. :func:`verify_greedy` is the same rule at temperature 0.
+- :func:`first_token_distribution` and :func:`sequence_distribution` compute, by exact
+  enumeration, the distribution of what the rule emits; the target's own is
+  :func:`sequence_probs`.
+- :func:`speculative_generate` runs the rule with two :class:`lecturelib.gpt.GPT`
+  models and chapter 14's KV caches (rolled back after a rejection);
+  :func:`autoregressive_generate` is plain sampling with the cache, the baseline.
+- :func:`expected_tokens` and :func:`speedup` are the paper's formulas for the tokens
+  emitted per target call and the speed-up, for an acceptance rate ``alpha``.
+
+Simplifications: one sequence at a time (a batch would accept different numbers of
+tokens per row), a fixed ``K``, and the draft's acceptance rate assumed the same at
+every position in the formulas.
+
+Shapes: ``v`` vocabulary, ``K`` drafted tokens, ``t`` positions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+import torch
+
+from lecturelib import gpt, kvcache
+from lecturelib._checks import check_int, check_number, describe
+
+RULES = ("exact", "resample_from_p")
+Dist = Callable[[tuple[int, ...]], torch.Tensor]  # prefix -> next-token probabilities
+
+
+def check_probs(p, name: str, dims: int = 1) -> None:
+    """``p`` must be a float tensor of ``dims`` axes, each row a distribution."""
+    if not isinstance(p, torch.Tensor) or not p.is_floating_point() or p.dim() != dims:
+        axes = "(v,)" if dims == 1 else "(n, v)"
+        raise ValueError(f"{name} must be a float tensor {axes} of probabilities; "
+                         f"got {describe(p)}")
+    sums = p.double().sum(-1)
+    if (p < 0).any() or not torch.isfinite(p).all() or (sums - 1).abs().max() > 1e-4:
+        raise ValueError(f"{name} must be probabilities (>= 0, each row summing to 1); "
+                         f"got row sums from {sums.min().item():.4g} to "
+                         f"{sums.max().item():.4g}")
+
+
+def _check_rule(rule: str) -> None:
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}; got {rule!r}")
+
+
+def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """``normalize(max(0, p - q))``: what ``p`` holds beyond ``q``. Where ``p == q``
+    nothing is ever rejected, and ``p`` is returned.
+
+    Shapes: p, q ``(v,)`` → ``(v,)``."""
+    check_probs(p, "p")
+    check_probs(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same vocabulary; got {len(p)} and "
+                         f"{len(q)} tokens")
+    extra = (p.double() - q.double()).clamp(min=0)
+    if extra.sum() <= 1e-12:
+        return p.double()
+    return extra / extra.sum()
+
+
+def _fallback(p: torch.Tensor, q: torch.Tensor, rule: str) -> torch.Tensor:
+    return residual(p, q) if rule == "exact" else p.double()
+
+
+def _check_verify(p, q, drafts) -> None:
+    check_probs(p, "p", 2)
+    check_probs(q, "q", 2)
+    if not isinstance(drafts, torch.Tensor) or drafts.dim() != 1 or len(drafts) < 1:
+        raise ValueError(f"drafts must be a 1-D tensor of K >= 1 token ids; "
+                         f"got {describe(drafts)}")
+    K = len(drafts)
+    if q.shape[0] != K or p.shape[0] != K + 1 or p.shape[1] != q.shape[1]:
+        raise ValueError(f"K = {K} drafts need q of shape (K, v) and p of shape "
+                         f"(K + 1, v) with the same v; got q {tuple(q.shape)}, "
+                         f"p {tuple(p.shape)}")
+    if drafts.min() < 0 or drafts.max() >= q.shape[1]:
+        raise ValueError(f"drafts must be ids in 0..{q.shape[1] - 1}")
+
+
+def verify(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor,
+           generator: torch.Generator | None = None,
+           rule: str = "exact") -> tuple[int, int]:
+    """Speculative sampling's rule: returns how many drafts are accepted, ``n``, and
+    the token that follows them (resampled at the first rejection, or drawn from the
+    last row of ``p`` when all ``K`` are accepted).
+
+    Shapes: p ``(K + 1, v)`` target probabilities at the drafted positions and one
+    more, q ``(K, v)`` the draft's, drafts ``(K,)``."""
+    _check_verify(p, q, drafts)
+    _check_rule(rule)
+    for i, x in enumerate(drafts.tolist()):
+        u = torch.rand((), generator=generator, dtype=torch.float64)
+        if u * q[i, x] < p[i, x]:                 # u < min(1, p/q), without dividing
+            continue
+        fallback = _fallback(p[i], q[i], rule)
+        return i, torch.multinomial(fallback, 1, generator=generator).item()
+    return len(drafts), torch.multinomial(p[-1].double(), 1, generator=generator).item()
+
+
+def verify_greedy(p: torch.Tensor, drafts: torch.Tensor) -> tuple[int, int]:
+    """The rule at temperature 0: accept drafts while each is the target's most likely
+    token; the next token is the target's choice at the first mismatch (or after the
+    last draft). Shapes: p ``(K + 1, v)`` scores or probabilities, drafts ``(K,)``."""
+    if not isinstance(p, torch.Tensor) or p.dim() != 2 or not isinstance(
+            drafts, torch.Tensor) or p.shape[0] != len(drafts) + 1:
+        raise ValueError(f"p must be (K + 1, v) for K drafts; got p {describe(p)}, "
+                         f"drafts {describe(drafts)}")
+    best = p.argmax(-1)                                           # (K + 1,)
+    n = 0
+    while n < len(drafts) and drafts[n] == best[n]:
+        n += 1
+    return n, best[n].item()
+
+
+def first_token_distribution(p: torch.Tensor, q: torch.Tensor,
+                             rule: str = "exact") -> torch.Tensor:
+    """The exact distribution of the first token the rule emits: draft ``x ~ q`` kept
+    with probability ``min(1, p/q)``, else a draw from the fallback,
+    ``min(p, q) + (1 - sum min(p, q)) · fallback``. Shapes: ``(v,)`` → ``(v,)``."""
+    _check_rule(rule)
+    fallback = _fallback(p, q, rule)                              # checks p and q
+    kept = torch.minimum(p.double(), q.double())
+    return kept + (1 - kept.sum()) * fallback
+
+
+def _block(p_fn: Dist, q_fn: Dist, prefix: tuple, K: int, rule: str) -> dict:
+    """{emitted tokens: probability} of one round after ``prefix``, enumerated."""
+    out: dict = defaultdict(float)
+
+    def walk(drafted: tuple, prob: float) -> None:
+        p = p_fn(prefix + drafted).double()
+        if len(drafted) == K:
+            for y, py in enumerate(p.tolist()):
+                out[drafted + (y,)] += prob * py
+            return
+        q = q_fn(prefix + drafted).double()
+        reject = 0.0
+        for x, qx in enumerate(q.tolist()):
+            if qx > 0:
+                keep = min(1.0, p[x].item() / qx)
+                walk(drafted + (x,), prob * qx * keep)
+                reject += prob * qx * (1 - keep)
+        if reject > 0:
+            for y, fy in enumerate(_fallback(p, q, rule).tolist()):
+                out[drafted + (y,)] += reject * fy
+
+    walk((), 1.0)
+    return out
+
+
+def sequence_distribution(p_fn: Dist, q_fn: Dist, prompt: tuple, K: int, n: int,
+                          rule: str = "exact") -> dict:
+    """The exact distribution of the first ``n`` tokens that speculative decoding with
+    ``K`` drafts emits after ``prompt``, by enumerating every draft, acceptance and
+    resampling: ``{(x_1, ..., x_n): probability}``."""
+    check_int(K, "K", 1)
+    check_int(n, "n", 1)
+    _check_rule(rule)
+    done: dict = defaultdict(float)
+    frontier = [(tuple(prompt), 1.0)]
+    while frontier:
+        prefix, prob = frontier.pop()
+        for emitted, pe in _block(p_fn, q_fn, prefix, K, rule).items():
+            new = prefix + emitted
+            if len(new) - len(prompt) >= n:
+                done[new[len(prompt):len(prompt) + n]] += prob * pe
+            else:
+                frontier.append((new, prob * pe))
+    return dict(done)
+
+
+def sequence_probs(p_fn: Dist, prompt: tuple, n: int) -> dict:
+    """The target's own distribution of its next ``n`` tokens, by the chain rule:
+    ``{(x_1, ..., x_n): p(x_1 | prompt) · ... · p(x_n | prompt, x_<n)}``."""
+    check_int(n, "n", 1)
+    probs = {(): 1.0}
+    for _ in range(n):
+        probs = {seq + (y,): pr * py for seq, pr in probs.items()
+                 for y, py in enumerate(p_fn(tuple(prompt) + seq).double().tolist())}
+    return probs
+
+
+def check_pair(target, draft) -> None:
+    """Target and draft must be GPTs over the same vocabulary."""
+    for name, m in (("target", target), ("draft", draft)):
+        if not isinstance(m, gpt.GPT):
+            raise TypeError(f"{name} must be a gpt.GPT; got {type(m).__name__}")
+    if target.config.vocab_size != draft.config.vocab_size:
+        raise ValueError(f"draft and target must share one vocabulary; got "
+                         f"vocab_size {draft.config.vocab_size} (draft) and "
+                         f"{target.config.vocab_size} (target)")
+
+
+def _check_prompt(prompt, model: gpt.GPT, n_new: int) -> None:
+    if (not isinstance(prompt, torch.Tensor) or prompt.dim() != 2
+            or prompt.shape[0] != 1 or prompt.shape[1] < 1
+            or prompt.is_floating_point()):
+        raise ValueError(f"prompt must be a (1, t) tensor of token ids; "
+                         f"got {describe(prompt)}")
+    check_int(n_new, "n_new", 1)
+
+
+def _probs(logits: torch.Tensor, greedy: bool) -> torch.Tensor:
+    return logits if greedy else logits.double().softmax(-1)
+
+
+@torch.inference_mode()
+def speculative_generate(target: gpt.GPT, draft: gpt.GPT, prompt: torch.Tensor,
+                         n_new: int, K: int, *, greedy: bool = False,
+                         generator: torch.Generator | None = None,
+                         rule: str = "exact") -> tuple[torch.Tensor, dict]:
+    """``n_new`` tokens after ``prompt``: each round the draft proposes ``K`` tokens
+    one by one, the target scores them in one cached forward pass, and :func:`verify`
+    (or :func:`verify_greedy`) keeps a prefix and adds one token. Both caches hold every
+    token but the newest; a rejection rolls them back.
+
+    Returns the ids ``(1, t + n_new)`` and counts: target and draft calls, drafted and
+    accepted tokens, seconds."""
+    check_pair(target, draft)
+    check_int(K, "K", 1)
+    _check_prompt(prompt, target, n_new)
+    _check_rule(rule)
+    tic = time.perf_counter()
+    total = prompt.shape[1] + n_new + K + 1
+    t_cache, d_cache = (kvcache.new_cache(m, 1, total) for m in (target, draft))
+    seq = prompt[0].tolist()
+    stats = dict(target_calls=0, draft_calls=0, drafted=0, accepted=0)
+    while len(seq) < prompt.shape[1] + n_new:
+        drafts, q = [], []
+        for _ in range(K):
+            new = torch.tensor([(seq + drafts)[d_cache.length:]])
+            logits = kvcache.cached_forward(draft, new, d_cache)[0, -1]
+            q.append(_probs(logits, greedy))
+            x = (logits.argmax().item() if greedy else torch.multinomial(
+                q[-1], 1, generator=generator).item())
+            drafts.append(x)
+        new = torch.tensor([(seq + drafts)[t_cache.length:]])
+        logits = kvcache.cached_forward(target, new, t_cache)[0, -(K + 1):]  # (K+1, v)
+        d = torch.tensor(drafts)
+        n, nxt = (verify_greedy(logits, d) if greedy else
+                  verify(_probs(logits, False), torch.stack(q), d, generator, rule))
+        seq += drafts[:n] + [nxt]
+        for cache in (t_cache, d_cache):                          # roll back
+            cache.length = min(cache.length, len(seq) - 1)
+        stats["target_calls"] += 1
+        stats["draft_calls"] += K
+        stats["drafted"] += K
+        stats["accepted"] += n
+    stats["seconds"] = time.perf_counter() - tic
+    return torch.tensor([seq[:prompt.shape[1] + n_new]]), stats
+
+
+@torch.inference_mode()
+def autoregressive_generate(model: gpt.GPT, prompt: torch.Tensor, n_new: int, *,
+                            greedy: bool = False,
+                            generator: torch.Generator | None = None
+                            ) -> tuple[torch.Tensor, dict]:
+    """Plain decoding with the KV cache, one model call per token: the baseline.
+    Returns the ids ``(1, t + n_new)`` and ``{"target_calls", "seconds"}``."""
+    if not isinstance(model, gpt.GPT):
+        raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
+    _check_prompt(prompt, model, n_new)
+    tic = time.perf_counter()
+    cache = kvcache.new_cache(model, 1, prompt.shape[1] + n_new)
+    seq, new = prompt[0].tolist(), prompt
+    for _ in range(n_new):
+        logits = kvcache.cached_forward(model, new, cache)[0, -1]
+        x = (logits.argmax().item() if greedy else torch.multinomial(
+            logits.double().softmax(-1), 1, generator=generator).item())
+        seq.append(x)
+        new = torch.tensor([[x]])
+    return torch.tensor([seq]), {"target_calls": n_new,
+                                 "seconds": time.perf_counter() - tic}
+
+
+def expected_tokens(alpha: float, K: int) -> float:
+    """Tokens emitted per target call when each draft is accepted with probability
+    ``alpha``: ``1 + alpha + ... + alpha^K = (1 - alpha^(K+1)) / (1 - alpha)``."""
+    check_number(alpha, "alpha", 0.0, 1.0)
+    check_int(K, "K", 1)
+    return float(sum(alpha**i for i in range(K + 1)))
+
+
+def speedup(alpha: float, K: int, cost: float) -> float:
+    """Leviathan et al.'s expected speed-up over plain decoding when a draft call costs
+    ``cost`` target calls: ``expected_tokens / (K · cost + 1)``."""
+    check_number(cost, "cost", 0.0)
+    return expected_tokens(alpha, K) / (K * cost + 1)

@@ -1,0 +1,57 @@
+"""Bad input to lecturelib.diffusion_lm: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import bert, diffusion_lm as dl
+
+
+def denoiser():
+    torch.manual_seed(0)
+    return bert.BERT(bert.BERTConfig(vocab_size=11, max_len=9, d_model=16, n_heads=2,
+                                     n_layers=1))
+
+
+PROMPT = torch.tensor([[2, 3, 4, 5, 1]])
+
+CASES = [
+    (lambda: dl.unmask(denoiser(), PROMPT, 4, 0), ValueError,
+     r"steps must be an int in 1..4; got int 0"),
+    (lambda: dl.unmask(denoiser(), PROMPT, 4, 5), ValueError,
+     r"steps must be an int in 1..4; got int 5"),
+    (lambda: dl.unmask(denoiser(), PROMPT, 0, 1), ValueError,
+     r"length must be an int >= 1; got int 0"),
+    (lambda: dl.unmask(denoiser(), PROMPT, 4, 2, order="left"), ValueError,
+     r"order must be one of \('confidence', 'random'\); got 'left'"),
+    (lambda: dl.unmask(denoiser(), PROMPT[0], 4, 2), ValueError,
+     r"prompt must be \(b, P\) token ids; got torch.int64 tensor of shape \(5,\)"),
+    (lambda: dl.unmask("bert", PROMPT, 4, 2), TypeError,
+     r"model must be a bert.BERT; got str"),
+    (lambda: dl.diffusion_loss(denoiser(), (PROMPT, torch.tensor([[2, 3]]), 1)),
+     ValueError, r"batch must be \(prompt \(b, P\), answer \(b, L\)\) id tensors"),
+    (lambda: dl.diffusion_loss(denoiser(), (PROMPT, torch.tensor([[2], [3]]))),
+     ValueError, r"batch must be \(prompt \(b, P\), answer \(b, L\)\) id tensors"),
+    (lambda: dl.ar_generate(None, PROMPT, 0), ValueError,
+     r"length must be an int >= 1; got int 0"),
+    (lambda: dl.exact_match(torch.zeros(2, 3), torch.zeros(2, 4)), ValueError,
+     r"answer and truth must be tensors of one shape"),
+    (lambda: dl.sorted_either_way(torch.zeros(2, 3), torch.zeros(2, 3)), ValueError,
+     r"answer must be \(b, L\) and prompt \(b, L \+ 1\)"),
+    (lambda: dl.either_way_pairs(0, 4), ValueError, r"n must be"),
+    (lambda: dl.teacher_params(torch.zeros(4)), ValueError,
+     r"x must be a float tensor \(n, D\); got torch.float32 tensor of shape \(4,\)"),
+    (lambda: dl.teacher_sample(10, 0), ValueError, r"D must be an int >= 1; got int 0"),
+    (lambda: dl.IAF(0), ValueError, r"D must be an int >= 1; got int 0"),
+    (lambda: dl.IAF(3)(torch.zeros(5, 2)), ValueError,
+     r"z must be \(n, D=3\); got torch.float32 tensor of shape \(5, 2\)"),
+    (lambda: dl.IAF(3).sample(0), ValueError, r"n must be an int >= 1; got int 0"),
+    (lambda: dl.reverse_kl("flow", 10), TypeError, r"student must be an IAF; got str"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

@@ -1,0 +1,42 @@
+"""Bad input to lecturelib.mtp: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import gpt, mtp
+
+
+def model():
+    torch.manual_seed(0)
+    return gpt.GPT(gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=1,
+                                 n_heads=2))
+
+
+CASES = [
+    (lambda: mtp.MTPHeads("gpt", 3), TypeError, r"model must be a gpt.GPT; got str"),
+    (lambda: mtp.MTPHeads(model(), 1), ValueError,
+     r"n_future must be an int >= 2; got int 1"),
+    (lambda: mtp.self_speculative_generate(model(), torch.tensor([[1]]), 3), TypeError,
+     r"heads must be an MTPHeads; got GPT"),
+    (lambda: mtp.self_speculative_generate(mtp.MTPHeads(model(), 2),
+                                           torch.tensor([[1, 2]]), 7), ValueError,
+     r"prompt \(2\) \+ n_new \(7\) must fit in the trunk's seq_len = 8"),
+    (lambda: mtp.self_speculative_generate(mtp.MTPHeads(model(), 2),
+                                           torch.tensor([1, 2]), 3), ValueError,
+     r"prompt must be a \(1, t\) tensor of token ids; got torch.int64 tensor of shape "
+     r"\(2,\)"),
+    (lambda: mtp.greedy_generate(model(), torch.tensor([[1]]), 0), ValueError,
+     r"n_new must be an int >= 1; got int 0"),
+    (lambda: mtp.greedy_generate(None, torch.tensor([[1]]), 2), TypeError,
+     r"model must be a gpt.GPT; got NoneType"),
+    (lambda: mtp.head_accuracy(mtp.MTPHeads(model(), 2), torch.arange(5), 8),
+     ValueError, r"ids must hold more than seq_len = 8 tokens"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

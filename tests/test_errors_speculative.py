@@ -1,0 +1,81 @@
+"""Bad input to lecturelib.speculative: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import gpt, speculative
+
+
+def model(vocab_size: int = 7):
+    torch.manual_seed(0)
+    return gpt.GPT(gpt.GPTConfig(vocab_size=vocab_size, seq_len=16, d_model=16,
+                                 n_layers=1, n_heads=2))
+
+
+P = torch.tensor([[0.5, 0.5], [0.5, 0.5]])
+Q = torch.tensor([[0.9, 0.1]])
+PROMPT = torch.tensor([[1, 2]])
+
+CASES = [
+    (lambda: speculative.speculative_generate(model(), model(), PROMPT, 4, 0),
+     ValueError, r"K must be an int >= 1; got int 0"),
+    (lambda: speculative.speculative_generate(model(), model(9), PROMPT, 4, 2),
+     ValueError, r"draft and target must share one vocabulary; got vocab_size 9 "
+     r"\(draft\) and 7 \(target\)"),
+    (lambda: speculative.speculative_generate(model(), "draft", PROMPT, 4, 2),
+     TypeError, r"draft must be a gpt.GPT; got str"),
+    (lambda: speculative.speculative_generate(model(), model(), torch.tensor([1, 2]), 4,
+                                              2),
+     ValueError, r"prompt must be a \(1, t\) tensor of token ids; got torch.int64 "
+     r"tensor of shape \(2,\)"),
+    (lambda: speculative.speculative_generate(model(), model(), PROMPT, 0, 2),
+     ValueError, r"n_new must be an int >= 1; got int 0"),
+    (lambda: speculative.speculative_generate(model(), model(), PROMPT, 4, 2,
+                                              rule="always"),
+     ValueError, r"rule must be one of \('exact', 'resample_from_p'\); got 'always'"),
+    (lambda: speculative.autoregressive_generate(None, PROMPT, 3), TypeError,
+     r"model must be a gpt.GPT; got NoneType"),
+    (lambda: speculative.verify(P, Q, torch.tensor([0, 1])), ValueError,
+     r"K = 2 drafts need q of shape \(K, v\) and p of shape \(K \+ 1, v\) with the "
+     r"same v; got q \(1, 2\), p \(2, 2\)"),
+    (lambda: speculative.verify(P, Q, torch.tensor([], dtype=torch.long)), ValueError,
+     r"drafts must be a 1-D tensor of K >= 1 token ids"),
+    (lambda: speculative.verify(P, Q, torch.tensor([2])), ValueError,
+     r"drafts must be ids in 0..1"),
+    (lambda: speculative.verify(P, torch.tensor([[0.9, 0.3]]), torch.tensor([0])),
+     ValueError, r"q must be probabilities \(>= 0, each row summing to 1\); got row "
+     r"sums from 1.2 to 1.2"),
+    (lambda: speculative.verify(P, torch.tensor([[1.5, -0.5]]), torch.tensor([0])),
+     ValueError, r"q must be probabilities"),
+    (lambda: speculative.verify(P[0], Q, torch.tensor([0])), ValueError,
+     r"p must be a float tensor \(n, v\) of probabilities; got torch.float32 tensor "
+     r"of shape \(2,\)"),
+    (lambda: speculative.verify(P, Q, torch.tensor([0]), rule="x"), ValueError,
+     r"rule must be one of"),
+    (lambda: speculative.verify_greedy(P, torch.tensor([0, 1])), ValueError,
+     r"p must be \(K \+ 1, v\) for K drafts"),
+    (lambda: speculative.residual(torch.tensor([0.5, 0.5]), torch.tensor([1.0, 0, 0])),
+     ValueError, r"p and q must have the same vocabulary; got 2 and 3 tokens"),
+    (lambda: speculative.residual(torch.tensor([1, 0]), torch.tensor([1.0, 0])),
+     ValueError, r"p must be a float tensor \(v,\) of probabilities; got torch.int64"),
+    (lambda: speculative.first_token_distribution(P[0], P[0], "x"), ValueError,
+     r"rule must be one of"),
+    (lambda: speculative.sequence_distribution(None, None, (), 0, 2), ValueError,
+     r"K must be an int >= 1; got int 0"),
+    (lambda: speculative.sequence_probs(None, (), 0), ValueError,
+     r"n must be an int >= 1; got int 0"),
+    (lambda: speculative.expected_tokens(1.5, 2), ValueError,
+     r"alpha must be a finite number in \[0, 1\]; got float 1.5"),
+    (lambda: speculative.expected_tokens(0.5, 0), ValueError,
+     r"K must be an int >= 1; got int 0"),
+    (lambda: speculative.speedup(0.5, 2, -1.0), ValueError,
+     r"cost must be a finite number in \[0, inf\); got float -1.0"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
