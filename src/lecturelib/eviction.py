@@ -63,9 +63,11 @@ def keep(policy: str, scores: torch.Tensor, budget: int, n_sinks: int = 4,
     if not isinstance(scores, torch.Tensor) or scores.dim() != 3:
         raise ValueError("scores must be a (b, h, s) tensor")
     if policy == "sinks" and budget < n_sinks:
-        raise ValueError(f"the budget ({budget}) must hold the n_sinks ({n_sinks}) sinks")
+        raise ValueError(f"the budget ({budget}) must hold the n_sinks "
+                         f"({n_sinks}) sinks")
     if policy == "h2o" and not 0 < n_recent < budget:
-        raise ValueError(f"n_recent ({n_recent}) must be in 1..budget-1 = 1..{budget - 1}")
+        raise ValueError(f"n_recent ({n_recent}) must be in 1..budget-1 = "
+                         f"1..{budget - 1}")
     b, h, s = scores.shape
     if s <= budget or policy == "full":
         idx = torch.arange(s)

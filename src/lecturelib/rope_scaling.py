@@ -122,10 +122,12 @@ def loss_by_position(model: torch.nn.Module, ids: torch.Tensor, seq_len: int,
     """Mean next-token loss at each position ``0..seq_len-1`` of consecutive windows of
     ``seq_len`` tokens cut from the stream ``ids``. Shapes: ``(n,)`` → ``(seq_len,)``."""
     positions.check_int(seq_len, "seq_len")
+    if seq_len < 1:
+        raise ValueError(f"seq_len must be >= 1; got {seq_len}")
     if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.is_floating_point():
         raise ValueError("ids must be a 1-d integer token stream")
     n = (len(ids) - 1) // seq_len
-    if seq_len < 1 or n < 1:
+    if n < 1:
         raise ValueError(f"the stream ({len(ids)} tokens) is shorter than one window "
                          f"of seq_len={seq_len} + 1")
     device = next(model.parameters()).device

@@ -1,0 +1,59 @@
+"""Bad input to lecturelib.eviction: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import eviction, gpt
+
+
+def model(**kw):
+    torch.manual_seed(0)
+    return gpt.GPT(gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=1,
+                                 n_heads=2, **kw))
+
+
+IDS = torch.zeros(1, 6, dtype=torch.long)
+ACC = torch.zeros(1, 2, 6)
+
+CASES = [
+    (lambda: eviction.stream(model(), IDS, "sinks", 4, n_sinks=4), ValueError,
+     r"the budget \(4\) must be larger than n_sinks \(4\): the sinks and at least one "
+     r"recent token"),
+    (lambda: eviction.stream(model(), IDS, "sinks", 2, n_sinks=4), ValueError,
+     r"the budget \(2\) must be larger than n_sinks \(4\)"),
+    (lambda: eviction.stream(model(), IDS, "h2o", 4, n_recent=4), ValueError,
+     r"the recent window \(n_recent=4\) must be smaller than the cache budget \(4\)"),
+    (lambda: eviction.stream(model(), IDS, "knn", 4, n_recent=6), ValueError,
+     r"the recent window \(n_recent=6\) must be smaller than the cache budget \(4\)"),
+    (lambda: eviction.stream(model(), IDS, "lru", 4), ValueError,
+     r"policy must be one of \('full', 'window', 'sinks', 'h2o', 'knn'\); got 'lru'"),
+    (lambda: eviction.stream(model(), IDS, "window", 0), ValueError,
+     r"budget must be a positive int; got 0"),
+    (lambda: eviction.stream(model(), IDS, "window", 4, n_sinks=1.5), ValueError,
+     r"n_sinks must be a positive int; got 1.5"),
+    (lambda: eviction.stream(model(), torch.zeros(6, dtype=torch.long), "window", 4),
+     ValueError, r"ids must be a \(b, T\) tensor of token ids with T >= 2; got \(6,\)"),
+    (lambda: eviction.stream(model(), torch.zeros(1, 1, dtype=torch.long), "window", 4),
+     ValueError, r"ids must be a \(b, T\) tensor .*got \(1, 1\)"),
+    (lambda: eviction.stream(model(), torch.zeros(1, 6), "window", 4), ValueError,
+     r"ids must be a \(b, T\) tensor of token ids"),
+    (lambda: eviction.stream(torch.nn.Linear(2, 2), IDS, "window", 4), TypeError,
+     r"model must be a gpt.GPT; got Linear"),
+    (lambda: eviction.stream(model(positions="learned"), IDS, "window", 4), ValueError,
+     r"the cached path needs a RoPE model; got positions='learned'"),
+    (lambda: eviction.keep("sinks", ACC, 3, n_sinks=4), ValueError,
+     r"the budget \(3\) must hold the n_sinks \(4\) sinks"),
+    (lambda: eviction.keep("h2o", ACC, 3, n_recent=3), ValueError,
+     r"n_recent \(3\) must be in 1..budget-1 = 1..2"),
+    (lambda: eviction.keep("h2o", torch.zeros(6), 3), ValueError,
+     r"scores must be a \(b, h, s\) tensor"),
+    (lambda: eviction.keep("fifo", ACC, 3), ValueError, r"policy must be one of"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

@@ -1,0 +1,59 @@
+"""Bad input to lecturelib.longctx: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import gpt, longctx
+
+
+def model(**kw):
+    torch.manual_seed(0)
+    return gpt.GPT(gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=1,
+                                 n_heads=2, **kw))
+
+
+IDS = torch.zeros(1, 20, dtype=torch.long)
+Q, K, V = torch.zeros(2, 4), torch.zeros(10, 4), torch.zeros(10, 3)
+
+CASES = [
+    (lambda: longctx.segment_losses(model(), IDS, 5), ValueError,
+     r"the window \(memory \+ segment = 10 tokens\) must fit the model's trained "
+     r"context of 8"),
+    (lambda: longctx.segment_losses(model(), IDS, 9, memory=False), ValueError,
+     r"the window \(memory \+ segment = 9 tokens\) must fit"),
+    (lambda: longctx.segment_losses(model(), IDS, 0), ValueError,
+     r"segment must be a positive int; got 0"),
+    (lambda: longctx.segment_losses(model(), torch.zeros(20, dtype=torch.long), 4),
+     ValueError, r"ids must be a \(b, T\) tensor of token ids with T >= 2"),
+    (lambda: longctx.segment_losses(torch.nn.Linear(2, 2), IDS, 4), TypeError,
+     r"model must be a gpt.GPT; got Linear"),
+    (lambda: longctx.knn_attention(Q, K, V, 11), ValueError,
+     r"top \(11\) must be at most the 10 stored keys"),
+    (lambda: longctx.knn_attention(Q, K, V, 0), ValueError,
+     r"top must be a positive int; got 0"),
+    (lambda: longctx.knn_attention(Q, torch.zeros(10, 5), V, 2), ValueError,
+     r"q must be \(t, e\), keys \(s, e\) and values \(s, e_v\) with the same e and s"),
+    (lambda: longctx.knn_attention(Q, K, torch.zeros(9, 3), 2), ValueError,
+     r"q must be \(t, e\), keys \(s, e\)"),
+    (lambda: longctx.knn_attention(Q[0], K, V, 2), ValueError, r"q must be \(t, e\)"),
+    (lambda: longctx.IVFIndex(K, n_cells=4, n_probe=5), ValueError,
+     r"need n_probe <= n_cells <= s; got n_probe=5, n_cells=4, s=10"),
+    (lambda: longctx.IVFIndex(K, n_cells=11, n_probe=1), ValueError,
+     r"need n_probe <= n_cells <= s; got n_probe=1, n_cells=11, s=10"),
+    (lambda: longctx.IVFIndex(K, n_cells=0, n_probe=1), ValueError,
+     r"n_cells must be a positive int; got 0"),
+    (lambda: longctx.IVFIndex(torch.zeros(10), n_cells=2, n_probe=1), ValueError,
+     r"keys must be a \(s, e\) tensor"),
+    (lambda: longctx.unlimiformer_query(Q, torch.zeros(4, 2), torch.zeros(4, 3)),
+     ValueError, r"h_d must be \(t, d\) and W_q, W_k \(d, e\)"),
+    (lambda: longctx.unlimiformer_query(Q, torch.zeros(5, 2), torch.zeros(5, 2)),
+     ValueError, r"h_d must be \(t, d\) and W_q, W_k \(d, e\)"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

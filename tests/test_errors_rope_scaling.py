@@ -1,0 +1,60 @@
+"""Bad input to lecturelib.rope_scaling: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import gpt, rope_scaling
+
+
+def model(**kw):
+    torch.manual_seed(0)
+    return gpt.GPT(gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=1,
+                                 n_heads=2, **kw))
+
+
+CASES = [
+    (lambda: rope_scaling.scaled_frequencies("pi", 8, 0.5, 10), ValueError,
+     r"scale must be a finite number >= 1 \(the new context over the trained one\); "
+     r"got 0.5"),
+    (lambda: rope_scaling.scaled_frequencies("pi", 8, float("inf"), 10), ValueError,
+     r"scale must be a finite number >= 1 .*got inf"),
+    (lambda: rope_scaling.scaled_frequencies("pi", 8, True, 10), ValueError,
+     r"scale must be a finite number >= 1 .*got True"),
+    (lambda: rope_scaling.scaled_frequencies("linear", 8, 2.0, 10), ValueError,
+     r"method must be one of \('none', 'pi', 'ntk', 'ntk_by_parts', 'yarn'\); "
+     r"got 'linear'"),
+    (lambda: rope_scaling.scaled_frequencies("pi", 7, 2.0, 10), ValueError,
+     r"d must be a positive even int"),
+    (lambda: rope_scaling.scaled_frequencies("yarn", 8, 2.0, 0), ValueError,
+     r"train_len must be >= 1; got 0"),
+    (lambda: rope_scaling.scaled_frequencies("yarn", 8, 2.0, 10, alpha=32, beta=1),
+     ValueError, r"the ramp needs 0 <= alpha < beta; got alpha=32, beta=1"),
+    (lambda: rope_scaling.yarn_mscale(0.9), ValueError,
+     r"scale must be a finite number >= 1 .*got 0.9"),
+    (lambda: rope_scaling.extend(model(), 4, "pi"), ValueError,
+     r"scale must be a finite number >= 1 .*got 0.5"),
+    (lambda: rope_scaling.extend(model(), 16.0, "pi"), ValueError,
+     r"seq_len must be an int; got 16.0"),
+    (lambda: rope_scaling.extend(model(), 16, "alibi"), ValueError,
+     r"method must be one of .*got 'alibi'"),
+    (lambda: rope_scaling.extend(torch.nn.Linear(2, 2), 16), TypeError,
+     r"model must be a gpt.GPT; got Linear"),
+    (lambda: rope_scaling.extend(model(positions="learned"), 16), ValueError,
+     r"RoPE scaling needs a RoPE model; got positions='learned'"),
+    (lambda: rope_scaling.loss_by_position(model(), torch.arange(5), 8), ValueError,
+     r"the stream \(5 tokens\) is shorter than one window of seq_len=8 \+ 1"),
+    (lambda: rope_scaling.loss_by_position(model(), torch.arange(20), 0), ValueError,
+     r"seq_len must be >= 1; got 0"),
+    (lambda: rope_scaling.loss_by_position(model(), torch.zeros(20), 8), ValueError,
+     r"ids must be a 1-d integer token stream"),
+    (lambda: rope_scaling.loss_by_position(model(), torch.zeros(2, 20).long(), 8),
+     ValueError, r"ids must be a 1-d integer token stream"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
