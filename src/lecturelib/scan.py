@@ -84,8 +84,8 @@ def selective_scan_ref(u, delta, A, B, C, D=None, z=None, h0=None, return_state=
     check_inputs(u, delta, A, B, C, D, z)
     b, t, d = u.shape
     _check_state(h0, b, d, A.shape[1])
-    deltaA = torch.exp(delta[..., None] * A)                     # (b, t, d, n)
-    deltaB_u = (delta * u)[..., None] * B[:, :, None, :]          # (b, t, d, n)
+    deltaA = torch.exp(einsum(delta, A, "b t d, d n -> b t d n"))
+    deltaB_u = einsum(delta, B, u, "b t d, b t n, b t d -> b t d n")
     h = u.new_zeros(b, d, A.shape[1]) if h0 is None else h0
     ys = []
     for i in range(t):

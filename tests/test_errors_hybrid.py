@@ -1,0 +1,49 @@
+"""Bad input to lecturelib.hybrid: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import hybrid, mamba
+
+CONFIG = mamba.MambaConfig(d_model=8, vocab_size=5, d_state=2)
+X = torch.zeros(2, 4, dtype=torch.long)
+Y = torch.full((2, 4), -100)
+
+CASES = [
+    (lambda: hybrid.build("gru", 5), ValueError,
+     r"kind must be one of \('rnn', 'lstm', 'transformer', 's4d', 'mamba', 'hybrid'\); "
+     r"got 'gru'"),
+    (lambda: hybrid.build("mamba", 5, d_model=0), ValueError,
+     r"d_model must be an int >= 1; got int 0"),
+    (lambda: hybrid.HybridLM(CONFIG, "MXA"), ValueError,
+     r"pattern must be a non-empty string of 'M' \(Mamba\) and 'A' \(attention\); "
+     r"got 'MXA'"),
+    (lambda: hybrid.HybridLM(CONFIG, ""), ValueError, r"pattern must be a non-empty"),
+    (lambda: hybrid.HybridLM({"d_model": 8}), TypeError,
+     r"config must be a MambaConfig; got dict"),
+    (lambda: hybrid.HybridLM(CONFIG, "MA", n_heads=2, seq_len=4)(
+        torch.zeros(1, 5, dtype=torch.long)), ValueError,
+     r"ids has 5 positions; the model takes at most seq_len = 4"),
+    (lambda: hybrid.accuracy(hybrid.build("rnn", 5, d_model=4), X, Y), ValueError,
+     r"y scores no position \(every target is IGNORE\)"),
+    (lambda: hybrid.accuracy(hybrid.build("rnn", 5, d_model=4), X, Y[:, :3]), ValueError,
+     r"y must be a tensor of x's shape \(2, 4\); got torch.int64 tensor of shape \(2, 3\)"),
+    (lambda: hybrid.train_task(hybrid.build("rnn", 5, d_model=4), None, 3), TypeError,
+     r"make_batch must be callable; got NoneType None"),
+    (lambda: hybrid.train_task(hybrid.build("rnn", 5, d_model=4), lambda s: (X, Y), 0),
+     ValueError, r"steps must be an int >= 1; got int 0"),
+    (lambda: hybrid.train_task(hybrid.build("rnn", 5, d_model=4), lambda s: (X, Y), 2,
+                               lr=0.0), ValueError, r"lr must be"),
+    (lambda: hybrid.state_bytes(torch.nn.Linear(2, 2), 8), ValueError,
+     r"no recurrent or attention layer found in Linear"),
+    (lambda: hybrid.state_bytes(hybrid.build("rnn", 5, d_model=4), 0), ValueError,
+     r"length must be an int >= 1; got int 0"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

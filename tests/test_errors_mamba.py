@@ -1,0 +1,59 @@
+"""Bad input to lecturelib.mamba: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib import mamba
+
+
+def model():
+    torch.manual_seed(0)
+    return mamba.MambaLM(mamba.MambaConfig(d_model=8, n_layers=1, vocab_size=5, d_state=2))
+
+
+CASES = [
+    (lambda: mamba.MambaConfig(d_model=0), ValueError,
+     r"MambaConfig.d_model must be an int >= 1; got int 0"),
+    (lambda: mamba.MambaConfig(d_state=2.5), ValueError,
+     r"MambaConfig.d_state must be an int >= 1; got float 2.5"),
+    (lambda: mamba.MambaConfig(d_conv=0), ValueError,
+     r"MambaConfig.d_conv must be an int >= 1; got int 0"),
+    (lambda: mamba.MambaConfig(dt_min=0.0), ValueError, r"MambaConfig.dt_min must be"),
+    (lambda: mamba.MambaConfig(dt_min=0.1, dt_max=0.01), ValueError,
+     r"MambaConfig.dt_max must be > dt_min = 0.1; got 0.01"),
+    (lambda: mamba.MambaConfig(scan="fft"), ValueError,
+     r"MambaConfig.scan must be one of \('loop', 'parallel', 'chunked'\); got 'fft'"),
+    (lambda: mamba.CausalConv1d(4, 3, padding=1), ValueError,
+     r"a causal conv1d pads kernel_size - 1 = 2 steps on the left only; got padding=1"),
+    (lambda: mamba.CausalConv1d(4, 3, padding=4), ValueError,
+     r"pads kernel_size - 1 = 2 steps .*got padding=4"),
+    (lambda: mamba.CausalConv1d(4, 0), ValueError, r"kernel_size must be an int >= 1"),
+    (lambda: mamba.MambaBlock({"d_model": 8}), TypeError,
+     r"config must be a MambaConfig; got dict"),
+    (lambda: mamba.MambaLM(None), TypeError, r"config must be a MambaConfig; got NoneType"),
+    (lambda: mamba.MambaBlock(mamba.MambaConfig(d_model=8))(torch.zeros(2, 3, 7)),
+     ValueError, r"x must be a floating \(b, t, d_model=8\) tensor; got torch.float32 "
+     r"tensor of shape \(2, 3, 7\)"),
+    (lambda: model()(torch.zeros(2, 3)), TypeError,
+     r"ids must be an integer \(long\) tensor of token ids"),
+    (lambda: model()(torch.tensor([[1, 5]])), ValueError,
+     r"ids must hold token ids in 0..4; got ids from 1 to 5"),
+    (lambda: model()(torch.zeros(3, dtype=torch.long)), ValueError,
+     r"ids must be 2-D \(b, t\) token ids; got shape \(3,\)"),
+    (lambda: model().step(torch.zeros(2, dtype=torch.long), []), ValueError,
+     r"states must be a list of 1 layer states \(from init_state\)"),
+    (lambda: model().init_state(0), ValueError, r"batch must be an int >= 1; got int 0"),
+    (lambda: mamba.generate(model(), torch.zeros(1, 0, dtype=torch.long), 3), ValueError,
+     r"prompt must hold at least 1 token id\(s\); got shape \(1, 0\)"),
+    (lambda: mamba.generate(model(), torch.zeros(1, 2, dtype=torch.long), -1), ValueError,
+     r"n_new must be an int >= 0; got int -1"),
+    (lambda: mamba.state_bytes(["a"]), TypeError, r"states must hold tensors; got str 'a'"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
