@@ -105,7 +105,14 @@ def verify(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor,
     more, q ``(K, v)`` the draft's, drafts ``(K,)``."""
     _check_verify(p, q, drafts)
     _check_rule(rule)
-    for i, x in enumerate(drafts.tolist()):
+    return accept(p, q, drafts.tolist(), generator, rule)
+
+
+def accept(p: torch.Tensor, q: torch.Tensor, drafts: list[int],
+           generator: torch.Generator | None, rule: str) -> tuple[int, int]:
+    """:func:`verify` without its checks, for callers whose ``p`` and ``q`` are
+    softmax outputs already."""
+    for i, x in enumerate(drafts):
         u = torch.rand((), generator=generator, dtype=torch.float64)
         if u * q[i, x] < p[i, x]:                 # u < min(1, p/q), without dividing
             continue
@@ -217,51 +224,61 @@ def _check_prompt(prompt, model: gpt.GPT, n_new: int) -> None:
     check_int(n_new, "n_new", 1)
 
 
-def _probs(logits: torch.Tensor, greedy: bool) -> torch.Tensor:
-    return logits if greedy else logits.double().softmax(-1)
+def _probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``softmax(logits / T)`` in float64; the logits themselves at ``T = 0``."""
+    return logits if temperature == 0 else (logits.double() / temperature).softmax(-1)
+
+
+def _draw(probs: torch.Tensor, temperature: float, generator) -> int:
+    if temperature == 0:
+        return probs.argmax().item()
+    return torch.multinomial(probs, 1, generator=generator).item()
 
 
 @torch.inference_mode()
 def speculative_generate(target: gpt.GPT, draft: gpt.GPT, prompt: torch.Tensor,
-                         n_new: int, K: int, *, greedy: bool = False,
+                         n_new: int, K: int, *, temperature: float = 1.0,
                          generator: torch.Generator | None = None,
                          rule: str = "exact") -> tuple[torch.Tensor, dict]:
-    """``n_new`` tokens after ``prompt``: each round the draft proposes ``K`` tokens
-    one by one, the target scores them in one cached forward pass, and :func:`verify`
-    (or :func:`verify_greedy`) keeps a prefix and adds one token. Both caches hold every
-    token but the newest; a rejection rolls them back.
+    """``n_new`` tokens after ``prompt``, sampled at ``temperature`` (0: greedy): each
+    round the draft proposes ``K`` tokens one by one, the target scores them in one
+    cached forward pass, and the rule (:func:`verify`, or :func:`verify_greedy` at
+    ``T = 0``) keeps a prefix and adds one token. Both caches hold every token but the
+    newest; a rejection rolls them back.
 
-    Returns the ids ``(1, t + n_new)`` and counts: target and draft calls, drafted and
-    accepted tokens, seconds."""
+    Returns the ids ``(1, t + n_new)`` and counts: target and draft calls, drafted
+    tokens, tested ones (up to the first rejection), accepted ones, seconds."""
     check_pair(target, draft)
     check_int(K, "K", 1)
     _check_prompt(prompt, target, n_new)
     _check_rule(rule)
+    check_number(temperature, "temperature", 0.0)
     tic = time.perf_counter()
     total = prompt.shape[1] + n_new + K + 1
     t_cache, d_cache = (kvcache.new_cache(m, 1, total) for m in (target, draft))
     seq = prompt[0].tolist()
-    stats = dict(target_calls=0, draft_calls=0, drafted=0, accepted=0)
+    stats = dict(target_calls=0, draft_calls=0, drafted=0, tested=0, accepted=0)
     while len(seq) < prompt.shape[1] + n_new:
         drafts, q = [], []
         for _ in range(K):
             new = torch.tensor([(seq + drafts)[d_cache.length:]])
             logits = kvcache.cached_forward(draft, new, d_cache)[0, -1]
-            q.append(_probs(logits, greedy))
-            x = (logits.argmax().item() if greedy else torch.multinomial(
-                q[-1], 1, generator=generator).item())
-            drafts.append(x)
+            q.append(_probs(logits, temperature))
+            drafts.append(_draw(q[-1], temperature, generator))
         new = torch.tensor([(seq + drafts)[t_cache.length:]])
         logits = kvcache.cached_forward(target, new, t_cache)[0, -(K + 1):]  # (K+1, v)
-        d = torch.tensor(drafts)
-        n, nxt = (verify_greedy(logits, d) if greedy else
-                  verify(_probs(logits, False), torch.stack(q), d, generator, rule))
+        if temperature == 0:
+            n, nxt = verify_greedy(logits, torch.tensor(drafts))
+        else:
+            p = _probs(logits, temperature)
+            n, nxt = accept(p, torch.stack(q), drafts, generator, rule)
         seq += drafts[:n] + [nxt]
         for cache in (t_cache, d_cache):                          # roll back
             cache.length = min(cache.length, len(seq) - 1)
         stats["target_calls"] += 1
         stats["draft_calls"] += K
         stats["drafted"] += K
+        stats["tested"] += min(n + 1, K)
         stats["accepted"] += n
     stats["seconds"] = time.perf_counter() - tic
     return torch.tensor([seq[:prompt.shape[1] + n_new]]), stats
@@ -269,21 +286,22 @@ def speculative_generate(target: gpt.GPT, draft: gpt.GPT, prompt: torch.Tensor,
 
 @torch.inference_mode()
 def autoregressive_generate(model: gpt.GPT, prompt: torch.Tensor, n_new: int, *,
-                            greedy: bool = False,
+                            temperature: float = 1.0,
                             generator: torch.Generator | None = None
                             ) -> tuple[torch.Tensor, dict]:
-    """Plain decoding with the KV cache, one model call per token: the baseline.
-    Returns the ids ``(1, t + n_new)`` and ``{"target_calls", "seconds"}``."""
+    """Plain decoding with the KV cache at ``temperature`` (0: greedy), one model call
+    per token: the baseline. Returns the ids ``(1, t + n_new)`` and
+    ``{"target_calls", "seconds"}``."""
     if not isinstance(model, gpt.GPT):
         raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
     _check_prompt(prompt, model, n_new)
+    check_number(temperature, "temperature", 0.0)
     tic = time.perf_counter()
     cache = kvcache.new_cache(model, 1, prompt.shape[1] + n_new)
     seq, new = prompt[0].tolist(), prompt
     for _ in range(n_new):
         logits = kvcache.cached_forward(model, new, cache)[0, -1]
-        x = (logits.argmax().item() if greedy else torch.multinomial(
-            logits.double().softmax(-1), 1, generator=generator).item())
+        x = _draw(_probs(logits, temperature), temperature, generator)
         seq.append(x)
         new = torch.tensor([[x]])
     return torch.tensor([seq]), {"target_calls": n_new,
