@@ -152,3 +152,38 @@ def test_s4dnet_tokens_and_features():
     assert tok(torch.randint(0, 7, (2, 12))).shape == (2, 12, 5)
     feat = ssm.S4DNet(1, d_model=16, n_layers=1, d_state=8, d_in=2)
     assert feat(torch.randn(2, 12, 2)).shape == (2, 12, 1)
+
+
+def test_real_diagonal_kernel_with_negative_entries_matches_powers():
+    Abar = torch.tensor([0.9, -0.5, 0.0], dtype=torch.float64)
+    Bbar = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    C = torch.tensor([0.5, 1.0, -1.0], dtype=torch.float64)
+    K = ssm.ssm_kernel(Abar[:2], Bbar[:2], C[:2], 6)
+    expected = torch.stack([(C[:2] * Bbar[:2] * Abar[:2] ** k).sum() for k in range(6)])
+    assert torch.allclose(K, expected, atol=1e-12)
+    x = torch.randn(3, 6, dtype=torch.float64)
+    assert torch.allclose(ssm.ssm_recurrent(Abar[:2], Bbar[:2], C[:2], x),
+                          ssm.ssm_convolve(x, K), atol=1e-12)
+
+
+def test_s4d_kernel_is_the_closed_formula():
+    torch.manual_seed(0)
+    layer = ssm.S4D(3, 8, init="lin")
+    with torch.no_grad():
+        dt = layer.log_dt.exp()[:, None].double()
+        A = torch.complex(-layer.log_A_real.exp(), layer.A_imag).to(torch.cdouble)
+        C = torch.view_as_complex(layer.C).to(torch.cdouble)
+        ell = torch.arange(20, dtype=torch.float64)
+        Bbar = (torch.exp(dt * A) - 1) / A
+        K = 2 * torch.einsum("hn,hnl->hl", C * Bbar,
+                             torch.exp(dt[..., None] * A[..., None] * ell)).real
+        assert torch.allclose(layer.kernel(20).double(), K, atol=1e-5)
+
+
+def test_fft_convolution_does_not_wrap_around():
+    x = torch.zeros(1, 8, dtype=torch.float64)
+    x[0, -1] = 1.0                         # an impulse at the last step
+    K = torch.ones(8, dtype=torch.float64)
+    y = ssm.ssm_convolve(x, K)
+    assert torch.allclose(y[0, :-1], torch.zeros(7, dtype=torch.float64), atol=1e-12)
+    assert abs(y[0, -1].item() - 1.0) < 1e-12

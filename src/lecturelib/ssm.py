@@ -193,7 +193,8 @@ def ssm_kernel(Abar, Bbar, C, L: int) -> torch.Tensor:
         # Ā^l = exp(l·log Ā): several times faster than complex pow, same values
         log_A = Abar.to(torch.promote_types(Abar.dtype, torch.complex64)).log()
         powers = torch.exp(log_A.unsqueeze(-1) * ell)          # (..., N, L)
-        return torch.einsum("...n,...nl->...l", C * Bbar, powers).real
+        CB = (C * Bbar).to(powers.dtype)
+        return torch.einsum("...n,...nl->...l", CB, powers).real
     out, v = [], Bbar
     for _ in range(L):
         out.append((C * v).sum().real)
