@@ -1,14 +1,15 @@
 """Chapter 20: the Mamba block and a small Mamba language model.
 
-A Mamba block (Gu & Dao, 2023, arXiv:2312.00752) projects the input to two streams of width
-``d_inner``; one goes through a short causal depthwise convolution, SiLU and the *selective*
-SSM of :mod:`lecturelib.scan` (whose ``Δ, B, C`` are computed from the input), the other
-gates the result through SiLU; a last projection returns to ``d_model``. :class:`MambaLM`
-stacks blocks with pre-norm residual connections, like the GPT of chapter 11.
+A Mamba block (Gu & Dao, 2023, arXiv:2312.00752) projects the input to two streams of
+width ``d_inner``; one goes through a short causal depthwise convolution, SiLU and the
+*selective* SSM of :mod:`lecturelib.scan` (whose ``Δ, B, C`` are computed from the
+input), the other gates the result through SiLU; a last projection returns to
+``d_model``. :class:`MambaLM` stacks blocks with pre-norm residual connections, like the
+GPT of chapter 11.
 
 Generation runs the same weights as a recurrence (:meth:`MambaLM.step`): the state of a
-layer is the last ``d_conv - 1`` convolution inputs and the SSM state ``(d_inner, d_state)``,
-a constant size whatever the length of the context.
+layer is the last ``d_conv - 1`` convolution inputs and the SSM state ``(d_inner,
+d_state)``, a constant size whatever the length of the context.
 
 Simplifications: no hardware-aware fused kernel (the scan is plain PyTorch), no
 residual-in-fp32 or fused add-norm, and ``A`` is initialised as in S4D-Real.
@@ -38,26 +39,36 @@ class MambaConfig:
     n_layers: int = 2
     vocab_size: int = 65
     d_state: int = 16
-    expand: int = 2               # d_inner = expand · d_model
-    d_conv: int = 4               # the causal convolution's kernel size
-    dt_rank: int | None = None    # ceil(d_model / 16)
+    expand: int = 2  # d_inner = expand · d_model
+    d_conv: int = 4  # the causal convolution's kernel size
+    dt_rank: int | None = None  # ceil(d_model / 16)
     dt_min: float = 1e-3
     dt_max: float = 1e-1
     scan: str = "chunked"
 
     def __post_init__(self):
-        for name in ("d_model", "n_layers", "vocab_size", "d_state", "expand", "d_conv"):
+        for name in (
+            "d_model",
+            "n_layers",
+            "vocab_size",
+            "d_state",
+            "expand",
+            "d_conv",
+        ):
             check_int(getattr(self, name), f"MambaConfig.{name}", 1)
         if self.dt_rank is None:
             self.dt_rank = math.ceil(self.d_model / 16)
         check_int(self.dt_rank, "MambaConfig.dt_rank", 1)
         check_number(self.dt_min, "MambaConfig.dt_min", 0, low_open=True)
         if not (isinstance(self.dt_max, (int, float)) and self.dt_max > self.dt_min):
-            raise ValueError(f"MambaConfig.dt_max must be > dt_min = {self.dt_min}; "
-                             f"got {self.dt_max!r}")
+            raise ValueError(
+                f"MambaConfig.dt_max must be > dt_min = {self.dt_min}; "
+                f"got {self.dt_max!r}"
+            )
         if self.scan not in scan.METHODS:
-            raise ValueError(f"MambaConfig.scan must be one of {scan.METHODS}; "
-                             f"got {self.scan!r}")
+            raise ValueError(
+                f"MambaConfig.scan must be one of {scan.METHODS}; got {self.scan!r}"
+            )
 
     @property
     def d_inner(self) -> int:
@@ -76,10 +87,14 @@ class CausalConv1d(nn.Module):
         check_int(channels, "channels", 1)
         check_int(kernel_size, "kernel_size", 1)
         if padding is not None and padding != kernel_size - 1:
-            raise ValueError(f"a causal conv1d pads kernel_size - 1 = {kernel_size - 1} "
-                             f"steps on the left only; got padding={padding!r}")
+            raise ValueError(
+                f"a causal conv1d pads kernel_size - 1 = {kernel_size - 1} "
+                f"steps on the left only; got padding={padding!r}"
+            )
         self.kernel_size = kernel_size
-        self.weight = nn.Parameter(torch.randn(channels, kernel_size) / kernel_size**0.5)
+        self.weight = nn.Parameter(
+            torch.randn(channels, kernel_size) / kernel_size**0.5
+        )
         self.bias = nn.Parameter(torch.zeros(channels))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -90,7 +105,7 @@ class CausalConv1d(nn.Module):
     def step(self, x_t: torch.Tensor, state: torch.Tensor):
         """One step: ``x_t (b, d)`` and the last ``kernel_size - 1`` inputs → ``y_t``,
         the new state."""
-        window = torch.cat([state, x_t[:, :, None]], dim=2)            # (b, d, k)
+        window = torch.cat([state, x_t[:, :, None]], dim=2)  # (b, d, k)
         y_t = einsum(window, self.weight, "b d k, d k -> b d") + self.bias
         return y_t, window[:, :, 1:]
 
@@ -105,30 +120,34 @@ class MambaBlock(nn.Module):
     def __init__(self, config: MambaConfig):
         super().__init__()
         if not isinstance(config, MambaConfig):
-            raise TypeError(f"config must be a MambaConfig; got {type(config).__name__}")
+            raise TypeError(
+                f"config must be a MambaConfig; got {type(config).__name__}"
+            )
         c = self.config = config
         self.in_proj = nn.Linear(c.d_model, 2 * c.d_inner, bias=False)
         self.conv = CausalConv1d(c.d_inner, c.d_conv)
         self.x_proj = nn.Linear(c.d_inner, c.dt_rank + 2 * c.d_state, bias=False)
         self.dt_proj = nn.Linear(c.dt_rank, c.d_inner)
-        dt = torch.exp(torch.rand(c.d_inner) * math.log(c.dt_max / c.dt_min)
-                       + math.log(c.dt_min))                            # log-uniform
+        dt = torch.exp(
+            torch.rand(c.d_inner) * math.log(c.dt_max / c.dt_min) + math.log(c.dt_min)
+        )  # log-uniform
         with torch.no_grad():
             self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus⁻¹(dt)
         A = torch.arange(1, c.d_state + 1, dtype=torch.float32).repeat(c.d_inner, 1)
-        self.A_log = nn.Parameter(torch.log(A))                         # A = -exp(A_log)
+        self.A_log = nn.Parameter(torch.log(A))  # A = -exp(A_log)
         self.D = nn.Parameter(torch.ones(c.d_inner))
         self.out_proj = nn.Linear(c.d_inner, c.d_model, bias=False)
 
     def selection(self, x: torch.Tensor):
-        """Δ, B, C computed from the input ``x (…, d_inner)``, and ``A (d_inner, n)``."""
+        """Δ, B, C computed from the input ``x (…, d_inner)``, and ``A (d_inner, n)``.
+        """
         c = self.config
         dt, B, C = self.x_proj(x).split([c.dt_rank, c.d_state, c.d_state], dim=-1)
         return F.softplus(self.dt_proj(dt)), -torch.exp(self.A_log), B, C
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_x(x, self.config.d_model)
-        x, z = self.in_proj(x).chunk(2, dim=-1)                         # (b, t, d_inner)
+        x, z = self.in_proj(x).chunk(2, dim=-1)  # (b, t, d_inner)
         x = F.silu(self.conv(x))
         delta, A, B, C = self.selection(x)
         y = scan.selective_scan(x, delta, A, B, C, self.D, z, method=self.config.scan)
@@ -138,13 +157,16 @@ class MambaBlock(nn.Module):
         """Zero convolution and SSM states: ``(b, d_inner, d_conv - 1)``,
         ``(b, d_inner, d_state)``."""
         c, w = self.config, self.A_log
-        return (w.new_zeros(batch, c.d_inner, c.d_conv - 1),
-                w.new_zeros(batch, c.d_inner, c.d_state))
+        return (
+            w.new_zeros(batch, c.d_inner, c.d_conv - 1),
+            w.new_zeros(batch, c.d_inner, c.d_state),
+        )
 
     def step(self, x_t: torch.Tensor, state):
-        """One token: ``x_t (b, d_model)`` and the state → ``y_t (b, d_model)``, new state."""
+        """One token: ``x_t (b, d_model)`` and the state → ``y_t (b, d_model)``, new
+        state."""
         conv_state, h = state
-        x_t, z_t = self.in_proj(x_t).chunk(2, dim=-1)                   # (b, d_inner)
+        x_t, z_t = self.in_proj(x_t).chunk(2, dim=-1)  # (b, d_inner)
         x_t, conv_state = self.conv.step(x_t, conv_state)
         x_t = F.silu(x_t)
         delta, A, B, C = self.selection(x_t)
@@ -154,10 +176,15 @@ class MambaBlock(nn.Module):
 
 
 def _check_x(x, d_model: int) -> None:
-    if (not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 3
-            or x.shape[-1] != d_model):
-        raise ValueError(f"x must be a floating (b, t, d_model={d_model}) tensor; "
-                         f"got {describe(x)}")
+    if (
+        not isinstance(x, torch.Tensor)
+        or not x.is_floating_point()
+        or x.dim() != 3
+        or x.shape[-1] != d_model
+    ):
+        raise ValueError(
+            f"x must be a floating (b, t, d_model={d_model}) tensor; got {describe(x)}"
+        )
 
 
 class Residual(nn.Module):
@@ -176,7 +203,8 @@ class Residual(nn.Module):
 
 
 class MambaLM(nn.Module):
-    """Token embedding → ``n_layers`` residual Mamba blocks → RMSNorm → tied output head.
+    """Token embedding → ``n_layers`` residual Mamba blocks → RMSNorm → tied output
+    head.
 
     Shapes: ids ``(b, t)`` → logits ``(b, t, vocab_size)``.
     """
@@ -184,32 +212,37 @@ class MambaLM(nn.Module):
     def __init__(self, config: MambaConfig):
         super().__init__()
         if not isinstance(config, MambaConfig):
-            raise TypeError(f"config must be a MambaConfig; got {type(config).__name__}")
+            raise TypeError(
+                f"config must be a MambaConfig; got {type(config).__name__}"
+            )
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
-        self.layers = nn.ModuleList(Residual(config.d_model, MambaBlock(config))
-                                    for _ in range(config.n_layers))
+        self.layers = nn.ModuleList(
+            Residual(config.d_model, MambaBlock(config)) for _ in range(config.n_layers)
+        )
         self.norm = nn.RMSNorm(config.d_model)
         nn.init.normal_(self.embed.weight, std=0.02)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         check_ids(ids, "ids", dims=2, vocab_size=self.config.vocab_size)
-        x = self.embed(ids)                                             # (b, t, d_model)
+        x = self.embed(ids)  # (b, t, d_model)
         for layer in self.layers:
             x = layer(x)
-        return self.norm(x) @ self.embed.weight.T                       # (b, t, vocab)
+        return self.norm(x) @ self.embed.weight.T  # (b, t, vocab)
 
     def init_state(self, batch: int) -> list:
         check_int(batch, "batch", 1)
         return [layer.layer.init_state(batch) for layer in self.layers]
 
     def step(self, ids_t: torch.Tensor, states: list):
-        """One token per sequence: ``ids_t (b,)`` and the states → logits ``(b, vocab)``,
-        new states."""
+        """One token per sequence: ``ids_t (b,)`` and the states → logits ``(b,
+        vocab)``, new states."""
         check_ids(ids_t, "ids_t", dims=1, vocab_size=self.config.vocab_size)
         if not isinstance(states, list) or len(states) != len(self.layers):
-            raise ValueError(f"states must be a list of {len(self.layers)} layer states "
-                             f"(from init_state); got {describe(states)}")
+            raise ValueError(
+                f"states must be a list of {len(self.layers)} layer states "
+                f"(from init_state); got {describe(states)}"
+            )
         x = self.embed(ids_t)
         new = []
         for layer, state in zip(self.layers, states):
@@ -229,8 +262,8 @@ def state_bytes(states: list) -> int:
 
 @torch.no_grad()
 def generate(model: MambaLM, prompt: torch.Tensor, n_new: int) -> torch.Tensor:
-    """Greedy continuation of ``prompt (b, t)`` by ``n_new`` tokens, one recurrent step per
-    token (the prompt is read step by step too). Shapes: → ``(b, t + n_new)``."""
+    """Greedy continuation of ``prompt (b, t)`` by ``n_new`` tokens, one recurrent step
+    per token (the prompt is read step by step too). Shapes: → ``(b, t + n_new)``."""
     check_ids(prompt, "prompt", dims=2, vocab_size=model.config.vocab_size)
     check_int(n_new, "n_new", 0)
     states = model.init_state(prompt.shape[0])
