@@ -99,6 +99,7 @@ def diffusion_loss(model: bert.BERT, batch, generator: torch.Generator | None = 
     u = torch.rand(1, generator=generator)               # stratified: one t per slice
     t = ((u + torch.arange(b) / b) % 1).clamp(min=1e-3)[:, None]  # (b, 1)
     masked = torch.rand(b, L, generator=generator) < t             # (b, L)
+    t, masked = t.to(answer.device), masked.to(answer.device)
     noisy = answer.masked_fill(masked, m)
     logits = model.mlm_logits(torch.cat([prompt, noisy], 1))[:, prompt.shape[1]:]
     nll = F.cross_entropy(logits.transpose(1, 2), answer, reduction="none")  # (b, L)
@@ -122,14 +123,14 @@ def unmask(model: bert.BERT, prompt: torch.Tensor, length: int, steps: int,
     if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2:
         raise ValueError(f"prompt must be (b, P) token ids; got {describe(prompt)}")
     b, P = prompt.shape
-    x = torch.full((b, length), m, dtype=torch.long)
+    x = torch.full((b, length), m, dtype=torch.long, device=prompt.device)
     history = []
     for s in range(1, steps + 1):
         logits = model.mlm_logits(torch.cat([prompt, x], 1))[:, P:]   # (b, L, v)
         logits[..., m] = float("-inf")                            # never predict MASK
         conf, pred = logits.softmax(-1).max(-1)                       # (b, L)
         if order == "random":
-            conf = torch.rand(b, length, generator=generator)
+            conf = torch.rand(b, length, generator=generator).to(prompt.device)
         conf = conf.masked_fill(x != m, -1.0)                         # only masked ones
         n_new = math.ceil(length * s / steps) - math.ceil(length * (s - 1) / steps)
         pick = conf.topk(n_new, dim=1).indices                        # (b, n_new)
