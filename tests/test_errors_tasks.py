@@ -48,8 +48,11 @@ CASES = [
      r"induction_heads\(\): seq_len must be at least 4 .*; got 3"),
     (lambda: tasks.induction_heads(2, 8, vocab_size=3), ValueError,
      r"vocab_size must be an int >= 4; got 3"),
-    (lambda: tasks.passkey(2, 4, key_len=4), ValueError,
-     r"passkey\(\): key_len must be in 1\.\.seq_len-1 = 1\.\.3; got 4"),
+    (lambda: tasks.passkey(2, 4, key_len=3), ValueError,
+     r"passkey\(\): key_len must be in 1\.\.seq_len-2 = 1\.\.2 \(the marker and the key must "
+     r"fit in the haystack\); got 3"),
+    (lambda: tasks.passkey(2, 6, vocab_size=4), ValueError,
+     r"passkey\(\): vocab_size must be an int >= 5; got 4"),
     (lambda: tasks.passkey(2, 4, key_len=0), ValueError, r"key_len must be an int >= 1; got 0"),
     (lambda: tasks.passkey(2, 4, key_len=1.0), TypeError, r"key_len must be an int; got 1.0"),
     (lambda: tasks.date_normalisation(0), ValueError,

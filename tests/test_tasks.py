@@ -116,11 +116,17 @@ def test_induction_heads_known_answer():
 
 
 def test_passkey_known_answer():
+    """The key follows the one marker of the haystack, so the task can be solved."""
     key_len, seq_len = 3, 11
-    x, y = tasks.passkey(32, seq_len, key_len=key_len, vocab_size=5, seed=1)
+    x, y = tasks.passkey(32, seq_len, key_len=key_len, vocab_size=6, seed=1)
     hay, key = _answer_part(x, y, seq_len)
     for row, k in zip(hay.tolist(), key.tolist()):
-        assert any(row[i:i + key_len] == k for i in range(seq_len - key_len + 1))
+        assert row.count(tasks.KEY) == 1
+        i = row.index(tasks.KEY)
+        assert row[i + 1:i + 1 + key_len] == k
+    assert (hay >= tasks.KEY).all() and set(key.flatten().tolist()) <= {3, 4, 5}
+    starts = {row.index(tasks.KEY) for row in hay.tolist()}
+    assert starts == set(range(seq_len - key_len))   # every place the key fits is used
 
 
 def test_adding_problem_known_answer():

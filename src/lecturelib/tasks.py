@@ -25,6 +25,7 @@ import torch
 
 PAD, SEP, IGNORE = 0, 1, -100
 N_SPECIAL = 2
+KEY = 2  # passkey(): the content symbol that announces the key
 
 
 def _int(func: str, name: str, value, low: int) -> None:
@@ -174,19 +175,25 @@ def induction_heads(n: int, seq_len: int, vocab_size: int = 16, seed: int = 0):
 
 
 def passkey(n: int, seq_len: int, key_len: int = 4, vocab_size: int = 12, seed: int = 0):
-    """A ``key_len``-symbol pass key hidden at a random place in random filler; after ``SEP``
-    the model must repeat it (Mohtashami & Jaggi, 2023). Shapes: ``(n, seq_len + key_len)``."""
-    _check("passkey", n, seq_len, vocab_size, min_symbols=2)
+    """A ``key_len``-symbol pass key hidden at a random place in random filler, right after
+    the marker symbol :data:`KEY` (which appears nowhere else, as "the pass key is" does in the
+    original); after ``SEP`` the model must repeat the key (Mohtashami & Jaggi, 2023). Filler
+    and key are drawn from the symbols ``3 .. vocab_size-1``.
+
+    Shapes: ``(n, seq_len + key_len)``: ``seq_len`` positions of haystack (marker and key
+    included), ``SEP``, then the answer positions."""
+    _check("passkey", n, seq_len, vocab_size, min_symbols=3)
     _int("passkey", "key_len", key_len, 1)
-    if key_len >= seq_len:
-        raise ValueError(f"passkey(): key_len must be in 1..seq_len-1 = 1..{seq_len - 1}; "
-                         f"got {key_len}")
+    if key_len + 1 >= seq_len:
+        raise ValueError(f"passkey(): key_len must be in 1..seq_len-2 = 1..{seq_len - 2} (the "
+                         f"marker and the key must fit in the haystack); got {key_len}")
     g = _generator("passkey", seed)
-    filler = _symbols(n, seq_len, vocab_size, g)
-    key = _symbols(n, key_len, vocab_size, g)
-    start = torch.randint(0, seq_len - key_len + 1, (n,), generator=g)
-    cols = start[:, None] + torch.arange(key_len)
-    filler.scatter_(1, cols, key)
+    filler = torch.randint(KEY + 1, vocab_size, (n, seq_len), generator=g)
+    key = torch.randint(KEY + 1, vocab_size, (n, key_len), generator=g)
+    start = torch.randint(0, seq_len - key_len, (n,), generator=g)   # the marker's place
+    rows = torch.arange(n)[:, None]
+    filler[rows[:, 0], start] = KEY
+    filler[rows, start[:, None] + 1 + torch.arange(key_len)] = key
     return _answer_after_sep(filler, key)
 
 
