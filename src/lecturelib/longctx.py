@@ -14,8 +14,22 @@ retrieval of stored keys and values.
   arXiv:2305.01625): ``q kᵀ = (h_d W_q)(h_e W_k)ᵀ = (h_d W_q W_kᵀ) h_eᵀ``, so one index of
   the encoder states ``h_e`` serves every head and layer.
 
-Simplifications: the model is used as trained (no training with the memory); the index
-is rebuilt, not updated.
+Trained on a task (chapter 18's long-dependency and passkey runs):
+
+- :func:`recall_task`: a value symbol placed a controlled distance ``D`` before the
+  query; :class:`SegmentModel` reads it as a fixed window (the last segment), with
+  Transformer-XL recurrence (earlier segments run without gradient, their keys and
+  values cached) or as a Recurrent Memory Transformer (Bulatov et al.,
+  arXiv:2207.06881: memory tokens read and written in every segment, trained with
+  backpropagation through all segments); :func:`recall_accuracy` scores it by distance.
+- :func:`memory_logits`: a GPT trained on short passkey windows reads a long haystack:
+  the earlier windows are encoded alone and their (unrotated) keys and values stored;
+  the last window's queries attend to their local keys and to the ``top`` stored ones
+  they match best (exact search or :class:`IVFIndex`), in one softmax, the retrieved
+  entries placed at the query's own position (a kNN memory, no position of its own).
+
+Simplifications: the chapter-11 model is used as trained (no training with the memory);
+the index is rebuilt, not updated; the memory is written by windows read alone.
 
 Shapes: ``b`` batch, ``h`` heads, ``t`` queries, ``s`` stored keys, ``e`` d_head,
 ``d`` d_model.
@@ -27,8 +41,10 @@ import math
 
 import torch
 import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
 
-from lecturelib import gpt, kvcache
+from lecturelib import gpt, kvcache, tasks
 
 
 def _positive(value, name: str) -> None:
@@ -157,3 +173,202 @@ def unlimiformer_query(h_d: torch.Tensor, W_q: torch.Tensor,
     if not ok:
         raise ValueError("h_d must be (t, d) and W_q, W_k (d, e)")
     return h_d @ W_q @ W_k.T
+
+
+def recall_task(n: int, n_segments: int, segment: int, n_values: int = 4,
+                vocab_size: int = 16, seed: int = 0):
+    """``n`` sequences of ``n_segments * segment`` tokens: random filler, one value
+    symbol at distance ``D`` (uniform in ``1..T-1``) before the last position, which
+    holds ``tasks.SEP``; the answer is the value. Values are the symbols
+    ``2..n_values+1`` and occur nowhere else; filler is ``n_values+2..vocab_size-1``.
+
+    Shapes: → x ``(n, T)``, answer ``(n,)``, distance ``(n,)``."""
+    for name, value in (("n", n), ("n_segments", n_segments), ("segment", segment),
+                        ("n_values", n_values), ("vocab_size", vocab_size)):
+        _positive(value, name)
+    if n_segments * segment < 2:
+        raise ValueError("need n_segments * segment >= 2 (a value and the query)")
+    if vocab_size < n_values + 3:
+        raise ValueError(f"vocab_size must be at least n_values + 3 = {n_values + 3} "
+                         f"(SEP, values, filler); got {vocab_size}")
+    T = n_segments * segment
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(n_values + 2, vocab_size, (n, T), generator=g)
+    answer = torch.randint(2, n_values + 2, (n,), generator=g)
+    distance = torch.randint(1, T, (n,), generator=g)
+    x[torch.arange(n), T - 1 - distance] = answer
+    x[:, -1] = tasks.SEP
+    return x, answer, distance
+
+
+KINDS = ("window", "xl", "rmt")
+
+
+class SegmentModel(nn.Module):
+    """A GPT that reads ``(b, T)`` in segments of ``segment`` tokens and predicts from
+    the last position: ``"window"`` reads the last segment only; ``"xl"`` caches the
+    previous segment's keys and values at every layer (earlier segments run without
+    gradient: stop-gradient); ``"rmt"`` prepends ``n_memory`` read-memory tokens and
+    appends as many write tokens, whose outputs become the next segment's read memory
+    (gradient flows through all segments).
+
+    Shapes: x ``(b, T)`` → logits ``(b, v)``."""
+
+    def __init__(self, kind: str, segment: int, vocab_size: int, d_model: int,
+                 n_layers: int, n_heads: int, n_memory: int = 4, seed: int = 0):
+        super().__init__()
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+        _positive(segment, "segment")
+        _positive(n_memory, "n_memory")
+        torch.manual_seed(seed)
+        self.kind, self.segment, self.n_memory = kind, segment, n_memory
+        self.gpt = gpt.GPT(gpt.GPTConfig(
+            vocab_size=vocab_size, seq_len=2 * segment + 2 * n_memory, d_model=d_model,
+            n_layers=n_layers, n_heads=n_heads))
+        self.memory = nn.Parameter(0.02 * torch.randn(n_memory, d_model)) \
+            if kind == "rmt" else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        S = self.segment
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] % S:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"x must be (b, T) token ids with T a multiple of the "
+                             f"segment ({S}); got {got}")
+        segments = x.split(S, 1)
+        if self.kind == "window":
+            return self.gpt(segments[-1])[:, -1]
+        if self.kind == "xl":
+            cache = kvcache.new_cache(self.gpt, x.shape[0], 2 * S)
+            with torch.no_grad():                                 # stop-gradient
+                for seg in segments[:-1]:
+                    if cache.length + S > 2 * S:
+                        cache = _keep_last(self.gpt, cache, S, 2 * S)
+                    kvcache.cached_forward(self.gpt, seg, cache)
+                if cache.length + S > 2 * S:
+                    cache = _keep_last(self.gpt, cache, S, 2 * S)
+            return kvcache.cached_forward(self.gpt, segments[-1], cache)[:, -1]
+        mem = self.memory.expand(x.shape[0], -1, -1)              # (b, m, d)
+        for seg in segments:                                      # BPTT over segments
+            h = torch.cat([mem, self.gpt.embed_ids(seg), mem], 1)  # (b, m + S + m, d)
+            for block in self.gpt.blocks:
+                h = block(h)
+            mem = h[:, -self.n_memory:]
+        return self.gpt.head(self.gpt.norm(h[:, -self.n_memory - 1]))
+
+
+def train_recall(model: SegmentModel, steps: int, batch: int, n_segments: int,
+                 n_values: int = 4, lr: float = 3e-3, seed: int = 0) -> list[float]:
+    """Train ``model`` on fresh :func:`recall_task` batches (cross-entropy of the answer)
+    with AdamW; returns the losses."""
+    if not isinstance(model, SegmentModel):
+        raise TypeError(f"model must be a SegmentModel; got {type(model).__name__}")
+    _positive(steps, "steps")
+    _positive(batch, "batch")
+    vocab = model.gpt.config.vocab_size
+    device = next(model.parameters()).device
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    losses = []
+    model.train()
+    for step in range(steps):
+        x, answer, _ = recall_task(batch, n_segments, model.segment, n_values, vocab,
+                                   seed=seed * 100_003 + step)
+        loss = F.cross_entropy(model(x.to(device)), answer.to(device))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+@torch.no_grad()
+def recall_accuracy(model: SegmentModel, x: torch.Tensor, answer: torch.Tensor,
+                    distance: torch.Tensor) -> torch.Tensor:
+    """Accuracy for each band of distances ``1..S``, ``S+1..2S``, ... (``S`` the
+    segment). Shapes: → ``(T / S,)``."""
+    if not isinstance(model, SegmentModel):
+        raise TypeError(f"model must be a SegmentModel; got {type(model).__name__}")
+    device = next(model.parameters()).device
+    right = (model(x.to(device)).argmax(-1).cpu() == answer).float()
+    band = (distance - 1) // model.segment                        # (n,)
+    n_bands = x.shape[1] // model.segment
+    return torch.stack([right[band == i].mean() for i in range(n_bands)])
+
+
+@torch.no_grad()
+def window_qkv(model: gpt.GPT, ids: torch.Tensor) -> list[torch.Tensor]:
+    """Unrotated queries, keys and values at every layer of ``ids`` cut into windows of
+    ``seq_len`` read alone. Shapes: ids ``(b, n·w)`` → per layer ``(3, b, h, n·w, e)``."""
+    kvcache.check_gpt(model)
+    w = model.config.seq_len
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[1] % w:
+        raise ValueError(f"ids must be (b, T) with T a multiple of seq_len = {w}")
+    b = ids.shape[0]
+    states = model.residual_stream(rearrange(ids, "b (n w) -> (b n) w", w=w))
+    out = []
+    for block, h in zip(model.blocks, states):
+        qkv = rearrange(block.attn.qkv(block.norm1(h)),
+                        "(b n) w (three h e) -> three b h (n w) e", b=b, three=3,
+                        h=model.config.n_heads)
+        out.append(qkv)
+    return out
+
+
+@torch.no_grad()
+def memory_logits(model: gpt.GPT, ids: torch.Tensor, top: int = 0,
+                  n_cells: int | None = None, n_probe: int = 1,
+                  layers: tuple[int, ...] | None = None) -> torch.Tensor:
+    """Logits at the last window (``seq_len`` tokens) of ``ids``: plain (``top=0``), or
+    with a kNN memory of the earlier windows' keys and values at every head of
+    ``layers`` (all by default), searched exactly or, with ``n_cells``, through an
+    :class:`IVFIndex`.
+
+    Shapes: ids ``(b, n·w)`` → ``(b, w, v)``."""
+    kvcache.check_gpt(model)
+    w, c = model.config.seq_len, model.config
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[1] % w:
+        raise ValueError(f"ids must be (b, T) with T a multiple of seq_len = {w}")
+    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+        raise ValueError(f"top must be a non-negative int; got {top!r}")
+    if top > ids.shape[1] - w:
+        raise ValueError(f"top ({top}) must be at most the {ids.shape[1] - w} stored "
+                         f"positions")
+    layers = tuple(range(c.n_layers)) if layers is None else layers
+    if not isinstance(layers, tuple) or not all(
+            isinstance(i, int) and 0 <= i < c.n_layers for i in layers):
+        raise ValueError(f"layers must be a tuple of layer numbers in "
+                         f"0..{c.n_layers - 1}; got {layers!r}")
+    memory = window_qkv(model, ids[:, :-w]) if top else None
+    x = model.embed(ids[:, -w:])                                  # (b, w, d)
+    causal = torch.ones(w, w, dtype=torch.bool, device=x.device).tril()
+    for layer, block in enumerate(model.blocks):
+        q, k, v = rearrange(block.attn.qkv(block.norm1(x)),
+                            "b t (three h e) -> three b h t e", three=3, h=c.n_heads)
+        local = (block.attn.rotate(q) @ block.attn.rotate(k).transpose(-1, -2)
+                 ).masked_fill(~causal, float("-inf")) / math.sqrt(c.d_head)
+        if top and layer in layers:
+            _, k_mem, v_mem = memory[layer]                       # (b, h, s, e)
+            idx = torch.stack([torch.stack([
+                (qq @ kk.T).topk(top, -1).indices if n_cells is None
+                else IVFIndex(kk, n_cells, n_probe).search(qq, top)
+                for qq, kk in zip(qb, kb)]) for qb, kb in zip(q, k_mem)])  # (b,h,t,top)
+            ks = _rows(k_mem, idx)                                # (b, h, t, top, e)
+            vs = _rows(v_mem, idx)
+            far = (q[..., None, :] * ks).sum(-1) / math.sqrt(c.d_head)  # (b, h, t, top)
+            a = torch.cat([far, local], -1).softmax(-1)
+            y = (a[..., :top, None] * vs).sum(-2) + a[..., top:] @ v
+        else:
+            y = local.softmax(-1) @ v
+        x = x + block.attn.out(rearrange(y, "b h t e -> b t (h e)"))
+        x = x + block.mlp(block.norm2(x))
+    return model.head(model.norm(x))
+
+
+def _rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``x[b, h, idx[b, h, t, j]]``. Shapes: x ``(b, h, s, e)``, idx ``(b, h, t, k)`` →
+    ``(b, h, t, k, e)``."""
+    b, h, t, k = idx.shape
+    flat = idx.reshape(b, h, t * k, 1).expand(-1, -1, -1, x.shape[-1])
+    return x.gather(2, flat).view(b, h, t, k, x.shape[-1])
