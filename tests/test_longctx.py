@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from lecturelib import gpt, longctx
+from lecturelib import gpt, longctx, tasks
 
 
 def model(n_layers=2):
@@ -91,3 +91,109 @@ def test_unlimiformer_query_scores_raw_states_like_projected_keys():
     W_q, W_k = torch.randn(12, 4, generator=g), torch.randn(12, 4, generator=g)
     torch.testing.assert_close(longctx.unlimiformer_query(h_d, W_q, W_k) @ h_e.T,
                                (h_d @ W_q) @ (h_e @ W_k).T, rtol=1e-4, atol=1e-4)
+
+
+def test_recall_task_places_the_value_d_back_and_nowhere_else():
+    x, answer, distance = longctx.recall_task(50, 4, 8, n_values=4, vocab_size=16, seed=3)
+    assert x.shape == (50, 32) and answer.shape == distance.shape == (50,)
+    assert (x[:, -1] == tasks.SEP).all()
+    assert (x[torch.arange(50), 31 - distance] == answer).all()
+    is_value = (x >= 2) & (x < 6)
+    assert (is_value.sum(1) == 1).all()
+    assert distance.min() >= 1 and distance.max() <= 31
+    again = longctx.recall_task(50, 4, 8, n_values=4, vocab_size=16, seed=3)
+    assert torch.equal(again[0], x)
+
+
+def segment_model(kind, n_layers=2):
+    return longctx.SegmentModel(kind, 4, vocab_size=10, d_model=16, n_layers=n_layers,
+                                n_heads=2, n_memory=2).eval()
+
+
+def test_window_model_reads_the_last_segment_only():
+    m = segment_model("window")
+    x = torch.randint(0, 10, (3, 12), generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(m(x), m.gpt(x[:, -4:])[:, -1])
+    y = x.clone()
+    y[:, :8] = (y[:, :8] + 1) % 10
+    torch.testing.assert_close(m(y), m(x))
+
+
+def test_one_layer_xl_reads_the_last_two_segments():
+    m = segment_model("xl", n_layers=1)
+    x = torch.randint(0, 10, (3, 12), generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(m(x), m.gpt(x[:, -8:])[:, -1], rtol=1e-4, atol=1e-4)
+
+
+def first_segment_gradient(kind):
+    """The gradient reaching the embeddings of the first segment (0 where none flows)."""
+    m = segment_model(kind)
+    seen = []
+
+    def keep(module, args, out):
+        if out.requires_grad:
+            out.retain_grad()
+        seen.append((args[0], out))
+
+    m.gpt.embed.register_forward_hook(keep)
+    x = torch.cat([torch.full((2, 4), 3), torch.full((2, 4), 4)], 1)
+    F.cross_entropy(m(x), torch.tensor([5, 6])).backward()
+    first = [out for ids_in, out in seen if (ids_in == 3).all()]
+    if not first or first[0].grad is None:
+        return 0.0
+    return first[0].grad.norm().item()
+
+
+def test_xl_stops_the_gradient_and_rmt_backpropagates_through_segments():
+    assert first_segment_gradient("window") == 0
+    assert first_segment_gradient("xl") == 0
+    assert first_segment_gradient("rmt") > 0
+
+
+def test_rmt_memory_carries_the_first_segment():
+    m = segment_model("rmt")
+    x = torch.randint(0, 10, (3, 12), generator=torch.Generator().manual_seed(0))
+    y = x.clone()
+    y[:, :4] = (y[:, :4] + 1) % 10
+    assert not torch.allclose(m(x), m(y))
+
+
+def test_train_recall_lowers_the_loss_and_accuracy_is_per_band():
+    m = longctx.SegmentModel("window", 4, vocab_size=10, d_model=16, n_layers=1,
+                             n_heads=2)
+    losses = longctx.train_recall(m, 60, 32, 2, n_values=2, lr=1e-2)
+    assert len(losses) == 60 and all(math.isfinite(v) for v in losses)
+    x, answer, distance = longctx.recall_task(300, 2, 4, n_values=2, vocab_size=10)
+    acc = longctx.recall_accuracy(m, x, answer, distance)
+    assert acc.shape == (2,) and ((acc >= 0) & (acc <= 1)).all()
+
+
+def pk_model():
+    torch.manual_seed(0)
+    return gpt.GPT(gpt.GPTConfig(vocab_size=11, seq_len=8, d_model=16, n_layers=2,
+                                 n_heads=2)).eval()
+
+
+def test_window_qkv_reads_each_window_alone():
+    m, x = pk_model(), ids(2, 24)
+    qkv = longctx.window_qkv(m, x)
+    assert len(qkv) == 2 and qkv[0].shape == (3, 2, 2, 24, 8)
+    alone = longctx.window_qkv(m, x[:, 8:16])
+    torch.testing.assert_close(qkv[1][:, :, :, 8:16], alone[1])
+
+
+def test_memory_logits_without_memory_is_the_model_on_the_last_window():
+    m, x = pk_model(), ids(2, 24)
+    torch.testing.assert_close(longctx.memory_logits(m, x), m(x[:, -8:]),
+                               rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(longctx.memory_logits(m, x, 4, layers=()), m(x[:, -8:]),
+                               rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(longctx.memory_logits(m, x, 4), m(x[:, -8:]))
+
+
+def test_memory_logits_with_an_index_probing_every_cell_is_exact():
+    m, x = pk_model(), ids(2, 32)
+    exact = longctx.memory_logits(m, x, 3)
+    torch.testing.assert_close(longctx.memory_logits(m, x, 3, n_cells=4, n_probe=4),
+                               exact)
+    assert exact.shape == (2, 8, 11)
