@@ -94,14 +94,16 @@ def test_unlimiformer_query_scores_raw_states_like_projected_keys():
 
 
 def test_recall_task_places_the_value_d_back_and_nowhere_else():
-    x, answer, distance = longctx.recall_task(50, 4, 8, n_values=4, vocab_size=16, seed=3)
+    x, answer, distance = longctx.recall_task(50, 4, 8, n_values=4, vocab_size=16,
+                                              seed=3)
     assert x.shape == (50, 32) and answer.shape == distance.shape == (50,)
     assert (x[:, -1] == tasks.SEP).all()
     assert (x[torch.arange(50), 31 - distance] == answer).all()
     is_value = (x >= 2) & (x < 6)
     assert (is_value.sum(1) == 1).all()
     assert distance.min() >= 1 and distance.max() <= 31
-    again = longctx.recall_task(50, 4, 8, n_values=4, vocab_size=16, seed=3)
+    again = longctx.recall_task(50, 4, 8, n_values=4, vocab_size=16,
+                                              seed=3)
     assert torch.equal(again[0], x)
 
 
@@ -126,7 +128,7 @@ def test_one_layer_xl_reads_the_last_two_segments():
 
 
 def first_segment_gradient(kind):
-    """The gradient reaching the embeddings of the first segment (0 where none flows)."""
+    """The gradient reaching the first segment's embeddings (0 where none flows)."""
     m = segment_model(kind)
     seen = []
 

@@ -259,8 +259,8 @@ class SegmentModel(nn.Module):
 
 def train_recall(model: SegmentModel, steps: int, batch: int, n_segments: int,
                  n_values: int = 4, lr: float = 3e-3, seed: int = 0) -> list[float]:
-    """Train ``model`` on fresh :func:`recall_task` batches (cross-entropy of the answer)
-    with AdamW; returns the losses."""
+    """Train ``model`` on fresh :func:`recall_task` batches (cross-entropy of the
+    answer) with AdamW; returns the losses."""
     if not isinstance(model, SegmentModel):
         raise TypeError(f"model must be a SegmentModel; got {type(model).__name__}")
     _positive(steps, "steps")
@@ -300,7 +300,9 @@ def recall_accuracy(model: SegmentModel, x: torch.Tensor, answer: torch.Tensor,
 @torch.no_grad()
 def window_qkv(model: gpt.GPT, ids: torch.Tensor) -> list[torch.Tensor]:
     """Unrotated queries, keys and values at every layer of ``ids`` cut into windows of
-    ``seq_len`` read alone. Shapes: ids ``(b, n·w)`` → per layer ``(3, b, h, n·w, e)``."""
+    ``seq_len`` read alone.
+
+    Shapes: ids ``(b, n·w)`` → per layer ``(3, b, h, n·w, e)``."""
     kvcache.check_gpt(model)
     w = model.config.seq_len
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[1] % w:
