@@ -244,11 +244,12 @@ def check_attention(q, k, v, start) -> None:
                          f"t={t}")
 
 
-def check_gpt(model) -> None:
+def check_gpt(model, needs: str = "the cached path") -> None:
+    """``model`` must be a RoPE ``gpt.GPT``, which ``needs`` (a phrase for the message)."""
     if not isinstance(model, gpt.GPT):
         raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
     if model.config.positions != "rope":
-        raise ValueError(f"the cached path needs a RoPE model; got positions="
+        raise ValueError(f"{needs} needs a RoPE model; got positions="
                          f"{model.config.positions!r}")
 
 

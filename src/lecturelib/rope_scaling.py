@@ -31,7 +31,7 @@ from dataclasses import replace
 
 import torch
 
-from lecturelib import gpt, positions
+from lecturelib import gpt, kvcache, positions
 
 METHODS = ("none", "pi", "ntk", "ntk_by_parts", "yarn")
 ALPHA, BETA = 1.0, 32.0       # NTK-by-parts / YaRN defaults for LLaMA (Peng et al., 2023)
@@ -109,11 +109,7 @@ def extend(model: gpt.GPT, seq_len: int, method: str = "none") -> gpt.GPT:
 
 
 def check_model(model) -> None:
-    if not isinstance(model, gpt.GPT):
-        raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
-    if model.config.positions != "rope":
-        raise ValueError(f"RoPE scaling needs a RoPE model; got positions="
-                         f"{model.config.positions!r}")
+    kvcache.check_gpt(model, "RoPE scaling")
 
 
 @torch.no_grad()
