@@ -37,3 +37,15 @@ def test_an_arxiv_note_becomes_an_eprint_link_and_other_notes_stay():
     html = [x.text.render_as("html") for x in bibstyle.AuthorYearStyle().format_entries(
         [e["a"]])][0]
     assert '<a href="https://arxiv.org/abs/1706.03762">arXiv:1706.03762</a>' in html
+
+
+def test_the_bibliography_holds_no_tex_math():
+    """The bibliography page shows titles as text, so ``$...$`` would print raw: write
+    ``O(n²)`` or ``H₂O`` in Unicode instead."""
+    from pathlib import Path
+
+    bib = Path(__file__).resolve().parents[1] / "book" / "references.bib"
+    data = parse_string(bib.read_text(encoding="utf-8"), "bibtex")
+    raw = [(key, field) for key, entry in data.entries.items()
+           for field, value in entry.fields.items() if "$" in value]
+    assert not raw, f"TeX math in the bibliography (shown raw on the page): {raw}"
