@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lecturelib import gpt
+from lecturelib import gpt, peft
 from lecturelib._checks import check_int, describe
 
 
@@ -42,9 +42,7 @@ class MTPHeads(nn.Module):
         if not isinstance(model, gpt.GPT):
             raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
         check_int(n_future, "n_future", 2)
-        self.trunk = model
-        for p in self.trunk.parameters():
-            p.requires_grad_(False)
+        self.trunk = peft.freeze(model)
         d = model.config.d_model
         self.extra = nn.ModuleList(nn.Linear(d, d) for _ in range(n_future - 1))
         for layer in self.extra:
