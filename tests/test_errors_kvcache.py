@@ -158,6 +158,12 @@ CASES = [
         ValueError,
         r"n_new must be a positive int; got 0",
     ),
+    (
+        lambda: kvcache.generate(model(), torch.zeros(1, 2, dtype=torch.long), 2,
+                                 forward="cached"),
+        TypeError,
+        r"forward must be a function like cached_forward; got str",
+    ),
 ]
 
 

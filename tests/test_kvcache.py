@@ -31,6 +31,38 @@ def test_cached_generation_gives_the_logits_of_recomputation_past_the_context():
     torch.testing.assert_close(la, lb, atol=1e-5, rtol=1e-5)
 
 
+def test_generate_runs_both_methods_through_the_forward_it_is_given():
+    model = small_gpt()
+    prompt = torch.randint(0, 11, (1, 4))
+    calls = []
+
+    def forward(m, ids, cache):
+        calls.append(ids.shape[1])
+        return kvcache.cached_forward(m, ids, cache)
+
+    for use_cache in (True, False):
+        calls.clear()
+        ids, logits, _ = kvcache.generate(model, prompt, 5, use_cache=use_cache,
+                                          forward=forward)
+        expected = [4, 1, 1, 1, 1] if use_cache else [4, 5, 6, 7, 8]
+        assert calls == expected
+        ref_ids, ref_logits, _ = kvcache.generate(model, prompt, 5, use_cache=use_cache)
+        assert torch.equal(ids, ref_ids) and torch.equal(logits, ref_logits)
+
+
+@pytest.mark.slow
+def test_compiled_cached_forward_gives_the_eager_logits():
+    model = small_gpt()
+    prompt = torch.randint(0, 11, (1, 4))
+    compiled = torch.compile(kvcache.cached_forward, dynamic=True)
+    for use_cache in (True, False):
+        ids, logits, _ = kvcache.generate(model, prompt, 12, use_cache=use_cache,
+                                          forward=compiled)
+        ref_ids, ref_logits, _ = kvcache.generate(model, prompt, 12, use_cache=use_cache)
+        assert torch.equal(ids, ref_ids)
+        torch.testing.assert_close(logits, ref_logits, atol=1e-5, rtol=1e-5)
+
+
 def test_prefill_in_chunks_equals_one_prefill():
     model = small_gpt()
     ids = torch.randint(0, 11, (1, 12))

@@ -26,7 +26,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from einops import rearrange, repeat
+from einops import repeat
 
 from lecturelib import gpt, positions
 
@@ -266,7 +266,9 @@ def new_cache(model: gpt.GPT, batch: int, max_len: int) -> KVCache:
 def cached_forward(model: gpt.GPT, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
     """Run ``model``'s own parameters on ``t`` new tokens after the ``cache.length``
     cached ones, storing their keys and values: a prefill when ``t > 1``, a decode step
-    when 1.
+    when 1. A decode step of a small model is a hundred tiny PyTorch calls, each
+    costing microseconds whatever its size, so the heads are split by ``view`` and
+    ``permute`` (no copies, no pattern to parse).
 
     Shapes: ids ``(b, t)`` → logits ``(b, t, v)``."""
     check_gpt(model)
@@ -278,17 +280,18 @@ def cached_forward(model: gpt.GPT, ids: torch.Tensor, cache: KVCache) -> torch.T
         got = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
         raise ValueError(f"ids must be (b={cache.batch}, t) token ids; got {got}")
     cache.check_room(ids.shape[1])
+    (b, t), h = ids.shape, model.config.n_heads
     start, x = cache.length, model.embed(ids)                     # (b, t, d)
     for layer, block in enumerate(model.blocks):
         attn = block.attn
-        qkv = rearrange(attn.qkv(block.norm1(x)), "b t (three h e) -> three b h t e",
-                        three=3, h=attn.n_heads)                 # (3, b, h, t, e)
+        qkv = attn.qkv(block.norm1(x)).view(b, t, 3, h, -1)      # (b, t, 3, h, e)
+        qkv = qkv.permute(2, 0, 3, 1, 4)                          # (3, b, h, t, e)
         q, k = cache.rope(qkv[:2], start)                         # q and k at once
         k, v = cache.write(layer, k=k, v=qkv[2])                  # (b, h, s, e)
         y = attend(q, k, v, start)                                # (b, h, t, e)
-        x = x + attn.out(rearrange(y, "b h t e -> b t (h e)"))
+        x = x + attn.out(y.transpose(1, 2).reshape(b, t, -1))     # (b, t, d)
         x = x + block.mlp(block.norm2(x))
-    cache.advance(ids.shape[1])
+    cache.advance(t)
     return model.head(model.norm(x))                              # (b, t, v)
 
 
@@ -303,14 +306,22 @@ def recompute_logits(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
 
 @torch.inference_mode()
 def generate(model: gpt.GPT, prompt: torch.Tensor, n_new: int, *,
-             use_cache: bool = True) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
+             use_cache: bool = True, forward=None
+             ) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
     """Greedy generation of ``n_new`` tokens, with the cache (prefill, then one decode
-    step per token) or by recomputing the whole prefix at every step.
+    step per token) or by recomputing the whole prefix at every step (an empty cache
+    filled anew, as :func:`recompute_logits`). ``forward`` replaces
+    :func:`cached_forward` in both, e.g. by ``torch.compile(cached_forward)``.
 
     Returns the ids ``(b, t + n_new)``, every step's logits ``(b, n_new, v)`` and the
     seconds of each step (the prefill counted in the first)."""
     check_gpt(model)
     _positive(n_new, "n_new")
+    if forward is None:
+        forward = cached_forward
+    elif not callable(forward):
+        raise TypeError(f"forward must be a function like cached_forward; "
+                        f"got {type(forward).__name__}")
     model.eval()
     ids, logits, seconds = prompt, [], []
     b, t = prompt.shape
@@ -319,9 +330,9 @@ def generate(model: gpt.GPT, prompt: torch.Tensor, n_new: int, *,
     for _ in range(n_new):
         tic = time.perf_counter()
         if use_cache:
-            last = cached_forward(model, new, cache)[:, -1]       # (b, v)
+            last = forward(model, new, cache)[:, -1]              # (b, v)
         else:
-            last = recompute_logits(model, ids)[:, -1]
+            last = forward(model, ids, new_cache(model, b, ids.shape[1]))[:, -1]
         new = last.argmax(-1, keepdim=True)                       # (b, 1)
         seconds.append(time.perf_counter() - tic)
         ids = torch.cat([ids, new], 1)
