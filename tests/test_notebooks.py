@@ -89,6 +89,14 @@ def test_glued_numbers_are_glued(nb):
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_escaped_underscore_in_math_text(nb):
+    # MathJax shows the backslash of \_ inside \text{...}: a name belongs in code
+    text = "\n".join(source(c) for c in cells(nb, "markdown"))
+    found = re.findall(r"\\(?:text|mathrm|operatorname)\{[^}]*\\_[^}]*\}", text)
+    assert not found, f"write these names as code, not as math text: {found}"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_exercises_are_numbered_with_a_folded_solution_and_a_check(nb):
     found = exercises.exercises(json.loads(nb.read_text(encoding="utf-8")))
     assert len(found) >= 3, "every chapter ends with at least three exercises"
