@@ -25,7 +25,26 @@ CASES = [
      ValueError, r"draft and target must share one vocabulary; got vocab_size 9 "
      r"\(draft\) and 7 \(target\)"),
     (lambda: speculative.speculative_generate(model(), "draft", PROMPT, 4, 2),
-     TypeError, r"draft must be a gpt.GPT; got str"),
+     TypeError, r"draft must be a gpt.GPT or an NGramDraft; got str"),
+    (lambda: speculative.speculative_generate(None, model(), PROMPT, 4, 2),
+     TypeError, r"target must be a gpt.GPT; got NoneType"),
+    (lambda: speculative.speculative_generate(
+        model(), speculative.NGramDraft(torch.tensor([0, 1, 2]), 2, 5), PROMPT, 4, 2),
+     ValueError, r"draft and target must share one vocabulary; got vocab_size 5 "
+     r"\(draft\) and 7 \(target\)"),
+    (lambda: speculative.NGramDraft(torch.tensor([0, 1, 2]), 0, 5),
+     ValueError, r"order must be an int >= 1; got int 0"),
+    (lambda: speculative.NGramDraft(torch.tensor([0, 1, 2]), 2, 0),
+     ValueError, r"vocab_size must be an int >= 1; got int 0"),
+    (lambda: speculative.NGramDraft(torch.tensor([0.0, 1.0]), 2, 5),
+     ValueError, r"ids must be a 1-D integer tensor of at least order = 2 token ids; "
+     r"got torch.float32 tensor of shape \(2,\)"),
+    (lambda: speculative.NGramDraft(torch.tensor([3]), 2, 5),
+     ValueError, r"ids must be a 1-D integer tensor of at least order = 2 token ids"),
+    (lambda: speculative.NGramDraft([0, 1, 2], 2, 5),
+     ValueError, r"ids must be a 1-D integer tensor .*; got list"),
+    (lambda: speculative.NGramDraft(torch.tensor([0, 7, 2]), 2, 5),
+     ValueError, r"ids must lie in 0..4 \(vocab_size 5\); got ids from 0 to 7"),
     (lambda: speculative.speculative_generate(model(), model(), torch.tensor([1, 2]), 4,
                                               2),
      ValueError, r"prompt must be a \(1, t\) tensor of token ids; got torch.int64 "

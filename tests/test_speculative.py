@@ -104,6 +104,46 @@ def test_sampling_with_the_target_as_its_own_draft_accepts_every_token():
     assert stats["target_calls"] == 3  # 4 tokens per call
 
 
+def test_ngram_draft_is_witten_bell_interpolation_by_hand():
+    ngram = speculative.NGramDraft(torch.tensor([0, 1, 0, 1, 1]), order=2, vocab_size=3)
+    # no context: counts 2, 3, 0 of 5 tokens, 2 distinct, interpolated with 1/3 each
+    unigram = torch.tensor([2 + 2 / 3, 3 + 2 / 3, 2 / 3], dtype=torch.float64) / 7
+    assert torch.allclose(ngram.probs([]), unigram)
+    # after 0: 1 twice (2 counts, 1 distinct), interpolated with the unigram
+    after_0 = (torch.tensor([0.0, 2.0, 0.0], dtype=torch.float64) + unigram) / 3
+    assert torch.allclose(ngram.probs([1, 1, 0]), after_0)
+    assert torch.allclose(ngram.probs([2]), unigram)          # unseen context: skipped
+    assert torch.allclose(ngram.logits([0]).exp(), after_0)
+    for ids in ([], [0], [1], [2], [0, 1]):
+        assert math.isclose(ngram.probs(ids).sum().item(), 1.0)
+
+
+@pytest.mark.parametrize("K", [1, 4])
+def test_greedy_speculative_with_an_ngram_draft_equals_greedy(K):
+    target = small_gpt(0, 32, 2)
+    text = kvcache.generate(target, torch.tensor([[1, 2, 3, 4]]), 60)[0][0]
+    ngram = speculative.NGramDraft(text, order=3, vocab_size=7)  # learns the target
+    prompt = torch.tensor([[2, 5, 1]])
+    reference = kvcache.generate(target, prompt, 20)[0]
+    ids, stats = speculative.speculative_generate(target, ngram, prompt, 20, K,
+                                                  temperature=0)
+    assert torch.equal(ids, reference)
+    assert stats["accepted"] <= stats["tested"] <= stats["drafted"]
+
+
+def test_sampling_with_an_ngram_draft_draws_from_the_target():
+    target = small_gpt(0)
+    ngram = speculative.NGramDraft(torch.randint(0, 7, (300,), generator=torch.Generator(
+    ).manual_seed(0)), order=2, vocab_size=7)
+    prompt = torch.tensor([[1, 2]])
+    with torch.no_grad():
+        p = target(prompt)[0, -1].double().softmax(-1)
+    g = torch.Generator().manual_seed(0)
+    first = torch.tensor([speculative.speculative_generate(
+        target, ngram, prompt, 1, 2, generator=g)[0][0, -1].item() for _ in range(3000)])
+    assert sampling.chi_square(first, p) > 0.001
+
+
 def test_autoregressive_generate_greedy_equals_kvcache_generate():
     target = small_gpt(0)
     prompt = torch.tensor([[3, 1]])

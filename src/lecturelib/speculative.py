@@ -16,6 +16,9 @@ sampling from ``p``.
 - :func:`speculative_generate` runs the rule with two :class:`lecturelib.gpt.GPT`
   models and chapter 14's KV caches (rolled back after a rejection);
   :func:`autoregressive_generate` is plain sampling with the cache, the baseline.
+- :class:`NGramDraft` is a draft with no network: counts of the next token after each
+  context of up to ``order - 1`` tokens, smoothed by Witten and Bell's interpolation
+  (1991). A lookup costs a few table reads, far less than a step of even a small GPT.
 - :func:`expected_tokens` and :func:`speedup` are the paper's formulas for the tokens
   emitted per target call and the speed-up, for an acceptance rate ``alpha``.
 
@@ -205,14 +208,81 @@ def sequence_probs(p_fn: Dist, prompt: tuple, n: int) -> dict:
 
 
 def check_pair(target, draft) -> None:
-    """Target and draft must be GPTs over the same vocabulary."""
-    for name, m in (("target", target), ("draft", draft)):
-        if not isinstance(m, gpt.GPT):
-            raise TypeError(f"{name} must be a gpt.GPT; got {type(m).__name__}")
-    if target.config.vocab_size != draft.config.vocab_size:
+    """The target must be a GPT, the draft a GPT or an :class:`NGramDraft`, over the
+    same vocabulary."""
+    if not isinstance(target, gpt.GPT):
+        raise TypeError(f"target must be a gpt.GPT; got {type(target).__name__}")
+    if not isinstance(draft, (gpt.GPT, NGramDraft)):
+        raise TypeError(f"draft must be a gpt.GPT or an NGramDraft; got "
+                        f"{type(draft).__name__}")
+    draft_vocab = (draft.config.vocab_size if isinstance(draft, gpt.GPT)
+                   else draft.vocab_size)
+    if target.config.vocab_size != draft_vocab:
         raise ValueError(f"draft and target must share one vocabulary; got "
-                         f"vocab_size {draft.config.vocab_size} (draft) and "
+                         f"vocab_size {draft_vocab} (draft) and "
                          f"{target.config.vocab_size} (target)")
+
+
+class NGramDraft:
+    """Next-token probabilities from counts: after a context ``h`` of up to
+    ``order - 1`` tokens, Witten–Bell interpolation with the next shorter context
+    ``h'`` (down to the uniform distribution),
+
+        p(x | h) = (c(h, x) + u(h) · p(x | h')) / (c(h) + u(h)),
+
+    where ``c(h)`` counts the context, ``c(h, x)`` the context followed by ``x`` and
+    ``u(h)`` the distinct tokens seen after it. Every seen context's distribution is
+    computed once, at construction; a lookup returns that of the longest seen context.
+    Built from a 1-D tensor of training ids; :meth:`probs` takes the ids so far.
+    """
+
+    def __init__(self, ids: torch.Tensor, order: int, vocab_size: int):
+        check_int(order, "order", 1)
+        check_int(vocab_size, "vocab_size", 1)
+        if (not isinstance(ids, torch.Tensor) or ids.dim() != 1 or len(ids) < order
+                or ids.is_floating_point() or ids.dtype == torch.bool):
+            raise ValueError(f"ids must be a 1-D integer tensor of at least order = "
+                             f"{order} token ids; got {describe(ids)}")
+        if ids.min() < 0 or ids.max() >= vocab_size:
+            raise ValueError(f"ids must lie in 0..{vocab_size - 1} (vocab_size "
+                             f"{vocab_size}); got ids from {int(ids.min())} to "
+                             f"{int(ids.max())}")
+        self.order, self.vocab_size = order, vocab_size
+        self.rows, self.probs_of = [], []        # per context length k = 0..order-1
+        ids, v = ids.long(), vocab_size
+        shorter_keys = torch.zeros(1, dtype=torch.long)          # below k = 0: uniform
+        shorter = torch.full((1, v), 1 / v, dtype=torch.float64)
+        for k in range(order):
+            n = len(ids) - k
+            context = torch.zeros(n, dtype=torch.long)
+            for j in range(k):                    # the k previous ids as one number
+                context = context * v + ids[j:j + n]
+            keys, row = torch.unique(context, return_inverse=True)   # sorted keys
+            counts = torch.zeros(len(keys), v, dtype=torch.float64)
+            counts.index_put_((row, ids[k:]), torch.ones(n, dtype=torch.float64),
+                              accumulate=True)
+            distinct = (counts > 0).sum(1, keepdim=True).double()
+            suffix = torch.searchsorted(shorter_keys, keys % v ** max(k - 1, 0))
+            probs = (counts + distinct * shorter[suffix]) / (
+                counts.sum(1, keepdim=True) + distinct)
+            self.rows.append({key: i for i, key in enumerate(keys.tolist())})
+            self.probs_of.append(probs)
+            shorter_keys, shorter = keys, probs
+
+    def probs(self, ids: list[int]) -> torch.Tensor:
+        """The distribution of the token after ``ids``. Shapes: → ``(v,)`` float64."""
+        for k in range(min(self.order - 1, len(ids)), 0, -1):    # longest seen first
+            key = 0
+            for token in ids[len(ids) - k:]:
+                key = key * self.vocab_size + token
+            i = self.rows[k].get(key)
+            if i is not None:
+                return self.probs_of[k][i]
+        return self.probs_of[0][0]                                # no context
+
+    def logits(self, ids: list[int]) -> torch.Tensor:
+        """``log p``: logits, so that a temperature divides them as a GPT's."""
+        return self.probs(ids).log()
 
 
 def _check_prompt(prompt, model: gpt.GPT, n_new: int) -> None:
@@ -235,16 +305,28 @@ def _draw(probs: torch.Tensor, temperature: float, generator) -> int:
     return torch.multinomial(probs, 1, generator=generator).item()
 
 
+def draft_logits(draft: gpt.GPT | NGramDraft, ids: list[int],
+                 cache: kvcache.KVCache | None) -> torch.Tensor:
+    """The draft's logits for the token after ``ids``: a GPT reads the ids its cache
+    does not hold yet; an n-gram table looks up the last ``order - 1``."""
+    if isinstance(draft, NGramDraft):
+        return draft.logits(ids)
+    new = torch.tensor([ids[cache.length:]])
+    return kvcache.cached_forward(draft, new, cache)[0, -1]
+
+
 @torch.inference_mode()
-def speculative_generate(target: gpt.GPT, draft: gpt.GPT, prompt: torch.Tensor,
-                         n_new: int, K: int, *, temperature: float = 1.0,
+def speculative_generate(target: gpt.GPT, draft: gpt.GPT | NGramDraft,
+                         prompt: torch.Tensor, n_new: int, K: int, *,
+                         temperature: float = 1.0,
                          generator: torch.Generator | None = None,
                          rule: str = "exact") -> tuple[torch.Tensor, dict]:
     """``n_new`` tokens after ``prompt``, sampled at ``temperature`` (0: greedy): each
-    round the draft proposes ``K`` tokens one by one, the target scores them in one
-    cached forward pass, and the rule (:func:`verify`, or :func:`verify_greedy` at
-    ``T = 0``) keeps a prefix and adds one token. Both caches hold every token but the
-    newest; a rejection rolls them back.
+    round the draft (a GPT or an :class:`NGramDraft`) proposes ``K`` tokens one by
+    one, the target scores them in one cached forward pass, and the rule
+    (:func:`verify`, or :func:`verify_greedy` at ``T = 0``) keeps a prefix and adds
+    one token. The caches hold every token but the newest; a rejection rolls them
+    back.
 
     Returns the ids ``(1, t + n_new)`` and counts: target and draft calls, drafted
     tokens, tested ones (up to the first rejection), accepted ones, seconds."""
@@ -255,14 +337,14 @@ def speculative_generate(target: gpt.GPT, draft: gpt.GPT, prompt: torch.Tensor,
     check_number(temperature, "temperature", 0.0)
     tic = time.perf_counter()
     total = prompt.shape[1] + n_new + K + 1
-    t_cache, d_cache = (kvcache.new_cache(m, 1, total) for m in (target, draft))
+    t_cache = kvcache.new_cache(target, 1, total)
+    d_cache = kvcache.new_cache(draft, 1, total) if isinstance(draft, gpt.GPT) else None
     seq = prompt[0].tolist()
     stats = dict(target_calls=0, draft_calls=0, drafted=0, tested=0, accepted=0)
     while len(seq) < prompt.shape[1] + n_new:
         drafts, q = [], []
         for _ in range(K):
-            new = torch.tensor([(seq + drafts)[d_cache.length:]])
-            logits = kvcache.cached_forward(draft, new, d_cache)[0, -1]
+            logits = draft_logits(draft, seq + drafts, d_cache)
             q.append(_probs(logits, temperature))
             drafts.append(_draw(q[-1], temperature, generator))
         new = torch.tensor([(seq + drafts)[t_cache.length:]])
@@ -274,7 +356,8 @@ def speculative_generate(target: gpt.GPT, draft: gpt.GPT, prompt: torch.Tensor,
             n, nxt = accept(p, torch.stack(q), drafts, generator, rule)
         seq += drafts[:n] + [nxt]
         for cache in (t_cache, d_cache):                          # roll back
-            cache.length = min(cache.length, len(seq) - 1)
+            if cache is not None:
+                cache.length = min(cache.length, len(seq) - 1)
         stats["target_calls"] += 1
         stats["draft_calls"] += K
         stats["drafted"] += K
