@@ -13,12 +13,9 @@ sampling from ``p``.
 - :func:`first_token_distribution` and :func:`sequence_distribution` compute, by exact
   enumeration, the distribution of what the rule emits; the target's own is
   :func:`sequence_probs`.
-- :func:`speculative_generate` runs the rule with two :class:`lecturelib.gpt.GPT`
-  models and chapter 14's KV caches (rolled back after a rejection);
-  :func:`autoregressive_generate` is plain sampling with the cache, the baseline.
-- :class:`NGramDraft` is a draft with no network: counts of the next token after each
-  context of up to ``order - 1`` tokens, smoothed by Witten and Bell's interpolation
-  (1991). A lookup costs a few table reads, far less than a step of even a small GPT.
+- :func:`speculative_generate` runs the rule with a :class:`lecturelib.gpt.GPT` target,
+  a GPT or :class:`NGramDraft` (counts, no network) as draft and chapter 14's KV caches
+  (rolled back after a rejection); :func:`autoregressive_generate` is the baseline.
 - :func:`expected_tokens` and :func:`speedup` are the paper's formulas for the tokens
   emitted per target call and the speed-up, for an acceptance rate ``alpha``.
 
@@ -208,8 +205,7 @@ def sequence_probs(p_fn: Dist, prompt: tuple, n: int) -> dict:
 
 
 def check_pair(target, draft) -> None:
-    """The target must be a GPT, the draft a GPT or an :class:`NGramDraft`, over the
-    same vocabulary."""
+    """A GPT target, a GPT or :class:`NGramDraft` draft, over one vocabulary."""
     if not isinstance(target, gpt.GPT):
         raise TypeError(f"target must be a gpt.GPT; got {type(target).__name__}")
     if not isinstance(draft, (gpt.GPT, NGramDraft)):
