@@ -12,6 +12,8 @@ X = torch.zeros(2, 4, dtype=torch.long)
 Y = torch.full((2, 4), -100)
 
 CASES = [
+    (lambda: hybrid.default_init("model"), TypeError,
+     r"model must be a torch.nn.Module; got str"),
     (lambda: hybrid.build("gru", 5), ValueError,
      r"kind must be one of \('rnn', 'lstm', 'transformer', 's4d', 'mamba', 'hybrid'\); "
      r"got 'gru'"),

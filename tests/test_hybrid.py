@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from lecturelib import hybrid, mamba, tasks
+from lecturelib import gpt, hybrid, mamba, tasks
 
 
 def test_every_kind_maps_ids_to_logits_causally():
@@ -51,3 +51,17 @@ def test_a_transformer_learns_associative_recall_and_accuracy_counts_scored_posi
     x[:, -1] = y[:, -1]
     assert hybrid.accuracy(lambda ids: torch.nn.functional.one_hot(ids, 12).float(),
                            x, y) == 1.0
+
+
+def test_default_init_lets_attention_learn_recall_where_gpt2_init_does_not():
+    def trained(model):
+        batch = lambda step: tasks.associative_recall(32, 4, vocab_size=10, seed=step)  # noqa
+        hybrid.train_task(model, batch, 500, lr=3e-3)
+        x, y = tasks.associative_recall(500, 4, vocab_size=10, seed=10_000)
+        return hybrid.accuracy(model, x, y)
+
+    torch.manual_seed(0)
+    config = gpt.GPTConfig(vocab_size=10, seq_len=16, d_model=32, n_layers=2, n_heads=4)
+    assert trained(gpt.GPT(config)) < 0.7                        # GPT-2's std 0.02
+    torch.manual_seed(0)
+    assert trained(hybrid.default_init(gpt.GPT(config))) > 0.95

@@ -11,7 +11,7 @@ family keeps per sequence while generating.
 
 Simplifications: tiny models and short training (the comparison is about what each
 family can learn at all, not about tuned results); attention uses the GPT block with
-rotary positions; the S4D layer of chapter 19 is used with a GELU and a linear map after
+rotary positions and PyTorch's default initialisation (:func:`default_init`); the S4D layer of chapter 19 is used with a GELU and a linear map after
 it.
 
 Shapes: ids ``(b, t)`` → logits ``(b, t, vocab_size)``.
@@ -140,6 +140,20 @@ class RecurrentLM(nn.Module):
         return self.head(self.rnn(self.embed(ids))[0])
 
 
+def default_init(model: nn.Module) -> nn.Module:
+    """PyTorch's default initialisation for every linear and embedding layer, as the
+    attention layers of :class:`HybridLM` have. GPT-2's ``N(0, 0.02²)`` (chapter 11)
+    suits widths near 768; at width 32 it leaves attention nearly uniform, and a
+    two-layer GPT so initialised stayed near 50% on associative recall for thousands
+    of steps, where with this initialisation it learns the task in a few hundred."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module; got {describe(model)}")
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.reset_parameters()
+    return model
+
+
 def build(
     kind: str,
     vocab_size: int,
@@ -167,7 +181,7 @@ def build(
     if kind in ("rnn", "lstm"):
         return RecurrentLM(kind, vocab_size, d_model, n_layers)
     if kind == "transformer":
-        return gpt.GPT(
+        model = gpt.GPT(
             gpt.GPTConfig(
                 vocab_size=vocab_size,
                 seq_len=seq_len,
@@ -176,6 +190,7 @@ def build(
                 n_heads=n_heads,
             )
         )
+        return default_init(model)
     if kind == "s4d":
         return S4DLM(vocab_size, d_model, n_layers, d_state=max(2, 2 * d_state))
     config = mamba.MambaConfig(
