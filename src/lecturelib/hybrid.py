@@ -11,8 +11,8 @@ family keeps per sequence while generating.
 
 Simplifications: tiny models and short training (the comparison is about what each
 family can learn at all, not about tuned results); attention uses the GPT block with
-rotary positions and PyTorch's default initialisation (:func:`default_init`); the S4D layer of chapter 19 is used with a GELU and a linear map after
-it.
+rotary positions and PyTorch's default initialisation (:func:`default_init`); the S4D
+layer of chapter 19 is used with a GELU and a linear map after it.
 
 Shapes: ids ``(b, t)`` → logits ``(b, t, vocab_size)``.
 """
