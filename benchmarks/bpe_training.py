@@ -3,10 +3,10 @@
 Three trainers learn merges on the same corpus (the chapter's cpu profile: the first 200,000
 characters of each of five Project Gutenberg books):
 
-- ``fast``: :func:`lecturelib.tokenize.train_bpe`, incremental pair counts;
+- ``fast``: :func:`lecturelib.transformers.bpe.train_bpe`, incremental pair counts;
 - ``hf``: the Hugging Face ``tokenizers`` BPE trainer, set up the same way
-  (:func:`lecturelib.tokenize.train_hf_bpe`);
-- ``plain``: :func:`lecturelib.tokenize.train_bpe_plain`, which recounts every pair before every
+  (:func:`lecturelib.transformers.bpe.train_hf_bpe`);
+- ``plain``: :func:`lecturelib.transformers.bpe.train_bpe_plain`, which recounts every pair before every
   merge; it checks that the fast trainer learned the same merges. It takes minutes. With
   ``--plain-merges K`` it is timed on its first K merges only and the time is *extrapolated*
   linearly to all merges, a rough estimate: the reference visits every chunk for every merge,
@@ -28,7 +28,8 @@ from pathlib import Path
 import regex
 import tokenizers
 
-from lecturelib import data, records, tokenize
+from lecturelib import data, records
+from lecturelib.transformers import bpe
 
 BOOKS = ["pride-and-prejudice", "sherlock-holmes", "frankenstein", "moby-dick",
          "war-and-peace"]
@@ -58,17 +59,17 @@ def main() -> None:
     args = parser.parse_args()
 
     text = corpus(args.n_chars)
-    n_merges = tokenize.n_merges(args.vocab_size)
+    n_merges = bpe.n_merges(args.vocab_size)
     fast_times, hf_times = [], []
     for _ in range(args.repeats):
-        t, fast = timed(tokenize.train_bpe, text, args.vocab_size)
+        t, fast = timed(bpe.train_bpe, text, args.vocab_size)
         fast_times.append(t)
-        t, hf = timed(tokenize.train_hf_bpe, text, args.vocab_size)
+        t, hf = timed(bpe.train_hf_bpe, text, args.vocab_size)
         hf_times.append(t)
         print(f"fast {fast_times[-1]:.2f} s, hf {hf_times[-1]:.2f} s")
 
     k = min(args.plain_merges or n_merges, n_merges)
-    plain_time, plain = timed(tokenize.train_bpe_plain, text, 256 + k)
+    plain_time, plain = timed(bpe.train_bpe_plain, text, 256 + k)
     assert plain.merges == fast.truncated(256 + k).merges, "plain and fast disagree"
     plain_estimate = plain_time * n_merges / k
     print(f"plain {plain_time:.1f} s for {k} merges" +
@@ -76,7 +77,7 @@ def main() -> None:
 
     held_out = data.gutenberg_text(HELD_OUT)[:200_000]
     ours = set(fast.vocab[256:])
-    theirs = {b for b in tokenize.hf_vocab_bytes(hf) if len(b) > 1}
+    theirs = {b for b in bpe.hf_vocab_bytes(hf) if len(b) > 1}
     record = {
         "benchmark": "bpe_training",
         "what": (f"train byte-level BPE with the GPT-2 regex to {args.vocab_size} tokens "
@@ -101,8 +102,8 @@ def main() -> None:
         "vocab_overlap": len(ours & theirs) / len(ours),
         "held_out_bytes_per_token": {
             "text": f"first 200,000 characters of {data.gutenberg_title(HELD_OUT)}",
-            "fast": tokenize.bytes_per_token(fast, held_out),
-            "hf_tokenizers": tokenize.bytes_per_token(hf, held_out),
+            "fast": bpe.bytes_per_token(fast, held_out),
+            "hf_tokenizers": bpe.bytes_per_token(hf, held_out),
         },
         "command": "python benchmarks/bpe_training.py " + " ".join(sys.argv[1:]),
         "plot": {"bars": "seconds", "log": True, "ylabel": "seconds (log scale)",

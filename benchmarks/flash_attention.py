@@ -13,7 +13,7 @@ The targets at L = 4096: tiled is >= 9x faster than naive, within 1.3x of SDPA, 
 <= 1/50 of naive's extra peak memory.
 
 GPU part (only where CUDA is available; skipped otherwise): the Triton kernel of
-``lecturelib.flash_triton`` against SDPA in fp16, b 4, h 16, d_head 64, causal and not,
+``lecturelib.efficiency.flash_triton`` against SDPA in fp16, b 4, h 16, d_head 64, causal and not,
 in TFLOP/s.
 
 Usage: ``python benchmarks/flash_attention.py`` (about 5 minutes on two quiet cores)
@@ -43,7 +43,7 @@ BLOCKS = dict(block_q=256, block_k=512)
 CHILD = r"""
 import json, resource, statistics, sys, time
 import lecturelib, torch, torch.nn.functional as F
-from lecturelib import flash
+from lecturelib.efficiency import flash
 method, L, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 blocks = json.loads(sys.argv[4])
 b, h, d = 1, 8, 64
@@ -120,7 +120,7 @@ def cpu_runs(lengths, naive_max: int, repeats: int) -> list[dict]:
 
 def gpu_runs(lengths) -> list[dict]:
     """TFLOP/s of the Triton kernel and SDPA on CUDA (empty without CUDA or Triton)."""
-    from lecturelib import flash
+    from lecturelib.efficiency import flash
 
     if not torch.cuda.is_available():
         return []

@@ -29,7 +29,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 
-from lecturelib import gpt, pretrain, records
+from lecturelib import records
+from lecturelib.pretraining import gpt, pretrain
 
 RESULT = Path(__file__).resolve().parent / "results" / "gpt_cpu_recipe.json"
 TARGET = 1.70

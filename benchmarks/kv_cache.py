@@ -35,7 +35,9 @@ from pathlib import Path
 import lecturelib  # noqa: F401  (before torch: OpenMP threads wait passively)
 import torch
 
-from lecturelib import kvcache, pretrain, records
+from lecturelib import records
+from lecturelib.efficiency import kvcache
+from lecturelib.pretraining import pretrain
 
 RESULT = Path(__file__).resolve().parent / "results" / "kv_cache.json"
 TARGET = 10.0

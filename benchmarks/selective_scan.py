@@ -29,7 +29,8 @@ from pathlib import Path
 import lecturelib  # noqa: F401  (before torch: OpenMP threads wait passively)
 import torch
 
-from lecturelib import records, scan
+from lecturelib import records
+from lecturelib.state_space import scan
 
 RESULT = Path(__file__).resolve().parent / "results" / "selective_scan.json"
 TARGET_BOTH, TARGET_FORWARD = 10.0, 2.0

@@ -1,13 +1,14 @@
-"""lecturelib.attention: scores, masked softmax, weighted sums, the attention decoder."""
+"""lecturelib.recurrence.attention: scores, masked softmax, weighted sums, the attention decoder."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import attention, seq2seq, train
-from lecturelib import translation as tr
-from lecturelib.translation import PAD_ID
+from lecturelib import train
+from lecturelib.recurrence import attention, seq2seq
+from lecturelib.recurrence import translation as tr
+from lecturelib.recurrence.translation import PAD_ID
 
 from translation_helpers import V_SRC, V_TGT, toy_batch  # noqa: E402
 

@@ -1,5 +1,5 @@
-"""lecturelib.bert (masking, the encoder), lecturelib.finetune (GPT-style finetuning)
-and lecturelib.t5 (span corruption)."""
+"""lecturelib.pretraining.bert (masking, the encoder), lecturelib.pretraining.finetune (GPT-style finetuning)
+and lecturelib.pretraining.t5 (span corruption)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 
 import torch
 
-from lecturelib import bert, finetune, gpt, t5, train
+from lecturelib import train
+from lecturelib.pretraining import bert, finetune, gpt, t5
 
 SP = bert.Specials(50)
 

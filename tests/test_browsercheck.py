@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import browsercheck, site
+from lecturelib.book import browsercheck, website
 
 HEAD = "<!doctype html><html><head><meta charset='utf-8'></head><body><main>"
 TAIL = "</main></body></html>"
@@ -80,7 +80,7 @@ def test_repeated_inline_scripts_are_dropped_once_per_page(tmp_path):
     (tmp_path / "a.html").write_text(f"<head>{twice}<p>x</p>\n{twice}<script>other</script>\n"
                                      f"</head>")
     (tmp_path / "b.html").write_text(f"<head>{twice}</head>")
-    assert site.drop_repeated_scripts(tmp_path) == 1
+    assert website.drop_repeated_scripts(tmp_path) == 1
     text = (tmp_path / "a.html").read_text()
     assert text.count("THEBE_JS_URL") == 1 and "<script>other</script>" in text
     assert (tmp_path / "b.html").read_text() == f"<head>{twice}</head>"

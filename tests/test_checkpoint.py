@@ -1,12 +1,13 @@
-"""lecturelib.checkpoint: atomic, checksummed files that refuse to load corrupt."""
+"""lecturelib.train.checkpoint: atomic, checksummed files that refuse to load corrupt."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import checkpoint, train
-from lecturelib.checkpoint import CheckpointError
+from lecturelib import train
+from lecturelib.train import checkpoint
+from lecturelib.train.checkpoint import CheckpointError
 
 
 def _state():

@@ -40,8 +40,12 @@ def test_the_ids_are_those_of_the_curriculum():
                     f"repository")
     text = CURRICULUM.read_text(encoding="utf-8")
     expected = re.findall(r"^- (T-\d\d\.\d+) ", text, re.M)
-    ids = [t["id"] for c in coverage.load_topics(ROOT) for t in c["topics"]]
-    assert ids == expected
+    chapters = coverage.load_topics(ROOT)
+    ids = [t["id"] for c in chapters for t in c["topics"]]
+    # the book's chapters are the curriculum's first ones (a chapter lands with its topics)
+    written = {f"T-{c['n']:02d}." for c in chapters}
+    assert [c["n"] for c in chapters] == list(range(1, len(chapters) + 1))
+    assert ids == [t for t in expected if t[:5] in written]
 
 
 def labelled_toc() -> list[str]:

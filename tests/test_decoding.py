@@ -1,4 +1,4 @@
-"""lecturelib.decoding (chapter 10, search): generate and greedy decoding, beam search against
+"""lecturelib.transformers.decoding (chapter 10, search): generate and greedy decoding, beam search against
 exhaustive search, the cached recurrent step against recomputation, and the repetition metrics."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import math
 import pytest
 import torch
 
-from lecturelib import check, decoding, gated, rnn
+from lecturelib import check
+from lecturelib.recurrence import lstm_gru, rnn
+from lecturelib.transformers import decoding
 
 START = torch.zeros(1, 1, dtype=torch.long)
 
@@ -81,7 +83,7 @@ def test_hypothesis_scores_and_sequence_logprobs_agree_with_search():
 
 # ---- recurrent models ------------------------------------------------------------------
 
-@pytest.mark.parametrize("make", [lambda: gated.CharLSTM(7, 4, 8), lambda: rnn.CharRNN(7, 4, 8)])
+@pytest.mark.parametrize("make", [lambda: lstm_gru.CharLSTM(7, 4, 8), lambda: rnn.CharRNN(7, 4, 8)])
 def test_cached_recurrent_step_equals_recomputing_the_prefix(make):
     torch.manual_seed(0)
     model = make().eval()
@@ -102,7 +104,7 @@ def test_cached_recurrent_step_equals_recomputing_the_prefix(make):
 def test_one_sequence_overfit_then_greedy_and_beam_reproduce_it():
     torch.manual_seed(0)
     target = torch.tensor([[5, 1, 4, 2, 6, 3, 0]])  # 0 is eos
-    model = gated.CharLSTM(7, 8, 16)
+    model = lstm_gru.CharLSTM(7, 8, 16)
     for _ in range(60):  # plain gradient descent on one sequence
         logits, _ = model(target[:, :-1])
         loss = torch.nn.functional.cross_entropy(logits[0], target[0, 1:])

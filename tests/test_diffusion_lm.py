@@ -1,4 +1,4 @@
-"""lecturelib.diffusion_lm: the either-way task, the diffusion loss and unmasking, the
+"""lecturelib.efficiency.diffusion_lm: the either-way task, the diffusion loss and unmasking, the
 autoregressive baseline, and Parallel WaveNet's flow, teacher and reverse KL."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ import math
 
 import torch
 
-from lecturelib import bert, diffusion_lm as dl, gpt, train
+from lecturelib import train
+from lecturelib.efficiency import diffusion_lm as dl
+from lecturelib.pretraining import bert, gpt
 
 
 def denoiser(L: int = 4) -> bert.BERT:

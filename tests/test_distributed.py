@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lecturelib import distributed
+from lecturelib.train import distributed
 
 SCRIPT = Path(__file__).parent / "scripts" / "train_tiny.py"
 

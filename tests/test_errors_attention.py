@@ -1,4 +1,4 @@
-"""Bad input to lecturelib.attention: each row is a call, the exception it raises and a
+"""Bad input to lecturelib.recurrence.attention: each row is a call, the exception it raises and a
 pattern its message must match (the argument, what was expected, what was given)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib import attention, seq2seq
+from lecturelib.recurrence import attention, seq2seq
 
 Q, K, V = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 6)
 SCORES = torch.zeros(2, 3, 5)

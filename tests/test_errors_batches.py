@@ -1,10 +1,10 @@
-"""Bad input to lecturelib.batches: the error and its message."""
+"""Bad input to lecturelib.train.batches: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 
-from lecturelib import batches
+from lecturelib.train import batches
 
 CASES = [
     (lambda: batches.BatchSource(42), TypeError,

@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.bert: the error and its message."""
+"""Bad input to lecturelib.pretraining.bert: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import bert
+from lecturelib.pretraining import bert
 
 SP = bert.Specials(10)
 

@@ -1,23 +1,23 @@
-"""Bad input to lecturelib.book.site and lecturelib.book.toc: each row is a call, the exception
+"""Bad input to lecturelib.book.website and lecturelib.book.toc: each row is a call, the exception
 it raises and a pattern its message must match."""
 
 from __future__ import annotations
 
 import pytest
 
-from lecturelib.book import site, toc
+from lecturelib.book import toc, website
 
 CASES = [
     # (id, call(tmp), exception, message pattern)
-    ("present: not a notebook", lambda t: site.present(t / "page.md"), ValueError,
+    ("present: not a notebook", lambda t: website.present(t / "page.md"), ValueError,
      r"path must be a staged notebook \(.ipynb\); got .*page.md"),
-    ("present: missing", lambda t: site.present(t / "gone.ipynb"), ValueError,
+    ("present: missing", lambda t: website.present(t / "gone.ipynb"), ValueError,
      r"path must be a staged notebook \(.ipynb\); got .*gone.ipynb"),
-    ("present: not a notebook's JSON", lambda t: site.present(_write(t / "x.ipynb", "[]")),
+    ("present: not a notebook's JSON", lambda t: website.present(_write(t / "x.ipynb", "[]")),
      TypeError, r"nb must be a parsed notebook \(a dict with a 'cells' list\); got list"),
     ("toc_parts: no toc", lambda t: toc.toc_parts(t), ValueError,
      r"root must be the book's root folder holding _toc.yml; got .*"),
-    ("drop_repeated_scripts: nothing there", lambda t: site.drop_repeated_scripts(t / "none"),
+    ("drop_repeated_scripts: nothing there", lambda t: website.drop_repeated_scripts(t / "none"),
      ValueError, r"html must be the rendered site's folder; got .*none"),
 ]
 

@@ -1,10 +1,10 @@
-"""Bad input to lecturelib.checkpoint: the error and its message."""
+"""Bad input to lecturelib.train.checkpoint: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 
-from lecturelib import checkpoint
+from lecturelib.train import checkpoint
 
 CASES = [
     (lambda: checkpoint.load("/nonexistent/c.pt"), checkpoint.CheckpointError,

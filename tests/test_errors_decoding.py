@@ -1,4 +1,4 @@
-"""lecturelib.decoding refuses bad input with a message that names the argument, what was
+"""lecturelib.transformers.decoding refuses bad input with a message that names the argument, what was
 expected and what was given (one row per wrong input)."""
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ import math
 import pytest
 import torch
 
-from lecturelib import decoding, gated
+from lecturelib.recurrence import lstm_gru
+from lecturelib.transformers import decoding
 
 TREE = decoding.TreeLM(3, 2)
 START = torch.zeros(1, 1, dtype=torch.long)
 PROMPT = torch.zeros(1, dtype=torch.long)
-LSTM_STEP = decoding.RecurrentStep(gated.CharLSTM(5, 3, 4).eval())
+LSTM_STEP = decoding.RecurrentStep(lstm_gru.CharLSTM(5, 3, 4).eval())
 
 
 def constant(row: list[float]) -> decoding.Step:
@@ -98,7 +99,7 @@ CASES = [
     # RecurrentStep
     (lambda: decoding.RecurrentStep(lambda x: x), TypeError,
      r"model must be a torch.nn.Module with parameters; got function"),
-    (lambda: decoding.RecurrentStep(gated.CharLSTM(5, 3, 4), batch_dim=0.5), ValueError,
+    (lambda: decoding.RecurrentStep(lstm_gru.CharLSTM(5, 3, 4), batch_dim=0.5), ValueError,
      r"batch_dim must be an int in -8\.\.7; got float 0.5"),
     (lambda: LSTM_STEP(torch.tensor([[1, -2]])), ValueError, r"prefixes must hold token ids >= 0"),
     (lambda: LSTM_STEP(torch.tensor([[1, 7]])), ValueError, r"x must hold token ids in 0\.\.4"),

@@ -1,11 +1,12 @@
-"""Bad input to lecturelib.diffusion_lm: the error and its message."""
+"""Bad input to lecturelib.efficiency.diffusion_lm: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import bert, diffusion_lm as dl
+from lecturelib.efficiency import diffusion_lm as dl
+from lecturelib.pretraining import bert
 
 
 def denoiser():

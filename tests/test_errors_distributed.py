@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.distributed: the error and its message."""
+"""Bad input to lecturelib.train.distributed: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import distributed
+from lecturelib.train import distributed
 
 CASES = [
     (lambda: distributed.Distributed(1, 2).shard(torch.ones(3, 2)), ValueError,

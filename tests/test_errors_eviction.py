@@ -1,11 +1,12 @@
-"""Bad input to lecturelib.eviction: the error and its message."""
+"""Bad input to lecturelib.long_context.eviction: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import eviction, gpt
+from lecturelib.long_context import eviction
+from lecturelib.pretraining import gpt
 
 
 def model(**kw):

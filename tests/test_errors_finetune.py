@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.finetune and lecturelib.t5: the error and its message."""
+"""Bad input to lecturelib.pretraining.finetune and lecturelib.pretraining.t5: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import finetune, gpt, t5
+from lecturelib.pretraining import finetune, gpt, t5
 
 F = dict(start=20, delim=21, extract=22)
 IDS = torch.zeros(2, 4, dtype=torch.long)

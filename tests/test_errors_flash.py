@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.flash: the error and its message."""
+"""Bad input to lecturelib.efficiency.flash: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import flash
+from lecturelib.efficiency import flash
 
 Q = torch.zeros(1, 2, 8, 4)
 K = torch.zeros(1, 2, 6, 4)

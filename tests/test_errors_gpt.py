@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.gpt: the error and its message."""
+"""Bad input to lecturelib.pretraining.gpt: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import gpt
+from lecturelib.pretraining import gpt
 
 
 def model():

@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.hippo: the error and its message."""
+"""Bad input to lecturelib.state_space.hippo: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import hippo
+from lecturelib.state_space import hippo
 
 CASES = [
     (lambda: hippo.legs_matrices(0), ValueError, r"N must be an int >= 1; got int 0"),

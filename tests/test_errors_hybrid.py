@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.hybrid: the error and its message."""
+"""Bad input to lecturelib.state_space.hybrid: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import hybrid, mamba
+from lecturelib.state_space import hybrid, mamba
 
 CONFIG = mamba.MambaConfig(d_model=8, vocab_size=5, d_state=2)
 X = torch.zeros(2, 4, dtype=torch.long)

@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.interpret: the error and its message."""
+"""Bad input to lecturelib.pretraining.interpret: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import gpt, interpret
+from lecturelib.pretraining import gpt, interpret
 
 
 def model():
@@ -15,7 +15,7 @@ def model():
 
 CASES = [
     (lambda: interpret.logit_lens(torch.nn.Linear(2, 2), torch.zeros(1, 2, dtype=torch.long)),
-     TypeError, r"model must be a lecturelib.gpt.GPT; got Linear"),
+     TypeError, r"model must be a lecturelib.pretraining.gpt.GPT; got Linear"),
     (lambda: interpret.logit_lens(model(), torch.zeros(1, 9, dtype=torch.long)), ValueError,
      r"ids has 9 positions; the model takes 1 to seq_len = 8"),
     (lambda: interpret.logit_lens(model(), torch.zeros(2, 3)), ValueError,
@@ -23,7 +23,7 @@ CASES = [
     (lambda: interpret.lens_loss_rank(model(), torch.zeros(2, 1, dtype=torch.long)),
      ValueError, r"ids needs at least 2 positions \(a next token\); got shape \(2, 1\)"),
     (lambda: interpret.lens_loss_rank("gpt", torch.zeros(2, 3, dtype=torch.long)),
-     TypeError, r"model must be a lecturelib.gpt.GPT; got str"),
+     TypeError, r"model must be a lecturelib.pretraining.gpt.GPT; got str"),
     (lambda: interpret.attention(model().blocks[0], torch.randn(1, 3, 16)), TypeError,
      r"attn must be a gpt.CausalSelfAttention; got Block"),
     (lambda: interpret.attention(model().blocks[0].attn, torch.randn(1, 3, 12)), ValueError,

@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.kvattention: the error and its message."""
+"""Bad input to lecturelib.efficiency.kvattention: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import kvattention
+from lecturelib.efficiency import kvattention
 
 
 def config(**kw):

@@ -1,11 +1,12 @@
-"""Bad input to lecturelib.kvcache: the error and its message."""
+"""Bad input to lecturelib.efficiency.kvcache: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import gpt, kvcache
+from lecturelib.efficiency import kvcache
+from lecturelib.pretraining import gpt
 
 
 def model(**kw):

@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.linear_attention: the error and its message."""
+"""Bad input to lecturelib.efficiency.linear_attention: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import linear_attention as la
+from lecturelib.efficiency import linear_attention as la
 
 Q = torch.zeros(1, 8, 4)
 K = torch.zeros(1, 6, 4)

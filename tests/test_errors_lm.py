@@ -1,4 +1,4 @@
-"""lecturelib.lm refuses bad input with a message that names the argument, what was expected and
+"""lecturelib.recurrence.lm refuses bad input with a message that names the argument, what was expected and
 what was given (one row per wrong input)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from lecturelib import lm
+from lecturelib.recurrence import lm
 
 CHARS = lm.Vocab("hello")  # 4 symbols: l, e, h, o
 WORDS = lm.Vocab(["the", "cat", "sat"])

@@ -1,11 +1,12 @@
-"""Bad input to lecturelib.longctx: the error and its message."""
+"""Bad input to lecturelib.long_context.longctx: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import gpt, longctx
+from lecturelib.long_context import longctx
+from lecturelib.pretraining import gpt
 
 
 def model(**kw):

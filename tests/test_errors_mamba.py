@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.mamba: the error and its message."""
+"""Bad input to lecturelib.state_space.mamba: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import mamba
+from lecturelib.state_space import mamba
 
 
 def model():

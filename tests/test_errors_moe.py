@@ -1,4 +1,4 @@
-"""Bad input to lecturelib.moe: the error and its message."""
+"""Bad input to lecturelib.efficiency.moe: the error and its message."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from lecturelib import gpt, moe
+from lecturelib.efficiency import moe
+from lecturelib.pretraining import gpt
 
 
 def layer(**kw) -> moe.MoE:

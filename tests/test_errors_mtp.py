@@ -1,11 +1,12 @@
-"""Bad input to lecturelib.mtp: the error and its message."""
+"""Bad input to lecturelib.efficiency.mtp: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import gpt, mtp
+from lecturelib.efficiency import mtp
+from lecturelib.pretraining import gpt
 
 
 def model():

@@ -1,4 +1,4 @@
-"""Bad input to lecturelib.optim: the error and its message."""
+"""Bad input to lecturelib.train.optim: the error and its message."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from lecturelib import optim
+from lecturelib.train import optim
 
 CASES = [
     (lambda: optim.positive_int("steps", 0), ValueError,

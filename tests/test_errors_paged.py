@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.paged: the error and its message."""
+"""Bad input to lecturelib.efficiency.paged: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import paged
+from lecturelib.efficiency import paged
 
 
 def cache(capacity=8, block_size=4):

@@ -1,4 +1,4 @@
-"""Bad input to lecturelib.peft: the error and its message."""
+"""Bad input to lecturelib.pretraining.peft: the error and its message."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from lecturelib import gpt, lm, peft
+from lecturelib.pretraining import gpt, peft
+from lecturelib.recurrence import lm
 
 
 def model():
@@ -30,7 +31,7 @@ CASES = [
     (lambda: peft.LoRALinear(nn.Linear(8, 4), 2, 1.0, rows=[0.5]), ValueError,
      r"rows must be a non-empty 1-d list of output rows in 0..3; got torch.float32"),
     (lambda: peft.add_lora(nn.Linear(2, 2)), TypeError,
-     r"model must be a lecturelib.gpt.GPT; got Linear"),
+     r"model must be a lecturelib.pretraining.gpt.GPT; got Linear"),
     (lambda: peft.add_lora(model(), parts="qx"), ValueError,
      r"parts must name distinct slices among 'q', 'k', 'v' \(e.g. 'qv'\); got 'qx'"),
     (lambda: peft.add_lora(model(), parts="qq"), ValueError,
@@ -44,7 +45,7 @@ CASES = [
     (lambda: peft.add_adapters(model(), 0), ValueError,
      r"d_bottleneck must be an int >= 1; got int 0"),
     (lambda: peft.add_adapters("gpt"), TypeError,
-     r"model must be a lecturelib.gpt.GPT; got str 'gpt'"),
+     r"model must be a lecturelib.pretraining.gpt.GPT; got str 'gpt'"),
     (lambda: peft.PromptTuned(model(), torch.tensor([1.0, 2.0])), ValueError,
      r"init_ids must be a 1-d tensor of 1 to 7 token ids in 0..6; got torch.float32"),
     (lambda: peft.PromptTuned(model(), torch.arange(8)), ValueError,

@@ -1,4 +1,4 @@
-"""Bad input to lecturelib.positional_lm: each row is a call, the exception it raises and a
+"""Bad input to lecturelib.transformers.positional_lm: each row is a call, the exception it raises and a
 pattern its message must match (the argument, what was expected, what was given)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from lecturelib import positional_lm as plm
-from lecturelib import self_attention as sa
+from lecturelib.transformers import positional_lm as plm
+from lecturelib.transformers import self_attention as sa
 
 X = torch.randn(2, 5, 8)
 LM = plm.PositionalLM(plm.PositionalLMConfig(vocab_size=7, scheme="alibi", d_model=8,

@@ -1,4 +1,4 @@
-"""Bad input to lecturelib.positions: each row is a call, the exception it raises and a
+"""Bad input to lecturelib.transformers.positions: each row is a call, the exception it raises and a
 pattern its message must match (the argument, what was expected, what was given)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from lecturelib import positions as pos
-from lecturelib import self_attention as sa
+from lecturelib.transformers import positions as pos
+from lecturelib.transformers import self_attention as sa
 
 X = torch.randn(2, 5, 8)
 ANGLES = pos.rope_angles(5, 8)

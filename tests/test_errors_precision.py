@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.precision: the error and its message."""
+"""Bad input to lecturelib.train.precision: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import precision
+from lecturelib.train import precision
 
 CASES = [
     (lambda: precision.autocast_dtype("tpu", False), ValueError,

@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.pretrain: the error and its message."""
+"""Bad input to lecturelib.pretraining.pretrain: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import gpt, pretrain
+from lecturelib.pretraining import gpt, pretrain
 
 def tiny():
     return gpt.GPT(gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=1, n_heads=2))

@@ -1,10 +1,10 @@
-"""Bad input to lecturelib.progress: the error and its message."""
+"""Bad input to lecturelib.train.progress: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 
-from lecturelib import progress
+from lecturelib.train import progress
 
 CASES = [
     (lambda: progress.progress_bar(range(3), 3, 0, "x", True), ValueError,

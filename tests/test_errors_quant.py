@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.quant: the error and its message."""
+"""Bad input to lecturelib.pretraining.quant: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import gpt, quant
+from lecturelib.pretraining import gpt, quant
 
 
 def model():
@@ -40,7 +40,7 @@ CASES = [
      r"damp must be a finite number in \(0, inf\); got float 0.0"),
     (lambda: quant.gptq(W, H, 17), ValueError, r"bits must be an int in 2..16; got int 17"),
     (lambda: quant.quantize_model(torch.nn.Linear(2, 2), 4), TypeError,
-     r"model must be a lecturelib.gpt.GPT; got Linear"),
+     r"model must be a lecturelib.pretraining.gpt.GPT; got Linear"),
     (lambda: quant.quantize_model(model(), 4, method="awq"), ValueError,
      r"method must be 'rtn' or 'gptq'; got 'awq'"),
     (lambda: quant.quantize_model(model(), 4, method="gptq"), ValueError,

@@ -1,4 +1,4 @@
-"""lecturelib.rnn refuses bad input with a message that names the argument, what was expected and
+"""lecturelib.recurrence.rnn refuses bad input with a message that names the argument, what was expected and
 what was given (one row per wrong input)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from lecturelib import rnn
+from lecturelib.recurrence import rnn
 
 ELMAN = rnn.ElmanRNN(2, 3)
 CELL = rnn.ElmanCell(2, 3)

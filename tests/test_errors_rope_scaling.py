@@ -1,11 +1,12 @@
-"""Bad input to lecturelib.rope_scaling: the error and its message."""
+"""Bad input to lecturelib.long_context.rope_scaling: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import gpt, rope_scaling
+from lecturelib.long_context import rope_scaling
+from lecturelib.pretraining import gpt
 
 
 def model(**kw):

@@ -19,6 +19,11 @@ def _clean_env(monkeypatch):
 
 
 CASES = [
+    (lambda: runtime.seconds(3), TypeError, r"fn must be callable; got int 3"),
+    (lambda: runtime.seconds(print, repeats=0), ValueError,
+     r"repeats must be an int >= 1; got int 0"),
+    (lambda: runtime.seconds(print, warmup=-1), ValueError,
+     r"warmup must be an int >= 0; got int -1"),
     (lambda: runtime.resolve_profile("fast"), ValueError,
      r"profile must be one of smoke, cpu, gpu, auto; got 'fast'"),
     (lambda: runtime.resolve_profile(1), TypeError,

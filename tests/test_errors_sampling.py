@@ -1,4 +1,4 @@
-"""lecturelib.sampling refuses bad input with a message that names the argument, what was
+"""lecturelib.transformers.sampling refuses bad input with a message that names the argument, what was
 expected and what was given (one row per wrong input)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from lecturelib import decoding, sampling
+from lecturelib.transformers import decoding, sampling
 
 TREE = decoding.TreeLM(3, 2)
 START = torch.zeros(1, 1, dtype=torch.long)

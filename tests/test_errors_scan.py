@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.scan: the error and its message."""
+"""Bad input to lecturelib.state_space.scan: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import scan
+from lecturelib.state_space import scan
 
 
 def good(b=2, t=5, d=3, n=4):

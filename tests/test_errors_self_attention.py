@@ -1,4 +1,4 @@
-"""Bad input to lecturelib.self_attention: each row is a call, the exception it raises and a
+"""Bad input to lecturelib.transformers.self_attention: each row is a call, the exception it raises and a
 pattern its message must match (the argument, what was expected, what was given)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib import self_attention as sa
+from lecturelib.transformers import self_attention as sa
 
 BOOL = torch.bool
 Q = torch.randn(2, 3, 4)

@@ -1,4 +1,4 @@
-"""lecturelib.seq2seq: every public function and class given bad input raises an error that
+"""lecturelib.recurrence.seq2seq: every public function and class given bad input raises an error that
 names the argument, what was expected and what was given."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib import seq2seq
+from lecturelib.recurrence import seq2seq
 
 from translation_helpers import V_SRC, V_TGT, toy_batch, toy_corpus  # noqa: E402
 

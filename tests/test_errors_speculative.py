@@ -1,11 +1,12 @@
-"""Bad input to lecturelib.speculative: the error and its message."""
+"""Bad input to lecturelib.efficiency.speculative: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import gpt, speculative
+from lecturelib.efficiency import speculative
+from lecturelib.pretraining import gpt
 
 
 def model(vocab_size: int = 7):

@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.ssm: the error and its message."""
+"""Bad input to lecturelib.state_space.ssm: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import ssm
+from lecturelib.state_space import ssm
 
 A2, B2, C2 = -torch.eye(2), torch.ones(2), torch.ones(2)
 x = torch.randn(1, 5)

@@ -1,37 +1,37 @@
-"""lecturelib.tokenize refuses bad input with a message that names the argument, what was
+"""lecturelib.transformers.bpe refuses bad input with a message that names the argument, what was
 expected and what was given (one row per wrong input)."""
 
 from __future__ import annotations
 
 import pytest
 
-from lecturelib import tokenize
+from lecturelib.transformers import bpe
 
-TOK = tokenize.train_bpe("aaabdaaabac", vocab_size=259)
+TOK = bpe.train_bpe("aaabdaaabac", vocab_size=259)
 
 CASES = [
     # pretokenize, word_counts
-    (lambda: tokenize.pretokenize(b"bytes"), TypeError, r"text must be a str; got bytes"),
-    (lambda: tokenize.pretokenize(["a", "b"]), TypeError, r"text must be a str; got list"),
-    (lambda: tokenize.pretokenize("ab", pattern=5), TypeError,
+    (lambda: bpe.pretokenize(b"bytes"), TypeError, r"text must be a str; got bytes"),
+    (lambda: bpe.pretokenize(["a", "b"]), TypeError, r"text must be a str; got list"),
+    (lambda: bpe.pretokenize("ab", pattern=5), TypeError,
      r"pattern must be a str \(a regular expression\) or None; got int 5"),
-    (lambda: tokenize.pretokenize("ab", pattern="(a"), ValueError,
+    (lambda: bpe.pretokenize("ab", pattern="(a"), ValueError,
      r"pattern must be a valid regular expression; got '\(a'"),
-    (lambda: tokenize.word_counts(42), TypeError, r"text must be a str; got int"),
+    (lambda: bpe.word_counts(42), TypeError, r"text must be a str; got int"),
     # count_pairs, merge: text is not a list of ids
-    (lambda: tokenize.count_pairs("abab"), TypeError,
+    (lambda: bpe.count_pairs("abab"), TypeError,
      r"words must be a list of lists of int ids .*not text; got str"),
-    (lambda: tokenize.count_pairs(["ab", "ab"]), TypeError, r"words must be .*not text; got list"),
-    (lambda: tokenize.count_pairs([[1, 2]], [1, 2]), ValueError,
+    (lambda: bpe.count_pairs(["ab", "ab"]), TypeError, r"words must be .*not text; got list"),
+    (lambda: bpe.count_pairs([[1, 2]], [1, 2]), ValueError,
      r"freqs must hold one count per word \(1\); got 2"),
-    (lambda: tokenize.merge("aab", ("a", "a"), 256), TypeError,
+    (lambda: bpe.merge("aab", ("a", "a"), 256), TypeError,
      r"ids must be a list of int ids and pair a tuple of two ids; got str 'aab'"),
-    (lambda: tokenize.merge([97, 97], (97, 97, 97), 256), TypeError, r"pair a tuple of two ids"),
-    (lambda: tokenize.merge([97, 97], [97, 97], 256), TypeError, r"got list .* and list"),
+    (lambda: bpe.merge([97, 97], (97, 97, 97), 256), TypeError, r"pair a tuple of two ids"),
+    (lambda: bpe.merge([97, 97], [97, 97], 256), TypeError, r"got list .* and list"),
     # Tokenizer
-    (lambda: tokenize.Tokenizer({(97, 97): 300}), ValueError, r"ids must be 256, 257, \.\.\. in order"),
-    (lambda: tokenize.Tokenizer({(97, 300): 256}), ValueError, r"each made of earlier tokens"),
-    (lambda: tokenize.Tokenizer({}, pattern="[a").encode("ab"), ValueError,
+    (lambda: bpe.Tokenizer({(97, 97): 300}), ValueError, r"ids must be 256, 257, \.\.\. in order"),
+    (lambda: bpe.Tokenizer({(97, 300): 256}), ValueError, r"each made of earlier tokens"),
+    (lambda: bpe.Tokenizer({}, pattern="[a").encode("ab"), ValueError,
      r"pattern must be a valid regular expression; got '\[a'"),
     (lambda: TOK.encode(b"abc"), TypeError, r"text must be a str; got bytes"),
     (lambda: TOK.decode([-1]), ValueError, r"token ids must be ints in \[0, 259\); got \[-1\]"),
@@ -44,20 +44,20 @@ CASES = [
     (lambda: TOK.truncated(300), ValueError, r"vocab_size 300 exceeds this tokenizer's 259"),
     (lambda: TOK.truncated(100), ValueError, r"vocab_size must be at least 256"),
     # n_merges and the trainers
-    (lambda: tokenize.n_merges(255), ValueError, r"vocab_size must be at least 256 .*got 255"),
-    (lambda: tokenize.n_merges(300.0), TypeError, r"vocab_size must be an int; got float"),
-    (lambda: tokenize.n_merges(True), TypeError, r"vocab_size must be an int; got bool"),
-    (lambda: tokenize.train_bpe("abc", 100), ValueError, r"vocab_size must be at least 256"),
-    (lambda: tokenize.train_bpe(["abc"], 300), TypeError, r"text must be a str; got list"),
-    (lambda: tokenize.train_bpe_plain(b"abc", 300), TypeError, r"text must be a str; got bytes"),
-    (lambda: tokenize.train_bpe_plain("abc", "300"), TypeError, r"vocab_size must be an int; got str"),
-    (lambda: tokenize.train_hf_bpe(["abc"], 300), TypeError, r"text must be a str; got list"),
-    (lambda: tokenize.train_hf_bpe("abc", 200), ValueError, r"vocab_size must be at least 256"),
+    (lambda: bpe.n_merges(255), ValueError, r"vocab_size must be at least 256 .*got 255"),
+    (lambda: bpe.n_merges(300.0), TypeError, r"vocab_size must be an int; got float"),
+    (lambda: bpe.n_merges(True), TypeError, r"vocab_size must be an int; got bool"),
+    (lambda: bpe.train_bpe("abc", 100), ValueError, r"vocab_size must be at least 256"),
+    (lambda: bpe.train_bpe(["abc"], 300), TypeError, r"text must be a str; got list"),
+    (lambda: bpe.train_bpe_plain(b"abc", 300), TypeError, r"text must be a str; got bytes"),
+    (lambda: bpe.train_bpe_plain("abc", "300"), TypeError, r"vocab_size must be an int; got str"),
+    (lambda: bpe.train_hf_bpe(["abc"], 300), TypeError, r"text must be a str; got list"),
+    (lambda: bpe.train_hf_bpe("abc", 200), ValueError, r"vocab_size must be at least 256"),
     # bytes_per_token, hf_vocab_bytes
-    (lambda: tokenize.bytes_per_token(TOK, ["abc"]), TypeError, r"text must be a str; got list"),
-    (lambda: tokenize.bytes_per_token("gpt2", "abc"), TypeError,
-     r"tok must be a tokenize.Tokenizer or a tokenizers.Tokenizer; got str 'gpt2'"),
-    (lambda: tokenize.hf_vocab_bytes(TOK), TypeError, r"hf_tok must be a tokenizers.Tokenizer"),
+    (lambda: bpe.bytes_per_token(TOK, ["abc"]), TypeError, r"text must be a str; got list"),
+    (lambda: bpe.bytes_per_token("gpt2", "abc"), TypeError,
+     r"tok must be a bpe.Tokenizer or a tokenizers.Tokenizer; got str 'gpt2'"),
+    (lambda: bpe.hf_vocab_bytes(TOK), TypeError, r"hf_tok must be a tokenizers.Tokenizer"),
 ]
 
 

@@ -1,4 +1,4 @@
-"""lecturelib.transformer: every public function and class given bad input raises an error
+"""lecturelib.transformers.transformer: every public function and class given bad input raises an error
 that names the argument, what was expected and what was given."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from lecturelib import self_attention, seq2seq, transformer
+from lecturelib.recurrence import seq2seq
+from lecturelib.transformers import self_attention, transformer
 
 IDS = torch.tensor([[1, 2, 3], [4, 5, 6]])
 

@@ -1,4 +1,4 @@
-"""lecturelib.translation refuses bad input with a message that names the argument, what was
+"""lecturelib.recurrence.translation refuses bad input with a message that names the argument, what was
 expected and what was given: strings where token lists are expected (they would be read as
 characters), float or negative ids (they would be truncated or index from the end), zero sizes."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib import translation as tr
+from lecturelib.recurrence import translation as tr
 
 TEXT_PAIRS = [("Go.", "Va !"), ("I'm cold.", "J'ai froid."), ("Hi.", "Salut.")]
 PAIRS = tr.tokenize_pairs(TEXT_PAIRS)
@@ -65,7 +65,7 @@ CASES = [
     (lambda: tr.build_vocab([["a"]], min_count=0), ValueError, r"min_count must be >= 1; got 0"),
     (lambda: tr.encode("go .", VOCAB), TypeError, r"encode\(\): tokens must be a list of tokens"),
     (lambda: tr.encode(["go"], {"go": 4}), TypeError,
-     r"vocab must be a lecturelib.lm.Vocab \(see build_vocab\); got dict"),
+     r"vocab must be a lecturelib.recurrence.lm.Vocab \(see build_vocab\); got dict"),
     (lambda: tr.encode(["go", 4], VOCAB), TypeError, r"tokens\[1\] must be a str; got 4"),
     (lambda: tr.decode([-1], VOCAB), ValueError,
      r"decode\(\): ids must be in 0\.\.9 \(the vocabulary size is 10\); got -1 at position 0"),
@@ -81,7 +81,7 @@ CASES = [
      r"ids must be one sequence \(t,\); got shape \(1, 2\)"),
     (lambda: tr.decode("go", VOCAB), TypeError,
      r"ids must be a 1-D tensor or a list of ints; got str"),
-    (lambda: tr.decode([4], None), TypeError, r"vocab must be a lecturelib.lm.Vocab"),
+    (lambda: tr.decode([4], None), TypeError, r"vocab must be a lecturelib.recurrence.lm.Vocab"),
     (lambda: tr.pad([]), ValueError,
      r"pad\(\): seqs must hold at least one tensor; got an empty list"),
     (lambda: tr.pad(torch.tensor([1, 2])), TypeError,
@@ -93,7 +93,7 @@ CASES = [
     (lambda: tr.make_batch([], VOCAB, VOCAB), ValueError,
      r"pairs must hold at least one .*got none"),
     (lambda: tr.make_batch(PAIRS, VOCAB, None), TypeError,
-     r"tgt_vocab must be a lecturelib.lm.Vocab"),
+     r"tgt_vocab must be a lecturelib.recurrence.lm.Vocab"),
     (lambda: tr.make_batch(TEXT_PAIRS, VOCAB, VOCAB), TypeError,
      r"make_batch\(\): pairs\[0\]\[0\] must be a list of tokens; got the str 'Go.'"),
     (lambda: tr.make_batch([(["go"], [4])], VOCAB, VOCAB), TypeError,

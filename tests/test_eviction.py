@@ -1,4 +1,4 @@
-"""lecturelib.eviction: the streamed cache against recomputation, and the policies'
+"""lecturelib.long_context.eviction: the streamed cache against recomputation, and the policies'
 known answers."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lecturelib import eviction, gpt, kvcache
+from lecturelib.efficiency import kvcache
+from lecturelib.long_context import eviction
+from lecturelib.pretraining import gpt
 
 
 def model(n_layers=2, seq_len=64):

@@ -1,4 +1,4 @@
-"""lecturelib.flash: online softmax and tiled attention against their plain
+"""lecturelib.efficiency.flash: online softmax and tiled attention against their plain
 references."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lecturelib import flash
+from lecturelib.efficiency import flash
 
 
 def qkv(b=2, h=3, t=16, s=16, d=8, d_v=None, dtype=torch.float64, seed=0):

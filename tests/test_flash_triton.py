@@ -1,4 +1,4 @@
-"""lecturelib.flash_triton: the Triton kernel, interpreted on the CPU, equals SDPA.
+"""lecturelib.efficiency.flash_triton: the Triton kernel, interpreted on the CPU, equals SDPA.
 
 The kernel module reads TRITON_INTERPRET when it is imported, so these tests run it in a
 fresh interpreter (another test may have imported it compiled)."""
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(
 
 SCRIPT = r"""
 import torch, torch.nn.functional as F
-from lecturelib import flash
+from lecturelib.efficiency import flash
 ft, message = flash.triton_kernel(interpret=True)
 assert ft is not None and ft.INTERPRETED, message
 torch.manual_seed(0)

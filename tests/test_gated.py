@@ -1,4 +1,4 @@
-"""lecturelib.gated: the from-scratch LSTM and GRU against torch.nn (layers and directions),
+"""lecturelib.recurrence.lstm_gru: the from-scratch LSTM and GRU against torch.nn (layers and directions),
 parameter-count formulas, the backward direction as a reversed sequence, gate traces, a cell
 that keeps its memory exactly, the character LSTM with chapter 2's tools, and bad inputs."""
 
@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lecturelib import check, gated, rnn, train
+from lecturelib import check, train
+from lecturelib.recurrence import lstm_gru, rnn
 
 TORCH = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}
 
@@ -35,12 +36,12 @@ def assert_same_state(kind, ours, ref):
 
 def test_cell_shapes():
     torch.manual_seed(0)
-    h, c = gated.LSTMCell(3, 5)(torch.randn(2, 3), (torch.zeros(2, 5), torch.zeros(2, 5)))
+    h, c = lstm_gru.LSTMCell(3, 5)(torch.randn(2, 3), (torch.zeros(2, 5), torch.zeros(2, 5)))
     check.shape(h, "b d", b=2, d=5)
     check.shape(c, "b d", b=2, d=5)
-    (h,) = gated.GRUCell(3, 5)(torch.randn(2, 3), (torch.zeros(2, 5),))
+    (h,) = lstm_gru.GRUCell(3, 5)(torch.randn(2, 3), (torch.zeros(2, 5),))
     check.shape(h, "b d", b=2, d=5)
-    out, (h_n, c_n) = gated.Recurrent("lstm", 3, 5, n_layers=2, bidirectional=True)(
+    out, (h_n, c_n) = lstm_gru.Recurrent("lstm", 3, 5, n_layers=2, bidirectional=True)(
         torch.randn(4, 7, 3))
     check.shape(out, "b t d", b=4, t=7, d=10)
     check.shape(h_n, "l b d", l=4, b=4, d=5)
@@ -52,7 +53,7 @@ def test_cell_shapes():
 def test_ours_equals_torch_with_copied_weights(kind, n_layers, bidirectional):
     torch.manual_seed(0)
     reference = TORCH[kind](4, 6, n_layers, batch_first=True, bidirectional=bidirectional)
-    ours = gated.from_torch(reference)
+    ours = lstm_gru.from_torch(reference)
     x = torch.randn(3, 9, 4)
     for state in (None, random_state(kind, n_layers * (1 + bidirectional), 3, 6)):
         out, last = ours(x, state)
@@ -65,41 +66,41 @@ def test_ours_equals_torch_with_copied_weights(kind, n_layers, bidirectional):
 def test_gradients_equal_torch(kind):
     torch.manual_seed(0)
     reference = TORCH[kind](3, 4, batch_first=True)
-    ours = gated.from_torch(reference)
+    ours = lstm_gru.from_torch(reference)
     x = torch.randn(2, 6, 3)
     ours(x)[0].square().sum().backward()
     reference(x)[0].square().sum().backward()
     check.close(ours.cells[0].W_h.grad, reference.weight_hh_l0.grad, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", gated.KINDS)
+@pytest.mark.parametrize("kind", lstm_gru.KINDS)
 @pytest.mark.parametrize("n_layers", [1, 2, 3])
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_parameter_count_formula(kind, n_layers, bidirectional):
     module = TORCH[kind](5, 7, n_layers, bidirectional=bidirectional)
-    assert gated.n_params(kind, 5, 7, n_layers, bidirectional) == train.count_parameters(module)
+    assert lstm_gru.n_params(kind, 5, 7, n_layers, bidirectional) == train.count_parameters(module)
 
 
 def test_gru_has_three_quarters_of_the_lstm_parameters():
-    assert 4 * gated.n_params("gru", 8, 16) == 3 * gated.n_params("lstm", 8, 16)
-    assert 4 * gated.n_params("rnn", 8, 16) == gated.n_params("lstm", 8, 16)
+    assert 4 * lstm_gru.n_params("gru", 8, 16) == 3 * lstm_gru.n_params("lstm", 8, 16)
+    assert 4 * lstm_gru.n_params("rnn", 8, 16) == lstm_gru.n_params("lstm", 8, 16)
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 def test_backward_direction_is_the_reversed_sequence(kind):
     torch.manual_seed(0)
-    model = gated.Recurrent(kind, 3, 4, bidirectional=True)
+    model = lstm_gru.Recurrent(kind, 3, 4, bidirectional=True)
     x = torch.randn(2, 8, 3)
     out, _ = model(x)
-    backward, _ = gated.scan(model.cells[1], x.flip(1))
+    backward, _ = lstm_gru.scan(model.cells[1], x.flip(1))
     check.close(out[..., 4:], backward.flip(1), name="backward half")
-    forward, _ = gated.scan(model.cells[0], x)
+    forward, _ = lstm_gru.scan(model.cells[0], x)
     check.close(out[..., :4], forward, name="forward half")
 
 
 def test_saturated_gates_keep_the_cell_state_exactly():
     torch.manual_seed(0)
-    cell = gated.LSTMCell(3, 4)
+    cell = lstm_gru.LSTMCell(3, 4)
     with torch.no_grad():  # forget gate σ(+30) = 1, input gate σ(-30) = 0 in float32
         cell.W_x[:8].zero_()
         cell.W_h[:8].zero_()
@@ -107,24 +108,24 @@ def test_saturated_gates_keep_the_cell_state_exactly():
         cell.b[4:8].fill_(30.0)
     c0 = torch.randn(2, 4)
     state = (torch.randn(2, 4), c0)
-    _, (_, c_n) = gated.scan(cell, torch.randn(2, 50, 3) * 10, state)
+    _, (_, c_n) = lstm_gru.scan(cell, torch.randn(2, 50, 3) * 10, state)
     assert torch.equal(c_n, c0)
 
 
 def test_gru_update_gate_one_keeps_the_state():
-    cell = gated.GRUCell(2, 3)
+    cell = lstm_gru.GRUCell(2, 3)
     with torch.no_grad():
         cell.W_x[3:6].zero_()
         cell.W_h[3:6].zero_()
         cell.b_x[3:6].fill_(30.0)  # z = 1: h_t = h_{t-1}
     h0 = torch.randn(2, 3)
-    _, (h_n,) = gated.scan(cell, torch.randn(2, 20, 2), (h0,))
+    _, (h_n,) = lstm_gru.scan(cell, torch.randn(2, 20, 2), (h0,))
     assert torch.equal(h_n, h0)
 
 
 def test_cell_path_jacobian_is_diag_f():
     torch.manual_seed(0)
-    cell = gated.LSTMCell(2, 3).double()
+    cell = lstm_gru.LSTMCell(2, 3).double()
     x_t, h = torch.randn(1, 2, dtype=torch.float64), torch.randn(1, 3, dtype=torch.float64)
     c = torch.randn(1, 3, dtype=torch.float64)
     jac = torch.autograd.functional.jacobian(lambda c_: cell(x_t, (h, c_[None]))[1][0], c[0])
@@ -134,19 +135,19 @@ def test_cell_path_jacobian_is_diag_f():
 @pytest.mark.parametrize("kind,names", [("lstm", "i f g o c h"), ("gru", "r z n h")])
 def test_trace_gates_agrees_with_scan(kind, names):
     torch.manual_seed(0)
-    cell = gated.CELLS[kind](2, 3)
+    cell = lstm_gru.CELLS[kind](2, 3)
     x = torch.randn(4, 6, 2)
-    trace = gated.trace_gates(cell, x)
+    trace = lstm_gru.trace_gates(cell, x)
     assert sorted(trace) == sorted(names.split())
     check.shape(trace["h"], "b t d", b=4, t=6, d=3)
-    check.close(trace["h"], gated.scan(cell, x)[0])
+    check.close(trace["h"], lstm_gru.scan(cell, x)[0])
     gate = "f" if kind == "lstm" else "z"
     assert ((trace[gate] > 0) & (trace[gate] < 1)).all()
 
 
 def test_char_lstm_works_with_chapter_2_tools():
     torch.manual_seed(0)
-    model = gated.CharLSTM(vocab_size=7, d_emb=4, d_model=8, n_layers=2)
+    model = lstm_gru.CharLSTM(vocab_size=7, d_emb=4, d_model=8, n_layers=2)
     logits, state = model(torch.randint(0, 7, (3, 5)))
     check.shape(logits, "b t v", b=3, t=5, v=7)
     check.shape(state, "two l b d", two=2, l=2, b=3, d=8)
@@ -168,7 +169,7 @@ def test_char_lstm_works_with_chapter_2_tools():
 
 def test_one_batch_overfit():
     torch.manual_seed(0)
-    model = gated.CharLSTM(vocab_size=5, d_emb=8, d_model=16)
+    model = lstm_gru.CharLSTM(vocab_size=5, d_emb=8, d_model=16)
     x = torch.randint(0, 5, (2, 8))
     y = torch.randint(0, 5, (2, 8))
 
@@ -180,7 +181,7 @@ def test_one_batch_overfit():
 
 
 def test_bad_inputs_are_rejected():
-    model = gated.Recurrent("lstm", 2, 3, n_layers=2)
+    model = lstm_gru.Recurrent("lstm", 2, 3, n_layers=2)
     with pytest.raises(ValueError, match=r"d_in=2.*\(4, 5, 3\)"):
         model(torch.zeros(4, 5, 3))
     with pytest.raises(ValueError, match=r"\(2, 4, 3\).*\(1, 4, 3\)"):
@@ -188,20 +189,20 @@ def test_bad_inputs_are_rejected():
     with pytest.raises(ValueError, match=r"\(b, t, d_in\)"):
         model(torch.zeros(5, 2))
     with pytest.raises(ValueError, match="kind"):
-        gated.Recurrent("transformer", 2, 3)
+        lstm_gru.Recurrent("transformer", 2, 3)
     with pytest.raises(ValueError, match="n_layers"):
-        gated.Recurrent("gru", 2, 3, n_layers=0)
+        lstm_gru.Recurrent("gru", 2, 3, n_layers=0)
     with pytest.raises(TypeError, match="LSTMCell or GRUCell"):
-        gated.scan(nn.Linear(2, 3), torch.zeros(1, 4, 2))
+        lstm_gru.scan(nn.Linear(2, 3), torch.zeros(1, 4, 2))
     with pytest.raises(ValueError, match="state"):
-        gated.scan(gated.GRUCell(2, 3), torch.zeros(1, 4, 2), (torch.zeros(2, 3),))
+        lstm_gru.scan(lstm_gru.GRUCell(2, 3), torch.zeros(1, 4, 2), (torch.zeros(2, 3),))
     with pytest.raises(TypeError, match="torch.nn.LSTM or torch.nn.GRU"):
-        gated.from_torch(nn.RNN(2, 3, batch_first=True))
+        lstm_gru.from_torch(nn.RNN(2, 3, batch_first=True))
     with pytest.raises(ValueError, match="batch_first"):
-        gated.from_torch(nn.LSTM(2, 3))
+        lstm_gru.from_torch(nn.LSTM(2, 3))
     with pytest.raises(ValueError, match="kind"):
-        gated.n_params("mamba", 2, 3)
+        lstm_gru.n_params("mamba", 2, 3)
     with pytest.raises(ValueError, match="positive ints"):
-        gated.n_params("gru", 2, 0)
+        lstm_gru.n_params("gru", 2, 0)
     with pytest.raises(TypeError, match=r"x must be an integer \(long\) tensor"):
-        gated.CharLSTM(5, 2, 3)(torch.zeros(2, 3))
+        lstm_gru.CharLSTM(5, 2, 3)(torch.zeros(2, 3))

@@ -1,4 +1,4 @@
-"""lecturelib.gpt: the fast GPT equals the plain chapter 6-8 pieces; it is causal and learns."""
+"""lecturelib.pretraining.gpt: the fast GPT equals the plain chapter 6-8 pieces; it is causal and learns."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lecturelib import gpt, lm, positions, self_attention, transformer, train
+from lecturelib import train
+from lecturelib.pretraining import gpt
+from lecturelib.recurrence import lm
+from lecturelib.transformers import positions, self_attention, transformer
 
 
 def tiny(**kw) -> gpt.GPTConfig:

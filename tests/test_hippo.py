@@ -1,4 +1,4 @@
-"""lecturelib.hippo: the LegS matrices, their normal plus low-rank form, online
+"""lecturelib.state_space.hippo: the LegS matrices, their normal plus low-rank form, online
 approximation of a signal's history."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from lecturelib import hippo
+from lecturelib.state_space import hippo
 
 
 def test_legs_matrices_known_values():

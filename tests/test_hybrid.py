@@ -1,11 +1,13 @@
-"""lecturelib.hybrid: every family builds into a causal next-token model of the same
+"""lecturelib.state_space.hybrid: every family builds into a causal next-token model of the same
 interface, trains on a task, and reports its generation state."""
 
 from __future__ import annotations
 
 import torch
 
-from lecturelib import gpt, hybrid, mamba, tasks
+from lecturelib import tasks
+from lecturelib.pretraining import gpt
+from lecturelib.state_space import hybrid, mamba
 
 
 def test_every_kind_maps_ids_to_logits_causally():

@@ -1,4 +1,4 @@
-"""lecturelib.interpret: the lens's last layer is the model, the plain attention equals the
+"""lecturelib.pretraining.interpret: the lens's last layer is the model, the plain attention equals the
 fused one, attention rows are causal distributions."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lecturelib import gpt, interpret
+from lecturelib.pretraining import gpt, interpret
 
 
 def model(**kw) -> gpt.GPT:

@@ -1,4 +1,4 @@
-"""lecturelib.kvcache, kvattention and paged: cache vs recomputation, fast vs reference.
+"""lecturelib.efficiency.kvcache, kvattention and paged: cache vs recomputation, fast vs reference.
 """
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib import gpt, kvattention, kvcache, paged
+from lecturelib.efficiency import kvattention, kvcache, paged
+from lecturelib.pretraining import gpt
 
 
 def small_gpt():

@@ -1,82 +1,85 @@
-"""The package's layers (DESIGN.md): plumbing imports no topic module, and each topic module
-imports only plumbing and topic modules of earlier chapters. A new module must take its place in
-one of the lists below (and in the package docstring)."""
+"""The package's layers (DESIGN.md), as import-linter contracts in ``pyproject.toml``: plumbing
+imports no topic module, each topic module imports only plumbing and the modules of earlier
+chapters, the book tooling stays apart, and no folder has an import circle. A new module must
+take its place in the ``book-order`` contract and in its part's docstring."""
 
 from __future__ import annotations
 
-import ast
+import importlib
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "lecturelib"
-
-PLUMBING = ["runtime", "data", "tasks", "metrics", "plot", "check", "_checks", "records",
-            "train", "batches", "optim", "precision", "progress", "checkpoint", "distributed"]
-
-# Topic modules in book order, by chapter.
-TOPICS = [
-    "lm",                                         # 1
-    "rnn",                                        # 2
-    "gated",                                      # 3
-    "translation", "seq2seq",                     # 4
-    "attention",                                  # 5
-    "self_attention",                             # 6
-    "positions", "positional_lm",                 # 7
-    "transformer",                                # 8
-    "tokenize",                                   # 9
-    "decoding", "sampling",                       # 10
-    "gpt", "pretrain",                            # 11
-    "bert", "finetune", "t5",                     # 12
-    "peft", "quant", "interpret",                 # 13
-    "kvcache", "kvattention", "paged",            # 14
-    "flash", "flash_triton", "linear_attention",  # 15
-    "moe",                                        # 16
-    "speculative", "mtp", "diffusion_lm",         # 17
-    "longctx", "rope_scaling", "eviction",        # 18
-    "hippo", "ssm",                               # 19
-    "scan", "mamba", "hybrid",                    # 20
-]
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "lecturelib"
+PARTS = ["recurrence", "transformers", "pretraining", "efficiency", "long_context",
+         "state_space"]
 
 
-def modules() -> list[str]:
-    return sorted(p.stem for p in SRC.glob("*.py") if p.stem != "__init__")
+def lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """import-linter's verdict on the package under ``root/src`` with ``root``'s contracts."""
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command;"
+         " sys.exit(lint_imports_command())", "--no-cache"],
+        cwd=root, env={"PYTHONPATH": str(root / "src"), "PATH": ""}, capture_output=True,
+        text=True)
 
 
-def imported(name: str) -> set[str]:
-    """The lecturelib modules that module ``name`` imports (at any depth of its code)."""
-    tree = ast.parse((SRC / f"{name}.py").read_text(encoding="utf-8"))
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "lecturelib":
-                found.update(a.name for a in node.names)
-            elif node.module.startswith("lecturelib."):
-                found.add(node.module.split(".")[1])
-        elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names
-                         if a.name.startswith("lecturelib."))
-    return found - {"book"}
+def contract_layers() -> list[str]:
+    """The modules named in the book-order contract, last chapter first."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    block = text.split('id = "book-order"', 1)[1].split("]\n", 1)[0]
+    return re.findall(r"lecturelib(?:\.\w+)+", block)
 
 
-def test_every_module_has_its_place():
-    placed = set(PLUMBING) | set(TOPICS)
-    assert not set(modules()) - placed, "add new modules to PLUMBING or TOPICS (book order)"
+def topic_modules() -> list[str]:
+    return sorted(f"lecturelib.{p.parent.name}.{p.stem}" for part in PARTS
+                  for p in (SRC / part).glob("*.py") if p.stem != "__init__")
 
 
-@pytest.mark.parametrize("name", [m for m in modules() if m in PLUMBING])
-def test_plumbing_imports_no_topic_module(name):
-    assert not imported(name) & set(TOPICS), f"{name} imports {imported(name) & set(TOPICS)}"
+def test_the_contracts_hold():
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "4 kept, 0 broken" in result.stdout
 
 
-@pytest.mark.parametrize("name", [m for m in modules() if m in TOPICS])
-def test_topic_modules_import_only_earlier_ones(name):
-    later = set(TOPICS[TOPICS.index(name):])
-    assert not imported(name) & later, f"{name} imports {imported(name) & later}"
+def test_an_import_of_a_later_chapter_breaks_the_contract(tmp_path):
+    shutil.copytree(SRC, tmp_path / "src" / "lecturelib")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    lm = tmp_path / "src" / "lecturelib" / "recurrence" / "lm.py"
+    lm.write_text(lm.read_text(encoding="utf-8") + "\nfrom lecturelib.pretraining import gpt\n",
+                  encoding="utf-8")
+    result = lint_imports(tmp_path)
+    assert result.returncode == 1
+    assert "lecturelib.recurrence.lm -> lecturelib.pretraining.gpt" in result.stdout
 
 
-def test_the_package_docstring_names_every_topic_module():
+def test_every_topic_module_has_its_place_in_book_order():
+    named = contract_layers()
+    placed = {m for m in named if m.count(".") == 2} | {
+        m for m in topic_modules() if m.rpartition(".")[0] in named}
+    assert set(topic_modules()) <= placed, \
+        f"add {sorted(set(topic_modules()) - placed)} to the book-order contract"
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_each_part_docstring_names_its_modules(part):
+    doc = importlib.import_module(f"lecturelib.{part}").__doc__
+    missing = [m.rpartition(".")[2] for m in topic_modules()
+               if m.split(".")[1] == part and f"``{m.rpartition('.')[2]}``" not in doc]
+    assert not missing, f"lecturelib.{part}'s docstring does not name {missing}"
+
+
+def test_the_package_docstring_names_every_part():
     import lecturelib
 
-    missing = [m for m in modules() if m in TOPICS and f"``{m}``" not in lecturelib.__doc__]
-    assert not missing, f"lecturelib's docstring does not name {missing}"
+    assert all(f"``{p}``" in lecturelib.__doc__ for p in PARTS)
+
+
+def test_no_module_shadows_the_standard_library():
+    names = {p.stem for p in SRC.rglob("*.py")} | {p.name for p in SRC.rglob("*") if p.is_dir()}
+    assert not names & set(sys.stdlib_module_names), names & set(sys.stdlib_module_names)

@@ -1,4 +1,4 @@
-"""lecturelib.linear_attention: recurrent == parallel, unbiased random features,
+"""lecturelib.efficiency.linear_attention: recurrent == parallel, unbiased random features,
 masks."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import torch
 
-from lecturelib import flash
-from lecturelib import linear_attention as la
+from lecturelib.efficiency import flash
+from lecturelib.efficiency import linear_attention as la
 
 
 def qkv(t=12, s=12, d=8, seed=0):

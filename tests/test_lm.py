@@ -1,4 +1,4 @@
-"""lecturelib.lm (chapter 1): vocabularies, splits, the bigram model, the window LM, SGNS."""
+"""lecturelib.recurrence.lm (chapter 1): vocabularies, splits, the bigram model, the window LM, SGNS."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lecturelib import check, lm, train
+from lecturelib import check, train
+from lecturelib.recurrence import lm
 
 
 @settings(max_examples=50, deadline=None)

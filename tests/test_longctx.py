@@ -1,4 +1,4 @@
-"""lecturelib.longctx: segment recurrence against recomputation, kNN attention against
+"""lecturelib.long_context.longctx: segment recurrence against recomputation, kNN attention against
 full attention, the IVF index against exact search, Unlimiformer's identity."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from lecturelib import gpt, longctx, tasks
+from lecturelib import tasks
+from lecturelib.long_context import longctx
+from lecturelib.pretraining import gpt
 
 
 def model(n_layers=2):

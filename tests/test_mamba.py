@@ -1,4 +1,4 @@
-"""lecturelib.mamba: the block's shapes, causality, recurrent steps equal to the parallel
+"""lecturelib.state_space.mamba: the block's shapes, causality, recurrent steps equal to the parallel
 forward, constant state, and a one-batch overfit."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from lecturelib import mamba
+from lecturelib.state_space import mamba
 
 
 def small(**changes):

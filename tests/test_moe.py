@@ -1,4 +1,4 @@
-"""lecturelib.moe: the batched dispatch equals the loop (outputs and gradients), capacity
+"""lecturelib.efficiency.moe: the batched dispatch equals the loop (outputs and gradients), capacity
 drops exactly the assignments beyond it, the balancing loss has its known values, an MoE
 of identical experts is one MLP, the MoE GPT counts its parameters right and learns."""
 
@@ -10,7 +10,10 @@ import pytest
 import torch
 from torch import nn
 
-from lecturelib import gpt, lm, moe, train
+from lecturelib import train
+from lecturelib.efficiency import moe
+from lecturelib.pretraining import gpt
+from lecturelib.recurrence import lm
 
 
 def mlps(n: int, d: int = 8, d_ff: int = 16) -> nn.ModuleList:

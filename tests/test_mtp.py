@@ -1,11 +1,13 @@
-"""lecturelib.mtp: the heads' shapes and loss, head 1 is the trunk, and self-speculative
+"""lecturelib.efficiency.mtp: the heads' shapes and loss, head 1 is the trunk, and self-speculative
 greedy decoding equals greedy decoding."""
 
 from __future__ import annotations
 
 import torch
 
-from lecturelib import gpt, kvcache, mtp, train
+from lecturelib import train
+from lecturelib.efficiency import kvcache, mtp
+from lecturelib.pretraining import gpt
 
 
 def trunk() -> gpt.GPT:

@@ -1,11 +1,14 @@
-"""lecturelib.optim: Muon for the matrices + AdamW for the rest, stepped and scheduled as one."""
+"""lecturelib.train.optim: Muon for the matrices + AdamW for the rest, stepped and scheduled as one."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import gpt, lm, optim, train
+from lecturelib import train
+from lecturelib.pretraining import gpt
+from lecturelib.recurrence import lm
+from lecturelib.train import optim
 
 
 def tiny_gpt(seed: int = 0) -> gpt.GPT:

@@ -1,4 +1,4 @@
-"""lecturelib.peft: every method starts as the pretrained model, LoRA merges exactly, only the
+"""lecturelib.pretraining.peft: every method starts as the pretrained model, LoRA merges exactly, only the
 new parameters train, and each method can fit a batch."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import copy
 import pytest
 import torch
 
-from lecturelib import gpt, lm, peft
+from lecturelib.pretraining import gpt, peft
+from lecturelib.recurrence import lm
 
 
 def model(**kw) -> gpt.GPT:

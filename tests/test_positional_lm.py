@@ -1,4 +1,4 @@
-"""lecturelib.positional_lm: the Pre-LN block, the position-scheme language model and its loss
+"""lecturelib.transformers.positional_lm: the Pre-LN block, the position-scheme language model and its loss
 at each position."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lecturelib import positional_lm as plm
-from lecturelib import positions, self_attention, transformer
+from lecturelib.transformers import positional_lm as plm
+from lecturelib.transformers import positions, self_attention, transformer
 
 
 def test_pre_ln_block_equals_the_transformer_block_with_the_same_weights():

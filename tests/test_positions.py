@@ -1,4 +1,4 @@
-"""lecturelib.positions: sinusoids, learned positions, score terms, Shaw relative attention,
+"""lecturelib.transformers.positions: sinusoids, learned positions, score terms, Shaw relative attention,
 ALiBi, RoPE."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from lecturelib import positions, self_attention, transformer
+from lecturelib.transformers import positions, self_attention, transformer
 
 
 def test_sinusoidal_known_values():

@@ -1,11 +1,12 @@
-"""lecturelib.pretrain: recipes, and the cached pretrained model that later chapters load."""
+"""lecturelib.pretraining.pretrain: recipes, and the cached pretrained model that later chapters load."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import checkpoint, pretrain
+from lecturelib.pretraining import pretrain
+from lecturelib.train import checkpoint
 from lecturelib.runtime import PROFILES
 
 

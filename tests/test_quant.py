@@ -1,4 +1,4 @@
-"""lecturelib.quant: round trips within half a step, 8 bits exact up to the step, groups and
+"""lecturelib.pretraining.quant: round trips within half a step, 8 bits exact up to the step, groups and
 bits in the right order, and GPTQ below round-to-nearest on held-out activations."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib import gpt, quant
+from lecturelib.pretraining import gpt, quant
 
 
 def weights(seed: int = 0) -> torch.Tensor:

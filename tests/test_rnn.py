@@ -1,4 +1,4 @@
-"""lecturelib.rnn: the from-scratch Elman RNN against torch.nn.RNN, Jacobian norms against an
+"""lecturelib.recurrence.rnn: the from-scratch Elman RNN against torch.nn.RNN, Jacobian norms against an
 explicit product, the stream layout, truncated BPTT, sampling, pooling and one-batch overfits."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lecturelib import check, rnn, train
+from lecturelib import check, train
+from lecturelib.recurrence import rnn
 
 
 @pytest.fixture(autouse=True)

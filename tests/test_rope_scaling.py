@@ -1,4 +1,4 @@
-"""lecturelib.rope_scaling: each method's frequencies against its formula, and the
+"""lecturelib.long_context.rope_scaling: each method's frequencies against its formula, and the
 stretched model against the original."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import math
 import pytest
 import torch
 
-from lecturelib import gpt, positions, rope_scaling
+from lecturelib.long_context import rope_scaling
+from lecturelib.pretraining import gpt
+from lecturelib.transformers import positions
 
 
 def model(seq_len=8):

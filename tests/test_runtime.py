@@ -177,3 +177,20 @@ def test_setup_caps_cpu_threads():
     assert torch.get_num_threads() == 1
     with pytest.raises(ValueError, match="cpu_threads"):
         lecturelib.setup("smoke", 0, cpu_threads=0, quiet=True)
+
+
+def test_seconds_is_the_fastest_timed_call_after_the_warmup():
+    import time
+
+    from lecturelib import runtime
+
+    delays = iter([0.05, 0.02, 0.001, 0.03])  # the warm-up call is the slowest
+    calls = []
+
+    def fn():
+        calls.append(1)
+        time.sleep(next(delays))
+
+    best = runtime.seconds(fn, repeats=3, warmup=1)
+    assert len(calls) == 4
+    assert 0.001 <= best < 0.015  # the third call, not the warm-up's 0.05

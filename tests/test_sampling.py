@@ -1,4 +1,4 @@
-"""lecturelib.sampling (chapter 10, sampling): the chi-square test against its definition and
+"""lecturelib.transformers.sampling (chapter 10, sampling): the chi-square test against its definition and
 its power, processors against their definitions, samplers against their distributions (with a
 wrong distribution that must be rejected), contrastive and constrained decoding."""
 
@@ -10,7 +10,8 @@ import pytest
 import regex
 import torch
 
-from lecturelib import check, decoding, sampling
+from lecturelib import check
+from lecturelib.transformers import decoding, sampling
 
 START = torch.zeros(1, 1, dtype=torch.long)
 

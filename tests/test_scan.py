@@ -1,4 +1,4 @@
-"""lecturelib.scan: the parallel and chunked scans (and the Triton kernel, interpreted)
+"""lecturelib.state_space.scan: the parallel and chunked scans (and the Triton kernel, interpreted)
 equal the plain loop, outputs and gradients."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lecturelib import scan
+from lecturelib.state_space import scan
 
 
 def inputs(b, t, d, n, seed=0, dtype=torch.float64):
@@ -77,7 +77,7 @@ def test_float32_at_the_benchmark_length():
 
 SCRIPT = r"""
 import torch
-from lecturelib import scan
+from lecturelib.state_space import scan
 f, message = scan.triton_scan(interpret=True)
 assert f is not None, message
 g = torch.Generator().manual_seed(0)

@@ -1,4 +1,4 @@
-"""lecturelib.self_attention: scaled dot-product and multi-head attention, masks, the set
+"""lecturelib.transformers.self_attention: scaled dot-product and multi-head attention, masks, the set
 task."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib import self_attention as sa
+from lecturelib.transformers import self_attention as sa
 from lecturelib import train
 
 

@@ -1,4 +1,4 @@
-"""lecturelib.seq2seq: encoder context, padding-masked loss, teacher forcing, greedy decoding, BLEU."""
+"""lecturelib.recurrence.seq2seq: encoder context, padding-masked loss, teacher forcing, greedy decoding, BLEU."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import sacrebleu
 import torch
 import torch.nn.functional as F
 
-from lecturelib import metrics, plot, seq2seq, train
-from lecturelib import translation as tr
-from lecturelib.translation import EOS_ID, PAD_ID
+from lecturelib import metrics, plot, train
+from lecturelib.recurrence import seq2seq
+from lecturelib.recurrence import translation as tr
+from lecturelib.recurrence.translation import EOS_ID, PAD_ID
 
 from translation_helpers import V_SRC, V_TGT, toy_batch, toy_corpus  # noqa: E402
 

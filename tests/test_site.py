@@ -1,28 +1,28 @@
-"""lecturelib.book.site: what the build does to the staged copies before rendering."""
+"""lecturelib.book.website: what the build does to the staged copies before rendering."""
 
 from __future__ import annotations
 
 import json
 
-from lecturelib.book import site
+from lecturelib.book import website
 
 
 def test_glue_lines_are_hidden_and_everything_else_kept():
     source = ('acc = evaluate(model)\nglue("acc", acc)\nassert acc > 0.9, acc\n\n'
               'glue("loss",\n     loss)\nfor k, v in table.items():\n    glue(k, v)\n'
               'print(f"{acc:.3f}")')
-    assert site.without_glue(source) == 'acc = evaluate(model)\nassert acc > 0.9, acc\n\n' \
+    assert website.without_glue(source) == 'acc = evaluate(model)\nassert acc > 0.9, acc\n\n' \
                                         'print(f"{acc:.3f}")'
 
 
 def test_a_loop_that_does_more_than_glue_stays():
     source = "for k, v in table.items():\n    glue(k, v)\n    print(k)"
-    assert site.without_glue(source) == source
+    assert website.without_glue(source) == source
 
 
 def test_cells_that_do_not_parse_are_left_alone():
     source = '%pip install x\nglue("a", 1)'
-    assert site.without_glue(source) == source
+    assert website.without_glue(source) == source
 
 
 def cell(source: str, tags: list[str], outputs: list | None = None) -> dict:
@@ -31,7 +31,7 @@ def cell(source: str, tags: list[str], outputs: list | None = None) -> dict:
 
 
 def test_present_hides_glue_folds_solutions_and_leaves_marker_cells(tmp_path):
-    marker = '# Same code as lecturelib.lm.f\ndef f():\n    glue("x", 1)'
+    marker = '# Same code as lecturelib.recurrence.lm.f\ndef f():\n    glue("x", 1)'
     nb = {"cells": [
         cell('glue("a", 1)\nglue("b", 2)', []),
         cell('x = 1\nglue("x", x)\nassert x == 1', []),
@@ -44,7 +44,7 @@ def test_present_hides_glue_folds_solutions_and_leaves_marker_cells(tmp_path):
     ], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     path = tmp_path / "nb.ipynb"
     path.write_text(json.dumps(nb))
-    site.present(path)
+    website.present(path)
     cells = json.loads(path.read_text())["cells"]
     assert cells[0]["source"] == [] and cells[0]["metadata"]["tags"] == ["remove-input"]
     assert "".join(cells[1]["source"]) == "x = 1\nassert x == 1"

@@ -1,4 +1,4 @@
-"""lecturelib.speculative: the rule's output distribution is the target's (enumerated and
+"""lecturelib.efficiency.speculative: the rule's output distribution is the target's (enumerated and
 sampled), greedy speculation equals greedy decoding, and the speed-up formulas."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import math
 import pytest
 import torch
 
-from lecturelib import decoding, gpt, kvcache, sampling, speculative
+from lecturelib.efficiency import kvcache, speculative
+from lecturelib.pretraining import gpt
+from lecturelib.transformers import decoding, sampling
 
 
 def as_dist(tree):

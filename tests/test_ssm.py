@@ -1,11 +1,11 @@
-"""lecturelib.ssm: discretisation, the recurrent and convolutional modes, S4D."""
+"""lecturelib.state_space.ssm: discretisation, the recurrent and convolutional modes, S4D."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib import ssm
+from lecturelib.state_space import ssm
 
 
 def dense(n, seed=0):

@@ -1,4 +1,4 @@
-"""lecturelib.tokenize (chapter 9): byte-level BPE, its two trainers, the GPT-2 pre-tokenizer."""
+"""lecturelib.transformers.bpe (chapter 9): byte-level BPE, its two trainers, the GPT-2 pre-tokenizer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lecturelib import lm, tokenize
+from lecturelib.recurrence import lm
+from lecturelib.transformers import bpe
 
 # A few KB of real English text with punctuation, digits and code: this package's own source.
 TEXT = inspect.getsource(lm)[:8000]
@@ -19,7 +20,7 @@ LINES = r"[^\n]*\n|[^\n]+"  # chunks are whole lines: merges may cross words
 
 @pytest.fixture(scope="module")
 def tok():
-    return tokenize.train_bpe(TEXT, 256 + 200)
+    return bpe.train_bpe(TEXT, 256 + 200)
 
 
 def letters(ids: list[int]) -> str:
@@ -29,7 +30,7 @@ def letters(ids: list[int]) -> str:
 
 def test_worked_example_known_answer():
     text = "aaabdaaabac"
-    for train in (tokenize.train_bpe, tokenize.train_bpe_plain):
+    for train in (bpe.train_bpe, bpe.train_bpe_plain):
         tok = train(text, 259)
         assert tok.merges == {(97, 97): 256, (97, 98): 257, (256, 257): 258}  # Z, Y, X
         assert tok.counts == [4, 2, 2]
@@ -39,18 +40,18 @@ def test_worked_example_known_answer():
 
 
 def test_merge_and_count_pairs_known_answers():
-    assert tokenize.merge([97, 97, 97], (97, 97), 256) == [256, 97]  # left to right
-    assert tokenize.merge([1, 2, 1, 2], (1, 2), 9) == [9, 9]
-    assert tokenize.merge([], (1, 2), 9) == []
-    assert tokenize.count_pairs([[1, 2, 3], [1, 2]], [5, 2]) == {(1, 2): 7, (2, 3): 5}
-    assert tokenize.word_counts("the cat the") == ([[116, 104, 101], [32, 99, 97, 116],
+    assert bpe.merge([97, 97, 97], (97, 97), 256) == [256, 97]  # left to right
+    assert bpe.merge([1, 2, 1, 2], (1, 2), 9) == [9, 9]
+    assert bpe.merge([], (1, 2), 9) == []
+    assert bpe.count_pairs([[1, 2, 3], [1, 2]], [5, 2]) == {(1, 2): 7, (2, 3): 5}
+    assert bpe.word_counts("the cat the") == ([[116, 104, 101], [32, 99, 97, 116],
                                                     [32, 116, 104, 101]], [1, 1, 1])
 
 
-@pytest.mark.parametrize("pattern", [tokenize.GPT2_PATTERN, LINES])
+@pytest.mark.parametrize("pattern", [bpe.GPT2_PATTERN, LINES])
 def test_plain_and_fast_learn_identical_merges(pattern):
-    fast = tokenize.train_bpe(TEXT[:4000], 256 + 80, pattern)
-    plain = tokenize.train_bpe_plain(TEXT[:4000], 256 + 80, pattern)
+    fast = bpe.train_bpe(TEXT[:4000], 256 + 80, pattern)
+    plain = bpe.train_bpe_plain(TEXT[:4000], 256 + 80, pattern)
     assert list(fast.merges.items()) == list(plain.merges.items())
     assert fast.counts == plain.counts
 
@@ -59,7 +60,7 @@ def test_plain_and_fast_agree_when_ties_abound():
     rng = random.Random(0)
     text = " ".join("".join(rng.choice("abc") for _ in range(rng.randint(1, 6)))
                     for _ in range(300))
-    fast, plain = tokenize.train_bpe(text, 2000), tokenize.train_bpe_plain(text, 2000)
+    fast, plain = bpe.train_bpe(text, 2000), bpe.train_bpe_plain(text, 2000)
     assert list(fast.merges.items()) == list(plain.merges.items())
     assert fast.counts == plain.counts
     assert fast.vocab_size < 2000  # ran out of pairs: both stop early at the same point
@@ -68,8 +69,8 @@ def test_plain_and_fast_agree_when_ties_abound():
 @settings(max_examples=40, deadline=None)
 @given(st.text(max_size=60), st.integers(256, 300))
 def test_plain_and_fast_agree_on_arbitrary_text(text, vocab_size):
-    fast = tokenize.train_bpe(text, vocab_size)
-    plain = tokenize.train_bpe_plain(text, vocab_size)
+    fast = bpe.train_bpe(text, vocab_size)
+    plain = bpe.train_bpe_plain(text, vocab_size)
     assert list(fast.merges.items()) == list(plain.merges.items())
 
 
@@ -85,7 +86,7 @@ def test_round_trip_on_arbitrary_unicode(tok, text):
 @settings(max_examples=30, deadline=None)
 @given(st.text(min_size=1, max_size=200), st.text())
 def test_round_trip_after_training_on_arbitrary_unicode(corpus, text):
-    tok = tokenize.train_bpe(corpus, 256 + 30)
+    tok = bpe.train_bpe(corpus, 256 + 30)
     for s in (corpus, text):
         assert tok.decode(tok.encode(s)) == s
 
@@ -93,26 +94,26 @@ def test_round_trip_after_training_on_arbitrary_unicode(corpus, text):
 @settings(max_examples=100, deadline=None)
 @given(st.text())
 def test_chunks_cover_the_text(text):
-    assert "".join(tokenize.pretokenize(text)) == text
+    assert "".join(bpe.pretokenize(text)) == text
 
 
 def test_gpt2_chunks_of_a_known_sentence():
     text = "Hello world, it's 2024!  I've got 3.5 apples:\n\tdon't you?"
-    assert tokenize.pretokenize(text) == [
+    assert bpe.pretokenize(text) == [
         "Hello", " world", ",", " it", "'s", " 2024", "!", " ", " I", "'ve", " got", " 3",
         ".", "5", " apples", ":", "\n", "\t", "don", "'t", " you", "?"]
-    assert tokenize.pretokenize("naïve 中文", pattern=None) == ["naïve 中文"]
-    assert tokenize.pretokenize("") == []
+    assert bpe.pretokenize("naïve 中文", pattern=None) == ["naïve 中文"]
+    assert bpe.pretokenize("") == []
 
 
 def test_contraction_pattern_is_case_sensitive():
-    assert tokenize.pretokenize("he's") == ["he", "'s"]
-    assert tokenize.pretokenize("HE'S") == ["HE", "'", "S"]  # 'S is not a contraction
-    assert tokenize.pretokenize("we'LL") == ["we", "'", "LL"]
+    assert bpe.pretokenize("he's") == ["he", "'s"]
+    assert bpe.pretokenize("HE'S") == ["HE", "'", "S"]  # 'S is not a contraction
+    assert bpe.pretokenize("we'LL") == ["we", "'", "LL"]
 
 
 def test_no_merge_crosses_a_chunk_boundary(tok):
-    chunks = {c.encode("utf-8") for c in tokenize.pretokenize(TEXT)}
+    chunks = {c.encode("utf-8") for c in bpe.pretokenize(TEXT)}
     for token in tok.vocab[256:]:
         assert any(token in c for c in chunks), token
     offsets, ends = 0, set()
@@ -120,21 +121,21 @@ def test_no_merge_crosses_a_chunk_boundary(tok):
         offsets += len(tok.vocab[i])
         ends.add(offsets)
     chunk_ends, n = set(), 0
-    for c in tokenize.pretokenize(TEXT):
+    for c in bpe.pretokenize(TEXT):
         n += len(c.encode("utf-8"))
         chunk_ends.add(n)
     assert chunk_ends <= ends  # every chunk boundary is a token boundary
 
 
 def test_without_pre_tokenization_merges_cross_words():
-    tok = tokenize.train_bpe(TEXT[:4000], 256 + 100, LINES)
+    tok = bpe.train_bpe(TEXT[:4000], 256 + 100, LINES)
     spanning = [t for t in tok.vocab[256:]
-                if len(tokenize.pretokenize(t.decode("utf-8", "replace"))) > 1]
+                if len(bpe.pretokenize(t.decode("utf-8", "replace"))) > 1]
     assert spanning  # e.g. b"s " or b"self.": the GPT-2 pattern would cut these apart
 
 
 def test_invalid_utf8_is_replaced_or_raises():
-    tok = tokenize.Tokenizer({})
+    tok = bpe.Tokenizer({})
     ids = tok.encode("中")
     assert ids == [0xE4, 0xB8, 0xAD]
     assert tok.decode(ids[:2]) == "\ufffd"
@@ -145,29 +146,29 @@ def test_invalid_utf8_is_replaced_or_raises():
 
 
 def test_truncated_tokenizer_is_a_smaller_training_run(tok):
-    small = tokenize.train_bpe(TEXT, 256 + 50)
+    small = bpe.train_bpe(TEXT, 256 + 50)
     assert tok.truncated(256 + 50) == small
     assert tok.truncated(256).merges == {}
 
 
 def test_encoding_reproduces_the_training_segmentation(tok):
-    chunks, freqs = tokenize.word_counts(TEXT)
+    chunks, freqs = bpe.word_counts(TEXT)
     words = chunks
     for pair, new_id in tok.merges.items():  # replay training, one merge at a time
-        words = [tokenize.merge(ids, pair, new_id) for ids in words]
+        words = [bpe.merge(ids, pair, new_id) for ids in words]
     for chunk, ids in zip(chunks, words):
         assert tok.encode_chunk(bytes(chunk).decode("utf-8")) == ids
     n_tokens = sum(len(ids) * f for ids, f in zip(words, freqs))
     assert len(tok.encode(TEXT)) == n_tokens
-    assert tokenize.bytes_per_token(tok, TEXT) == len(TEXT.encode("utf-8")) / n_tokens
+    assert bpe.bytes_per_token(tok, TEXT) == len(TEXT.encode("utf-8")) / n_tokens
 
 
 def test_hugging_face_trainer_learns_the_same_vocabulary(tok):
-    hf = tokenize.train_hf_bpe(TEXT, tok.vocab_size)
-    theirs = tokenize.hf_vocab_bytes(hf)
+    hf = bpe.train_hf_bpe(TEXT, tok.vocab_size)
+    theirs = bpe.hf_vocab_bytes(hf)
     assert len(theirs) == tok.vocab_size
-    assert set(tokenize.gpt2_byte_alphabet()) == set(range(256))
-    assert len(set(tokenize.gpt2_byte_alphabet().values())) == 256
+    assert set(bpe.gpt2_byte_alphabet()) == set(range(256))
+    assert len(set(bpe.gpt2_byte_alphabet().values())) == 256
     ours = set(tok.vocab)
     # only ties between equally frequent pairs are broken differently
     assert len(ours & set(theirs)) >= 0.9 * tok.vocab_size
@@ -177,22 +178,22 @@ def test_hugging_face_trainer_learns_the_same_vocabulary(tok):
 
 def test_bad_input_raises_clear_errors(tok):
     with pytest.raises(ValueError, match="at least 256"):
-        tokenize.train_bpe("abc", 255)
+        bpe.train_bpe("abc", 255)
     with pytest.raises(ValueError, match="at least 256"):
-        tokenize.train_bpe_plain("abc", 100)
+        bpe.train_bpe_plain("abc", 100)
     with pytest.raises(TypeError, match="vocab_size must be an int"):
-        tokenize.train_bpe("abc", 300.0)
+        bpe.train_bpe("abc", 300.0)
     with pytest.raises(TypeError, match="vocab_size must be an int"):
-        tokenize.train_bpe("abc", True)
+        bpe.train_bpe("abc", True)
     with pytest.raises(TypeError, match="text must be a str"):
-        tokenize.train_bpe(b"abc", 300)
+        bpe.train_bpe(b"abc", 300)
     with pytest.raises(ValueError, match=r"token ids must be ints in \[0, 456\)"):
         tok.decode([5, 456])
     with pytest.raises(ValueError, match="exceeds"):
         tok.truncated(1000)
     with pytest.raises(ValueError, match="256, 257"):
-        tokenize.Tokenizer({(97, 97): 300})
+        bpe.Tokenizer({(97, 97): 300})
 
 
 def test_docstring_examples():
-    assert doctest.testmod(tokenize).failed == 0
+    assert doctest.testmod(bpe).failed == 0

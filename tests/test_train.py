@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lecturelib import checkpoint, train
+from lecturelib import train
+from lecturelib.train import checkpoint
 from lecturelib.train import History, fit
 
 

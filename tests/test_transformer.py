@@ -1,4 +1,4 @@
-"""lecturelib.transformer: the block against torch.nn.TransformerEncoderLayer/DecoderLayer."""
+"""lecturelib.transformers.transformer: the block against torch.nn.TransformerEncoderLayer/DecoderLayer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from torch import nn
 
 from einops import rearrange
 
-from lecturelib import self_attention, transformer
+from lecturelib.transformers import self_attention, transformer
 
 
 def copy_block(ref: nn.Module, cross: bool) -> transformer.Block:
@@ -229,7 +229,7 @@ def test_decoder_step_by_step_equals_teacher_forcing_and_is_causal():
 
 
 def test_seq2seq_transformer_overfits_a_tiny_batch():
-    from lecturelib import seq2seq
+    from lecturelib.recurrence import seq2seq
 
     torch.manual_seed(0)
     config = transformer.TransformerConfig(vocab_size=10, d_model=32, n_heads=2, n_layers=1)

@@ -1,4 +1,4 @@
-"""lecturelib.translation: tokens, length filter, seeded disjoint split, vocabularies, batches."""
+"""lecturelib.recurrence.translation: tokens, length filter, seeded disjoint split, vocabularies, batches."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lecturelib import translation as tr
-from lecturelib.translation import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from lecturelib.recurrence import translation as tr
+from lecturelib.recurrence.translation import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 PAIRS = [
     ("Go.", "Va !"),

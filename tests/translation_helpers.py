@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from lecturelib import translation as tr
-from lecturelib.translation import BOS_ID, EOS_ID
+from lecturelib.recurrence import translation as tr
+from lecturelib.recurrence.translation import BOS_ID, EOS_ID
 
 V_SRC, V_TGT = 11, 13
 

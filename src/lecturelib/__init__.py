@@ -7,20 +7,16 @@ Names used throughout the book and this package:
 - tensor axes: ``b`` batch, ``t`` time (sequence position), ``d`` width, ``h`` heads,
   ``v`` vocabulary, ``n`` state.
 
-Plumbing modules (import no topic module): ``runtime``, ``data``, ``tasks``, ``metrics``,
-``plot``, ``check`` and ``_checks`` (argument checks), ``records`` (benchmark records); the
-trainer ``train`` with its pieces ``batches``, ``optim``, ``precision``, ``progress``,
-``checkpoint`` and ``distributed``.
-
-Topic modules, in book order, each importing only earlier ones: ``lm`` (chapter 1), ``rnn``
-(2), ``gated`` (3), ``translation`` and ``seq2seq`` (4), ``attention`` (5), ``self_attention``
-(6), ``positions`` and ``positional_lm`` (7), ``transformer`` (8), ``tokenize`` (9),
-``decoding`` and ``sampling`` (10), ``gpt`` and ``pretrain`` (11), ``bert``, ``finetune``
-and ``t5`` (12), ``peft``, ``quant`` and ``interpret`` (13), ``kvcache``, ``kvattention`` and
-``paged`` (14), ``flash``, ``flash_triton`` (imported only to run the Triton kernel) and
-``linear_attention`` (15), ``moe`` (16), ``speculative``, ``mtp`` and ``diffusion_lm`` (17),
-``longctx``, ``rope_scaling`` and ``eviction`` (18), ``hippo`` and ``ssm`` (19), ``scan``,
-``mamba`` and ``hybrid`` (20).
+The package is laid out like the book. The plumbing every chapter uses sits at the top:
+``runtime`` (``setup``), ``data``, ``tasks``, ``metrics``, ``plot``, ``check`` (named shapes and
+close comparisons, shown in the chapters), ``validate`` (the argument checks every public
+function calls), ``records`` (benchmark records) and the trainer ``train`` with its pieces
+(``train.batches``, ``optim``, ``precision``, ``progress``, ``checkpoint``, ``distributed``).
+The topic code is grouped as the book's parts are, each part's docstring naming its chapters'
+modules: ``recurrence`` (Part I), ``transformers`` (II), ``pretraining`` (III), ``efficiency``
+(IV), ``long_context`` (V) and ``state_space`` (VI). A topic module imports only plumbing and
+the modules of earlier chapters; the ``[tool.importlinter]`` contracts of ``pyproject.toml``
+state that order and ``tests/test_layers.py`` checks it.
 
 Book tooling (building the book, notebook sync, student versions, grading) lives in the
 subpackage ``lecturelib.book``, which no chapter imports.
@@ -42,7 +38,9 @@ def glue(name: str, value, display: bool = False) -> None:
     """Store ``value`` under ``name`` for the book's prose (myst-nb ``glue``); a no-op where
     myst-nb is not installed (e.g. on Colab), so notebooks run anywhere."""
     if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
-        value = value.item()  # numpy and 0-d torch scalars: glue formats plain Python numbers
+        value = (
+            value.item()
+        )  # numpy and 0-d torch scalars: glue formats plain Python numbers
     try:
         from myst_nb import glue as _glue
     except ImportError:
@@ -50,4 +48,14 @@ def glue(name: str, value, display: bool = False) -> None:
     _glue(name, value, display=display)
 
 
-__all__ = ["Run", "setup", "glue", "__version__"]
+def glue_all(values: dict | None = None, /, **named) -> None:
+    """``glue`` every entry of the dict ``values`` and every keyword, in one call:
+    ``glue_all(alpha=-slope, predicted=predicted)`` or ``glue_all(results)``."""
+    values = {**(values or {}), **named}
+    if not all(isinstance(k, str) and k for k in values):
+        raise TypeError(f"glue names must be non-empty strings; got {list(values)}")
+    for name, value in values.items():
+        glue(name, value)
+
+
+__all__ = ["Run", "setup", "glue", "glue_all", "__version__"]

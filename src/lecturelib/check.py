@@ -18,7 +18,9 @@ Tensor = torch.Tensor
 
 def _tensor(x, name: str, func: str) -> Tensor:
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{func}(): {name} must be a torch.Tensor; got {type(x).__name__}")
+        raise TypeError(
+            f"{func}(): {name} must be a torch.Tensor; got {type(x).__name__}"
+        )
     return x
 
 
@@ -31,14 +33,20 @@ def shape(x: Tensor, axes: str, **expected: int) -> dict[str, int]:
     """
     _tensor(x, "x", "shape")
     if not isinstance(axes, str):
-        raise TypeError(f"shape(): axes must be a str of axis names such as 'b t d'; "
-                        f"got {type(axes).__name__}")
+        raise TypeError(
+            f"shape(): axes must be a str of axis names such as 'b t d'; "
+            f"got {type(axes).__name__}"
+        )
     for axis, size in expected.items():
         if isinstance(size, bool) or not isinstance(size, numbers.Integral):
-            raise TypeError(f"shape(): the size of axis {axis!r} must be an int; "
-                            f"got {size!r} ({type(size).__name__})")
+            raise TypeError(
+                f"shape(): the size of axis {axis!r} must be an int; "
+                f"got {size!r} ({type(size).__name__})"
+            )
         if size < 0:
-            raise ValueError(f"shape(): the size of axis {axis!r} must be >= 0; got {size}")
+            raise ValueError(
+                f"shape(): the size of axis {axis!r} must be >= 0; got {size}"
+            )
     names = axes.split()
     if x.dim() != len(names):
         raise AssertionError(
@@ -75,8 +83,10 @@ def max_abs_diff(a: Tensor, b: Tensor) -> float:
     _tensor(a, "a", "max_abs_diff")
     _tensor(b, "b", "max_abs_diff")
     if a.shape != b.shape:
-        raise ValueError(f"max_abs_diff(): a and b must have one shape; got {tuple(a.shape)} "
-                         f"vs {tuple(b.shape)}")
+        raise ValueError(
+            f"max_abs_diff(): a and b must have one shape; got {tuple(a.shape)} "
+            f"vs {tuple(b.shape)}"
+        )
     if a.numel() == 0:
         return 0.0
     a, b = _widen(a, b)
@@ -85,7 +95,9 @@ def max_abs_diff(a: Tensor, b: Tensor) -> float:
 
 def _tolerance(value: float, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"close(): {name} must be a real number; got {type(value).__name__}")
+        raise TypeError(
+            f"close(): {name} must be a real number; got {type(value).__name__}"
+        )
     if not value >= 0:  # also refuses NaN
         raise ValueError(f"close(): {name} must be a number >= 0; got {value}")
     return float(value)
@@ -99,8 +111,14 @@ def _mismatch(a: Tensor, e: Tensor, atol: float, rtol: float) -> Tensor:
     return ~((a == e) | (torch.isnan(a) & torch.isnan(e)) | within)
 
 
-def close(actual: Tensor, expected: Tensor, *, atol: float = 1e-5, rtol: float = 1e-5,
-          name: str = "tensors") -> None:
+def close(
+    actual: Tensor,
+    expected: Tensor,
+    *,
+    atol: float = 1e-5,
+    rtol: float = 1e-5,
+    name: str = "tensors",
+) -> None:
     """Assert ``actual ≈ expected`` elementwise (``|a - e| <= atol + rtol·|e|``).
 
     Complex tensors are compared on their real and their imaginary parts. The error says how
@@ -118,11 +136,18 @@ def close(actual: Tensor, expected: Tensor, *, atol: float = 1e-5, rtol: float =
         )
     a, e = _widen(actual, expected)
     if a.is_complex():
-        bad = _mismatch(a.real, e.real, atol, rtol) | _mismatch(a.imag, e.imag, atol, rtol)
+        bad = _mismatch(a.real, e.real, atol, rtol) | _mismatch(
+            a.imag, e.imag, atol, rtol
+        )
     else:
         bad = _mismatch(a, e, atol, rtol)
     if bad.any():
-        diff = (a - e).abs().nan_to_num(float("inf"), posinf=float("inf")).masked_fill(~bad, -1.0)
+        diff = (
+            (a - e)
+            .abs()
+            .nan_to_num(float("inf"), posinf=float("inf"))
+            .masked_fill(~bad, -1.0)
+        )
         flat = int(diff.argmax())
         where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), a.shape))
         raise AssertionError(

@@ -48,10 +48,14 @@ FIGSIZE = (6.0, 3.5)
 def family_color(name: str) -> str:
     """The book colour of a model family (``"rnn"``, ``"lstm"``, ...)."""
     if not isinstance(name, str):
-        raise TypeError(f"name must be a str naming a model family; got {type(name).__name__}")
+        raise TypeError(
+            f"name must be a str naming a model family; got {type(name).__name__}"
+        )
     key = name.lower()
     if key not in FAMILY_COLORS:
-        raise ValueError(f"unknown model family {name!r}; expected one of {sorted(FAMILY_COLORS)}")
+        raise ValueError(
+            f"unknown model family {name!r}; expected one of {sorted(FAMILY_COLORS)}"
+        )
     return FAMILY_COLORS[key]
 
 
@@ -62,8 +66,21 @@ def use_book_style() -> None:
             "figure.figsize": FIGSIZE,
             "figure.dpi": 100,
             "savefig.bbox": "tight",
-            "axes.prop_cycle": mpl.cycler(color=[OKABE_ITO[c] for c in (
-                "blue", "orange", "green", "vermillion", "purple", "sky", "yellow", "black")]),
+            "axes.prop_cycle": mpl.cycler(
+                color=[
+                    OKABE_ITO[c]
+                    for c in (
+                        "blue",
+                        "orange",
+                        "green",
+                        "vermillion",
+                        "purple",
+                        "sky",
+                        "yellow",
+                        "black",
+                    )
+                ]
+            ),
             "axes.spines.top": False,
             "axes.spines.right": False,
             "axes.grid": True,
@@ -134,17 +151,25 @@ def curves(
     """Plot named ``(x, y)`` series, e.g. learning curves: ``{"train": (steps, losses)}``."""
     _check_mapping(series, "series", "name -> (x, y)")
     if not series:
-        raise ValueError("series must hold at least one named (x, y) pair; got an empty dict")
+        raise ValueError(
+            "series must hold at least one named (x, y) pair; got an empty dict"
+        )
     for name, pair in series.items():
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise TypeError(f"series[{name!r}] must be an (x, y) pair of sequences; got "
-                            f"{type(pair).__name__}")
+            raise TypeError(
+                f"series[{name!r}] must be an (x, y) pair of sequences; got "
+                f"{type(pair).__name__}"
+            )
         x, y = pair
         if not (hasattr(x, "__len__") and hasattr(y, "__len__")):
-            raise TypeError(f"series[{name!r}]: x and y must be sequences; got "
-                            f"{type(x).__name__} and {type(y).__name__}")
+            raise TypeError(
+                f"series[{name!r}]: x and y must be sequences; got "
+                f"{type(x).__name__} and {type(y).__name__}"
+            )
         if len(x) != len(y):
-            raise ValueError(f"series {name!r}: x has {len(x)} points but y has {len(y)}")
+            raise ValueError(
+                f"series {name!r}: x has {len(x)} points but y has {len(y)}"
+            )
     _check_mapping(colors, "colors", "name -> colour", allow_none=True)
     _check_mapping(styles, "styles", "name -> line style", allow_none=True)
     ax = _axes(ax)
@@ -161,14 +186,22 @@ def curves(
     return ax
 
 
-def history(hist, ax=None, *, metric: str = "loss", logy: bool = False, label: str = ""):
+def history(
+    hist, ax=None, *, metric: str = "loss", logy: bool = False, label: str = ""
+):
     """Learning curves of a :class:`lecturelib.train.History`: training loss and, if it was
     evaluated, the evaluation metric of the same name."""
-    if not all(hasattr(hist, a) for a in ("steps", "train_loss", "eval_steps", "evals")):
-        raise TypeError(f"hist must be a lecturelib.train.History; got {type(hist).__name__}")
+    if not all(
+        hasattr(hist, a) for a in ("steps", "train_loss", "eval_steps", "evals")
+    ):
+        raise TypeError(
+            f"hist must be a lecturelib.train.History; got {type(hist).__name__}"
+        )
     if hist.evals and metric not in hist.evals:
-        raise ValueError(f"metric must be one of the evaluated metrics {sorted(hist.evals)}; "
-                         f"got {metric!r}")
+        raise ValueError(
+            f"metric must be one of the evaluated metrics {sorted(hist.evals)}; "
+            f"got {metric!r}"
+        )
     if not isinstance(label, str):
         raise TypeError(f"label must be a str; got {type(label).__name__}")
     prefix = f"{label} " if label else ""
@@ -194,27 +227,43 @@ def heatmap(
 ):
     """A labelled heatmap of a 2-D array (attention weights, gate activations, ...)."""
     try:
-        m = np.asarray(matrix.detach().cpu() if hasattr(matrix, "detach") else matrix,
-                       dtype=float)
+        m = np.asarray(
+            matrix.detach().cpu() if hasattr(matrix, "detach") else matrix, dtype=float
+        )
     except (TypeError, ValueError):
-        raise TypeError(f"matrix must be a 2-D array of numbers (a tensor, an array or nested "
-                        f"lists); got {type(matrix).__name__}") from None
+        raise TypeError(
+            f"matrix must be a 2-D array of numbers (a tensor, an array or nested "
+            f"lists); got {type(matrix).__name__}"
+        ) from None
     if m.ndim != 2:
         raise ValueError(f"heatmap needs a 2-D matrix; got shape {m.shape}")
     if 0 in m.shape:
-        raise ValueError(f"matrix must have at least one row and one column; got shape "
-                         f"{m.shape}")
-    for labels, setter, n in ((xticklabels, "x", m.shape[1]), (yticklabels, "y", m.shape[0])):
+        raise ValueError(
+            f"matrix must have at least one row and one column; got shape {m.shape}"
+        )
+    for labels, setter, n in (
+        (xticklabels, "x", m.shape[1]),
+        (yticklabels, "y", m.shape[0]),
+    ):
         if labels is not None and len(labels) != n:
-            raise ValueError(f"{setter}ticklabels has {len(labels)} labels for {n} columns/rows")
+            raise ValueError(
+                f"{setter}ticklabels has {len(labels)} labels for {n} columns/rows"
+            )
     if vmin is not None and vmax is not None and not vmin < vmax:
         raise ValueError(f"vmin must be below vmax; got vmin={vmin}, vmax={vmax}")
     ax = _axes(ax)
-    im = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
-    for labels, setter, n in ((xticklabels, "x", m.shape[1]), (yticklabels, "y", m.shape[0])):
+    im = ax.imshow(
+        m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest"
+    )
+    for labels, setter, n in (
+        (xticklabels, "x", m.shape[1]),
+        (yticklabels, "y", m.shape[0]),
+    ):
         if labels is not None:
             getattr(ax, f"set_{setter}ticks")(range(n))
-            getattr(ax, f"set_{setter}ticklabels")(labels, rotation=90 if setter == "x" else 0)
+            getattr(ax, f"set_{setter}ticklabels")(
+                labels, rotation=90 if setter == "x" else 0
+            )
     if annotate:
         for (i, j), v in np.ndenumerate(m):
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w")
@@ -224,21 +273,34 @@ def heatmap(
     return ax
 
 
-def bars(values: Mapping[str, float], ax=None, *, ylabel: str = "", colors=None, fmt="{:.2f}",
-         logy: bool = False):
+def bars(
+    values: Mapping[str, float],
+    ax=None,
+    *,
+    ylabel: str = "",
+    colors=None,
+    fmt="{:.2f}",
+    logy: bool = False,
+):
     """A labelled bar chart of named values, each bar annotated with its value."""
     _check_mapping(values, "values", "name -> number")
     if not values:
-        raise ValueError("values must hold at least one named number; got an empty dict")
+        raise ValueError(
+            "values must hold at least one named number; got an empty dict"
+        )
     for name, v in values.items():
-        scalar = hasattr(v, "item") and getattr(v, "ndim", None) == 0  # 0-d tensor or array
+        scalar = (
+            hasattr(v, "item") and getattr(v, "ndim", None) == 0
+        )  # 0-d tensor or array
         if isinstance(v, bool) or not (isinstance(v, numbers.Real) or scalar):
-            raise TypeError(f"values[{name!r}] must be a number; got {v!r} "
-                            f"({type(v).__name__})")
+            raise TypeError(
+                f"values[{name!r}] must be a number; got {v!r} ({type(v).__name__})"
+            )
     _check_mapping(colors, "colors", "name -> colour", allow_none=True)
     if not isinstance(fmt, str):
-        raise TypeError(f"fmt must be a format string such as '{{:.2f}}'; got "
-                        f"{type(fmt).__name__}")
+        raise TypeError(
+            f"fmt must be a format string such as '{{:.2f}}'; got {type(fmt).__name__}"
+        )
     ax = _axes(ax)
     names = list(values)
     heights = [float(values[n]) for n in names]

@@ -19,7 +19,9 @@ REQUIRED = ("benchmark", "what", "command", "machine")
 def missing_fields(record: dict) -> list[str]:
     """The fields of :data:`REQUIRED` (and ``machine.date``) that ``record`` lacks."""
     missing = [k for k in REQUIRED if k not in record]
-    if not missing and not (isinstance(record["machine"], dict) and "date" in record["machine"]):
+    if not missing and not (
+        isinstance(record["machine"], dict) and "date" in record["machine"]
+    ):
         missing = ["machine.date"]
     return missing
 
@@ -28,7 +30,9 @@ def load(name: str, folder: Path | None = None) -> dict | None:
     """The record ``benchmarks/results/<name>.json``, or None where the package is installed
     without its repository (e.g. from a wheel on Colab)."""
     if not isinstance(name, str) or not re.fullmatch(r"[\w.-]+", name):
-        raise ValueError(f"name must be a record's file name without .json; got {name!r}")
+        raise ValueError(
+            f"name must be a record's file name without .json; got {name!r}"
+        )
     path = (folder or RESULTS) / f"{name}.json"
     if not path.is_file():
         return None
@@ -46,13 +50,17 @@ def save(record: dict, path: Path | str) -> Path:
         raise TypeError(f"record must be a dict; got {type(record).__name__}")
     missing = missing_fields(record)
     if missing:
-        raise ValueError(f"a benchmark record must say {', '.join(missing)} (what was measured, "
-                         f"the command that made it, and records.machine()); got keys "
-                         f"{sorted(record)}")
+        raise ValueError(
+            f"a benchmark record must say {', '.join(missing)} (what was measured, "
+            f"the command that made it, and records.machine()); got keys "
+            f"{sorted(record)}"
+        )
     path = Path(path)
     if path.suffix != ".json":
         raise ValueError(f"path must end in .json; got {path}")
-    text = json.dumps(record, indent=1) + "\n"  # before touching the disk: fails on bad values
+    text = (
+        json.dumps(record, indent=1) + "\n"
+    )  # before touching the disk: fails on bad values
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
     try:
@@ -83,5 +91,7 @@ def machine(**versions: str) -> dict:
         "python": platform.python_version(),
         "torch": torch.__version__,
         **versions,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"
+        ),
     }

@@ -22,12 +22,15 @@ import json
 import os
 import platform
 import random
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from lecturelib.validate import check_callable, check_int
 
 PROFILES = ("smoke", "cpu", "gpu")
 PROFILE_ENV = "LECTURELIB_PROFILE"
@@ -60,8 +63,10 @@ def resolve_profile(profile: str = "auto") -> str:
     meaning ``gpu`` when CUDA is available and ``cpu`` otherwise."""
     requested = os.environ.get(PROFILE_ENV) or profile
     if not isinstance(requested, str):
-        raise TypeError(f"profile must be a str, one of {', '.join((*PROFILES, 'auto'))}; "
-                        f"got {type(requested).__name__}")
+        raise TypeError(
+            f"profile must be a str, one of {', '.join((*PROFILES, 'auto'))}; "
+            f"got {type(requested).__name__}"
+        )
     if requested not in (*PROFILES, "auto"):
         source = f"${PROFILE_ENV}" if os.environ.get(PROFILE_ENV) else "profile"
         raise ValueError(
@@ -75,13 +80,18 @@ def resolve_profile(profile: str = "auto") -> str:
 def pick_device(profile: str) -> torch.device:
     """CUDA, then Apple MPS, then CPU; ``smoke`` always runs on the CPU so tests are comparable."""
     if not isinstance(profile, str) or profile not in PROFILES:
-        raise ValueError(f"profile must be a resolved profile, one of {', '.join(PROFILES)} "
-                         f"(see resolve_profile); got {profile!r}")
+        raise ValueError(
+            f"profile must be a resolved profile, one of {', '.join(PROFILES)} "
+            f"(see resolve_profile); got {profile!r}"
+        )
     if profile == "smoke":
         return torch.device("cpu")
     if torch.cuda.is_available():
         return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+    if (
+        getattr(torch.backends, "mps", None) is not None
+        and torch.backends.mps.is_available()
+    ):
         return torch.device("mps")
     return torch.device("cpu")
 
@@ -91,8 +101,9 @@ def seed_everything(seed: int) -> None:
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TypeError(f"seed must be an int; got {seed!r} ({type(seed).__name__})")
     if not -(2**63) <= seed < 2**64:
-        raise ValueError(f"seed must be an int in -2**63..2**64-1 (what torch accepts); "
-                         f"got {seed}")
+        raise ValueError(
+            f"seed must be an int in -2**63..2**64-1 (what torch accepts); got {seed}"
+        )
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -102,7 +113,9 @@ def _check_sizes(sizes: dict[str, dict[str, Any]] | None) -> None:
     if sizes is None:
         return
     if not isinstance(sizes, dict):
-        raise TypeError(f"sizes must be a dict of profile -> dict; got {type(sizes).__name__}")
+        raise TypeError(
+            f"sizes must be a dict of profile -> dict; got {type(sizes).__name__}"
+        )
     missing = [p for p in PROFILES if p not in sizes]
     extra = [p for p in sizes if p not in PROFILES]
     if missing or extra:
@@ -111,12 +124,16 @@ def _check_sizes(sizes: dict[str, dict[str, Any]] | None) -> None:
         )
     for p in PROFILES:
         if not isinstance(sizes[p], dict):
-            raise TypeError(f"sizes[{p!r}] must be a dict of name -> size; got "
-                            f"{type(sizes[p]).__name__}")
+            raise TypeError(
+                f"sizes[{p!r}] must be a dict of name -> size; got "
+                f"{type(sizes[p]).__name__}"
+            )
         odd = [k for k in sizes[p] if not isinstance(k, str) or not k.isidentifier()]
         if odd:
-            raise ValueError(f"sizes[{p!r}] keys must be names such as 'n_steps' (read as "
-                             f"run.n_steps); got {odd[0]!r}")
+            raise ValueError(
+                f"sizes[{p!r}] keys must be names such as 'n_steps' (read as "
+                f"run.n_steps); got {odd[0]!r}"
+            )
     keys = {p: set(sizes[p]) for p in PROFILES}
     if len({frozenset(k) for k in keys.values()}) != 1:
         raise ValueError(f"every profile must set the same sizes; got {keys}")
@@ -145,7 +162,9 @@ def environment_line(run: Run) -> str:
     from lecturelib import __version__
 
     if not isinstance(run, Run):
-        raise TypeError(f"run must be the Run that setup() returns; got {type(run).__name__}")
+        raise TypeError(
+            f"run must be the Run that setup() returns; got {type(run).__name__}"
+        )
     device = str(run.device)
     if run.device.type == "cuda":
         device += f" ({torch.cuda.get_device_name(run.device)})"
@@ -174,20 +193,49 @@ def setup(
     include the chapter's sizes for the resolved profile.
     """
     _check_sizes(sizes)
-    if cpu_threads is not None and (isinstance(cpu_threads, bool)
-                                    or not isinstance(cpu_threads, int) or cpu_threads < 1):
-        raise ValueError(f"cpu_threads must be a positive int or None; got {cpu_threads!r}")
+    if cpu_threads is not None and (
+        isinstance(cpu_threads, bool)
+        or not isinstance(cpu_threads, int)
+        or cpu_threads < 1
+    ):
+        raise ValueError(
+            f"cpu_threads must be a positive int or None; got {cpu_threads!r}"
+        )
     if not isinstance(quiet, bool):
         raise TypeError(f"quiet must be a bool; got {quiet!r}")
     resolved = resolve_profile(profile)
     seed_everything(seed)
     cores = max(1, os.cpu_count() or 1)
     torch.set_num_threads(min(cores, cpu_threads or cores))
-    from lecturelib import plot  # plotting is set up here so every chapter looks the same
+    from lecturelib import (
+        plot,
+    )  # plotting is set up here so every chapter looks the same
 
     plot.use_book_style()
-    run = Run(resolved, pick_device(resolved), seed, dict(sizes[resolved]) if sizes else {})
+    run = Run(
+        resolved, pick_device(resolved), seed, dict(sizes[resolved]) if sizes else {}
+    )
     _report_to_build(run)
     if not quiet:
         print(environment_line(run))
     return run
+
+
+def seconds(fn, repeats: int = 3, warmup: int = 1) -> float:
+    """The fastest wall time of ``repeats`` calls of ``fn()``, after ``warmup`` untimed calls
+    (the first call pays for allocations and lazy initialisation). On CUDA it synchronises
+    around each call, so the time is the GPU's and not the launch's."""
+    check_callable(fn, "fn")
+    check_int(repeats, "repeats", 1)
+    check_int(warmup, "warmup", 0)
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    for _ in range(warmup):
+        fn()
+    best = float("inf")
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return best

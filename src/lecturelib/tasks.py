@@ -31,8 +31,9 @@ KEY = 2  # passkey(): the content symbol that announces the key
 def _int(func: str, name: str, value, low: int) -> None:
     """``value`` must be an int (not a bool) >= ``low``: TypeError or ValueError otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{func}(): {name} must be an int; got {value!r} "
-                        f"({type(value).__name__})")
+        raise TypeError(
+            f"{func}(): {name} must be an int; got {value!r} ({type(value).__name__})"
+        )
     if value < low:
         raise ValueError(f"{func}(): {name} must be an int >= {low}; got {value}")
 
@@ -42,8 +43,14 @@ def _generator(func: str, seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def _check(func: str, n: int, seq_len: int, vocab_size: int, min_symbols: int = 1,
-           length: str = "seq_len") -> None:
+def _check(
+    func: str,
+    n: int,
+    seq_len: int,
+    vocab_size: int,
+    min_symbols: int = 1,
+    length: str = "seq_len",
+) -> None:
     """Sizes of a token task: ``n`` sequences, ``seq_len`` (named ``length``) and a vocabulary
     with room for the special tokens and ``min_symbols`` content symbols."""
     _int(func, "n", n, 1)
@@ -55,12 +62,14 @@ def _symbols(n: int, t: int, vocab_size: int, g: torch.Generator) -> torch.Tenso
     return torch.randint(N_SPECIAL, vocab_size, (n, t), generator=g)
 
 
-def _answer_after_sep(seq: torch.Tensor, answer: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _answer_after_sep(
+    seq: torch.Tensor, answer: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``x = seq SEP PAD…``, ``y`` scores ``answer`` from the SEP position on."""
     n, k = answer.shape
     x = torch.cat([seq, torch.full((n, 1), SEP), torch.full((n, k - 1), PAD)], dim=1)
     y = torch.full_like(x, IGNORE)
-    y[:, seq.shape[1]:] = answer
+    y[:, seq.shape[1] :] = answer
     return x, y
 
 
@@ -98,8 +107,10 @@ def adding_problem(n: int, seq_len: int, seed: int = 0):
     _int("adding_problem", "n", n, 1)
     _int("adding_problem", "seq_len", seq_len, 1)
     if seq_len < 2:
-        raise ValueError(f"adding_problem(): seq_len must be at least 2 to hold two markers; "
-                         f"got {seq_len}")
+        raise ValueError(
+            f"adding_problem(): seq_len must be at least 2 to hold two markers; "
+            f"got {seq_len}"
+        )
     g = _generator("adding_problem", seed)
     values = torch.rand(n, seq_len, generator=g)
     half = seq_len // 2
@@ -119,11 +130,15 @@ def associative_recall(n: int, n_pairs: int, vocab_size: int = 20, seed: int = 0
     Keys are distinct within a sequence and drawn from the lower half of the symbols, values from
     the upper half. Shapes: x, y ``(n, 2·n_pairs + 2)``; only the last position is scored.
     """
-    _check("associative_recall", n, n_pairs, vocab_size, min_symbols=2, length="n_pairs")
+    _check(
+        "associative_recall", n, n_pairs, vocab_size, min_symbols=2, length="n_pairs"
+    )
     n_keys = (vocab_size - N_SPECIAL) // 2
     if n_pairs > n_keys:
-        raise ValueError(f"associative_recall(): n_pairs={n_pairs} distinct keys need "
-                         f"vocab_size >= {2 * n_pairs + N_SPECIAL}; got {vocab_size}")
+        raise ValueError(
+            f"associative_recall(): n_pairs={n_pairs} distinct keys need "
+            f"vocab_size >= {2 * n_pairs + N_SPECIAL}; got {vocab_size}"
+        )
     g = _generator("associative_recall", seed)
     keys = torch.rand(n, n_keys, generator=g).argsort(dim=1)[:, :n_pairs] + N_SPECIAL
     values = torch.randint(N_SPECIAL + n_keys, vocab_size, (n, n_pairs), generator=g)
@@ -136,18 +151,26 @@ def associative_recall(n: int, n_pairs: int, vocab_size: int = 20, seed: int = 0
     return x, y
 
 
-def selective_copying(n: int, seq_len: int, n_tokens: int = 4, vocab_size: int = 10,
-                      seed: int = 0):
+def selective_copying(
+    n: int, seq_len: int, n_tokens: int = 4, vocab_size: int = 10, seed: int = 0
+):
     """``n_tokens`` symbols scattered among ``PAD`` noise in ``seq_len`` steps; after ``SEP``
     reproduce the symbols in order (Gu & Dao, 2023). Shapes: ``(n, seq_len + n_tokens)``."""
     _check("selective_copying", n, seq_len, vocab_size)
     _int("selective_copying", "n_tokens", n_tokens, 1)
     if n_tokens > seq_len:
-        raise ValueError(f"selective_copying(): n_tokens must be in 1..seq_len={seq_len}; "
-                         f"got {n_tokens}")
+        raise ValueError(
+            f"selective_copying(): n_tokens must be in 1..seq_len={seq_len}; "
+            f"got {n_tokens}"
+        )
     g = _generator("selective_copying", seed)
     symbols = _symbols(n, n_tokens, vocab_size, g)
-    where = torch.rand(n, seq_len, generator=g).argsort(dim=1)[:, :n_tokens].sort(dim=1).values
+    where = (
+        torch.rand(n, seq_len, generator=g)
+        .argsort(dim=1)[:, :n_tokens]
+        .sort(dim=1)
+        .values
+    )
     seq = torch.full((n, seq_len), PAD)
     seq.scatter_(1, where, symbols)
     return _answer_after_sep(seq, symbols)
@@ -161,8 +184,10 @@ def induction_heads(n: int, seq_len: int, vocab_size: int = 16, seed: int = 0):
     """
     _check("induction_heads", n, seq_len, vocab_size, min_symbols=2)
     if seq_len < 4:
-        raise ValueError(f"induction_heads(): seq_len must be at least 4 (trigger, answer, "
-                         f"trigger and one more symbol); got {seq_len}")
+        raise ValueError(
+            f"induction_heads(): seq_len must be at least 4 (trigger, answer, "
+            f"trigger and one more symbol); got {seq_len}"
+        )
     g = _generator("induction_heads", seed)
     x = _symbols(n, seq_len, vocab_size, g)
     where = torch.randint(0, seq_len - 3, (n,), generator=g)
@@ -174,7 +199,9 @@ def induction_heads(n: int, seq_len: int, vocab_size: int = 16, seed: int = 0):
     return x, y
 
 
-def passkey(n: int, seq_len: int, key_len: int = 4, vocab_size: int = 12, seed: int = 0):
+def passkey(
+    n: int, seq_len: int, key_len: int = 4, vocab_size: int = 12, seed: int = 0
+):
     """A ``key_len``-symbol pass key hidden at a random place in random filler, right after
     the marker symbol :data:`KEY` (which appears nowhere else, as "the pass key is" does in the
     original); after ``SEP`` the model must repeat the key (Mohtashami & Jaggi, 2023). Filler
@@ -185,12 +212,14 @@ def passkey(n: int, seq_len: int, key_len: int = 4, vocab_size: int = 12, seed: 
     _check("passkey", n, seq_len, vocab_size, min_symbols=3)
     _int("passkey", "key_len", key_len, 1)
     if key_len + 1 >= seq_len:
-        raise ValueError(f"passkey(): key_len must be in 1..seq_len-2 = 1..{seq_len - 2} (the "
-                         f"marker and the key must fit in the haystack); got {key_len}")
+        raise ValueError(
+            f"passkey(): key_len must be in 1..seq_len-2 = 1..{seq_len - 2} (the "
+            f"marker and the key must fit in the haystack); got {key_len}"
+        )
     g = _generator("passkey", seed)
     filler = torch.randint(KEY + 1, vocab_size, (n, seq_len), generator=g)
     key = torch.randint(KEY + 1, vocab_size, (n, key_len), generator=g)
-    start = torch.randint(0, seq_len - key_len, (n,), generator=g)   # the marker's place
+    start = torch.randint(0, seq_len - key_len, (n,), generator=g)  # the marker's place
     rows = torch.arange(n)[:, None]
     filler[rows[:, 0], start] = KEY
     filler[rows, start[:, None] + 1 + torch.arange(key_len)] = key
@@ -198,8 +227,15 @@ def passkey(n: int, seq_len: int, key_len: int = 4, vocab_size: int = 12, seed: 
 
 
 _DATE_FORMATS = (
-    "{d} {Month} {Y}", "{Month} {d}, {Y}", "{dd}/{mm}/{Y}", "{d} {Mon} {Y}", "{Mon} {d} {Y}",
-    "{Y}.{mm}.{dd}", "{dd}-{Mon}-{yy}", "{Weekday}, {Month} {d}, {Y}", "{d}.{m}.{Y}",
+    "{d} {Month} {Y}",
+    "{Month} {d}, {Y}",
+    "{dd}/{mm}/{Y}",
+    "{d} {Mon} {Y}",
+    "{Mon} {d} {Y}",
+    "{Y}.{mm}.{dd}",
+    "{dd}-{Mon}-{yy}",
+    "{Weekday}, {Month} {d}, {Y}",
+    "{d}.{m}.{Y}",
     "{month} {d} {Y}",
 )
 
@@ -209,21 +245,38 @@ def date_normalisation(n: int, seed: int = 0, years: tuple[int, int] = (1950, 20
     in ten formats. Two-digit years are read as 1950–2049."""
     _int("date_normalisation", "n", n, 1)
     _int("date_normalisation", "seed", seed, -(2**63))
-    if (not isinstance(years, (tuple, list)) or len(years) != 2
-            or not all(isinstance(y, int) and not isinstance(y, bool) for y in years)):
-        raise TypeError(f"date_normalisation(): years must be a (first, last) pair of ints; "
-                        f"got {years!r}")
+    if (
+        not isinstance(years, (tuple, list))
+        or len(years) != 2
+        or not all(isinstance(y, int) and not isinstance(y, bool) for y in years)
+    ):
+        raise TypeError(
+            f"date_normalisation(): years must be a (first, last) pair of ints; "
+            f"got {years!r}"
+        )
     if years[0] < 1950 or years[1] > 2049 or years[0] > years[1]:
-        raise ValueError(f"date_normalisation(): years must lie within 1950..2049 (so two-digit "
-                         f"years are unambiguous), first <= last; got {tuple(years)}")
+        raise ValueError(
+            f"date_normalisation(): years must lie within 1950..2049 (so two-digit "
+            f"years are unambiguous), first <= last; got {tuple(years)}"
+        )
     rng = random.Random(seed)
     pairs = []
     for _ in range(n):
         y, m = rng.randint(*years), rng.randint(1, 12)
         d = rng.randint(1, calendar.monthrange(y, m)[1])
-        fields = dict(d=d, dd=f"{d:02d}", m=m, mm=f"{m:02d}", Y=y, yy=f"{y % 100:02d}",
-                      Month=calendar.month_name[m], month=calendar.month_name[m].lower(),
-                      Mon=calendar.month_abbr[m],
-                      Weekday=calendar.day_name[calendar.weekday(y, m, d)])
-        pairs.append((rng.choice(_DATE_FORMATS).format(**fields), f"{y:04d}-{m:02d}-{d:02d}"))
+        fields = dict(
+            d=d,
+            dd=f"{d:02d}",
+            m=m,
+            mm=f"{m:02d}",
+            Y=y,
+            yy=f"{y % 100:02d}",
+            Month=calendar.month_name[m],
+            month=calendar.month_name[m].lower(),
+            Mon=calendar.month_abbr[m],
+            Weekday=calendar.day_name[calendar.weekday(y, m, d)],
+        )
+        pairs.append(
+            (rng.choice(_DATE_FORMATS).format(**fields), f"{y:04d}-{m:02d}-{d:02d}")
+        )
     return pairs

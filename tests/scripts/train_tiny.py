@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lecturelib import distributed, train
+from lecturelib import train
+from lecturelib.train import distributed
 
 
 def batch(step: int):

@@ -15,8 +15,9 @@ from pybtex.style.labels import BaseLabelStyle
 
 
 def _last_name(person) -> str:
-    return Text.from_latex(" ".join(person.prelast_names + person.last_names)).render_as(
-        "text")
+    return Text.from_latex(
+        " ".join(person.prelast_names + person.last_names)
+    ).render_as("text")
 
 
 def author_year(entry) -> str:
@@ -25,7 +26,9 @@ def author_year(entry) -> str:
     persons = entry.persons.get("author") or entry.persons.get("editor") or []
     names = [_last_name(p) for p in persons]
     if not names:
-        who = Text.from_latex(entry.fields.get("organization", entry.key)).render_as("text")
+        who = Text.from_latex(entry.fields.get("organization", entry.key)).render_as(
+            "text"
+        )
     elif len(names) == 1:
         who = names[0]
     elif len(names) == 2:

@@ -31,7 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-WIDTHS = (1280, 400)  # a laptop and a phone; only equations are checked at the narrow one
+WIDTHS = (
+    1280,
+    400,
+)  # a laptop and a phone; only equations are checked at the narrow one
 
 # Runs in the page once MathJax has finished; returns what Python turns into problems.
 PAGE_SCRIPT = r"""
@@ -74,8 +77,10 @@ ready.then(() => {
 }).catch((err) => done({error: String(err)}));
 """
 
-RAW_MATH = re.compile(r"\$[^$\s][^$]*\$|\\(?:frac|begin\{|end\{|mathbf|mathrm|left[(\[|]|"
-                      r"sum_|qquad|operatorname)")
+RAW_MATH = re.compile(
+    r"\$[^$\s][^$]*\$|\\(?:frac|begin\{|end\{|mathbf|mathrm|left[(\[|]|"
+    r"sum_|qquad|operatorname)"
+)
 RAW_ROLE = re.compile(r"\{[a-z][a-z:-]*\}`[^`]*`")
 
 
@@ -104,31 +109,52 @@ def find_pages(site: Path) -> list[Path]:
     """Every HTML page of the site a reader can reach (not search or generated index pages)."""
     site = Path(site)
     if not (site / "index.html").is_file():
-        raise ValueError(f"site must be a built book's html folder holding index.html; got "
-                         f"{site}")
+        raise ValueError(
+            f"site must be a built book's html folder holding index.html; got {site}"
+        )
     skip = {"search.html", "genindex.html", "py-modindex.html"}
-    return sorted(p for p in site.rglob("*.html")
-                  if p.name not in skip and not any(part.startswith("_") for part in
-                                                     p.relative_to(site).parts[:-1]))
+    return sorted(
+        p
+        for p in site.rglob("*.html")
+        if p.name not in skip
+        and not any(part.startswith("_") for part in p.relative_to(site).parts[:-1])
+    )
 
 
 def page_problems(page: str, seen: dict, site: Path, ids_of) -> list[Problem]:
     """Problems found in what ``PAGE_SCRIPT`` returned for ``page`` (relative path)."""
     if "error" in seen:
         return [Problem(page, "mathjax", f"the page's script failed: {seen['error']}")]
-    found = [Problem(page, "math", f"untypeset TeX: {m.group(0)[:60]!r}")
-             for m in RAW_MATH.finditer(seen["text"])]
+    found = [
+        Problem(page, "math", f"untypeset TeX: {m.group(0)[:60]!r}")
+        for m in RAW_MATH.finditer(seen["text"])
+    ]
     if seen["merror"]:
         found.append(Problem(page, "math", f"{seen['merror']} MathJax error box(es)"))
-    found += [Problem(page, "role", f"raw role: {m.group(0)[:60]!r}")
-              for m in RAW_ROLE.finditer(seen["text"])]
-    found += [Problem(page, "clipped", f"display equation cut off: {t!r}")
-              for t in seen["clipped"]]
-    found += [Problem(page, "code", f"code line wider than the column ({len(line)} chars): "
-                      f"{line.strip()[:60]!r}") for line in seen["code"]]
-    found += [Problem(page, "image", f"image did not load: {src}") for src in seen["images"]]
+    found += [
+        Problem(page, "role", f"raw role: {m.group(0)[:60]!r}")
+        for m in RAW_ROLE.finditer(seen["text"])
+    ]
+    found += [
+        Problem(page, "clipped", f"display equation cut off: {t!r}")
+        for t in seen["clipped"]
+    ]
+    found += [
+        Problem(
+            page,
+            "code",
+            f"code line wider than the column ({len(line)} chars): "
+            f"{line.strip()[:60]!r}",
+        )
+        for line in seen["code"]
+    ]
+    found += [
+        Problem(page, "image", f"image did not load: {src}") for src in seen["images"]
+    ]
     if seen["mathjax"] > 1:  # pages without math load none
-        found.append(Problem(page, "mathjax", f"{seen['mathjax']} MathJax scripts, not one"))
+        found.append(
+            Problem(page, "mathjax", f"{seen['mathjax']} MathJax scripts, not one")
+        )
     for href in seen["links"]:
         url = urlparse(href)
         if url.scheme != "file":
@@ -136,9 +162,16 @@ def page_problems(page: str, seen: dict, site: Path, ids_of) -> list[Problem]:
         target = Path(unquote(url.path))
         if not target.exists():
             found.append(Problem(page, "link", f"no such page: {_rel(target, site)}"))
-        elif url.fragment and target.suffix == ".html" and url.fragment not in ids_of(target):
-            found.append(Problem(page, "link", f"no anchor #{url.fragment} on "
-                                               f"{_rel(target, site)}"))
+        elif (
+            url.fragment
+            and target.suffix == ".html"
+            and url.fragment not in ids_of(target)
+        ):
+            found.append(
+                Problem(
+                    page, "link", f"no anchor #{url.fragment} on {_rel(target, site)}"
+                )
+            )
     return found
 
 
@@ -154,18 +187,33 @@ def _driver(width: int):
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
     except ImportError:
-        raise BrowserMissing("selenium is not installed (pip install selenium)") from None
-    browser = shutil.which("chromium") or shutil.which("chromium-browser") \
+        raise BrowserMissing(
+            "selenium is not installed (pip install selenium)"
+        ) from None
+    browser = (
+        shutil.which("chromium")
+        or shutil.which("chromium-browser")
         or shutil.which("google-chrome")
+    )
     driver = shutil.which("chromedriver")
     if not browser or not driver:
-        raise BrowserMissing("Chromium and its driver are not installed (Debian: apt-get "
-                             "install chromium chromium-driver)")
+        raise BrowserMissing(
+            "Chromium and its driver are not installed (Debian: apt-get "
+            "install chromium chromium-driver)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = browser
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", f"--window-size={width},900"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--window-size={width},900",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service(driver), options=options)
@@ -175,8 +223,9 @@ def _wait_for_the_page(driver, timeout: float = 20) -> None:
     """Until the page is parsed and has its body (a page's scripts may still be starting)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if driver.execute_script("return document.readyState === 'complete' && "
-                                 "document.body !== null"):
+        if driver.execute_script(
+            "return document.readyState === 'complete' && document.body !== null"
+        ):
             return
         time.sleep(0.1)
 
@@ -190,8 +239,11 @@ def check_site(site: Path, widths: tuple[int, ...] = WIDTHS) -> Report:
 
     def ids_of(path: Path) -> set[str]:
         if path not in ids_cache:
-            ids_cache[path] = set(re.findall(r"""\bid=["']([^"']+)["']""",
-                                                path.read_text(errors="replace")))
+            ids_cache[path] = set(
+                re.findall(
+                    r"""\bid=["']([^"']+)["']""", path.read_text(errors="replace")
+                )
+            )
         return ids_cache[path]
 
     for width in widths:
@@ -204,13 +256,18 @@ def check_site(site: Path, widths: tuple[int, ...] = WIDTHS) -> Report:
                 _wait_for_the_page(driver)
                 seen = driver.execute_async_script(PAGE_SCRIPT)
                 found = page_problems(page, seen, Path(site), ids_of)
-                if width != widths[0]:  # the narrow view: only what breaks with the width
+                if (
+                    width != widths[0]
+                ):  # the narrow view: only what breaks with the width
                     found = [p for p in found if p.kind == "clipped"]
                     for p in found:
                         p.detail += f" at {width} px"
                 else:
-                    found += [Problem(page, "mathjax", f"console: {e['message'][:120]}")
-                              for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+                    found += [
+                        Problem(page, "mathjax", f"console: {e['message'][:120]}")
+                        for e in driver.get_log("browser")
+                        if e["level"] == "SEVERE"
+                    ]
                 problems += found
         finally:
             driver.quit()
@@ -218,12 +275,17 @@ def check_site(site: Path, widths: tuple[int, ...] = WIDTHS) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lecturelib.book.browsercheck",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m lecturelib.book.browsercheck",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("site", type=Path, help="the built html folder")
-    parser.add_argument("--require", action="store_true",
-                        help="fail (exit 2) when no browser is available")
+    parser.add_argument(
+        "--require",
+        action="store_true",
+        help="fail (exit 2) when no browser is available",
+    )
     args = parser.parse_args(argv)
     try:
         report = check_site(args.site)
@@ -232,8 +294,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if args.require else 0
     for p in report.problems:
         print(p)
-    print(f"browser check: {report.pages} pages at {' and '.join(map(str, WIDTHS))} px in "
-          f"{report.seconds:.0f} s: {len(report.problems)} problem(s)")
+    print(
+        f"browser check: {report.pages} pages at {' and '.join(map(str, WIDTHS))} px in "
+        f"{report.seconds:.0f} s: {len(report.problems)} problem(s)"
+    )
     return 1 if report.problems else 0
 
 

@@ -38,16 +38,20 @@ from pathlib import Path
 
 from lecturelib.book import gluecheck, sync
 from lecturelib.book.execute import machine
-from lecturelib.book.site import (SiteError, bundle_mathjax, drop_repeated_scripts,
-                                  generated_pages)
+from lecturelib.book.website import (
+    SiteError,
+    bundle_mathjax,
+    drop_repeated_scripts,
+    generated_pages,
+)
 from lecturelib.book.toc import toc_notebooks, toc_parts
 
 # Re-exported: the build's pieces are reached through this module too.
-from lecturelib.book.site import times_table  # noqa: F401,E402
+from lecturelib.book.website import times_table  # noqa: F401,E402
 from lecturelib.book.toc import toc_files  # noqa: F401,E402
 
 SOURCES = ("_config.yml", "_toc.yml", "_static", "book", "notebooks")
-EXECUTED = Path("_build/executed")    # executed copies and one record per part
+EXECUTED = Path("_build/executed")  # executed copies and one record per part
 
 
 class BuildError(RuntimeError):
@@ -61,17 +65,24 @@ def source_version(root: Path) -> dict:
 
     def git(*args: str) -> subprocess.CompletedProcess | None:
         try:
-            return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                                  text=True, timeout=60)
+            return subprocess.run(
+                ["git", "-C", str(root), *args],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
 
     head = git("rev-parse", "HEAD")
     commit = head.stdout.strip() if head is not None and head.returncode == 0 else None
     status = git("status", "--porcelain", "--untracked-files=no") if commit else None
-    return {"version": version, "commit": commit,
-            "modified": bool(status and status.stdout.strip()),
-            "pin": commit or f"v{version}"}
+    return {
+        "version": version,
+        "commit": commit,
+        "modified": bool(status and status.stdout.strip()),
+        "pin": commit or f"v{version}",
+    }
 
 
 def pin_colab_cells(root: Path, stage: Path, notebooks: list[Path], ref: str) -> None:
@@ -81,7 +92,9 @@ def pin_colab_cells(root: Path, stage: Path, notebooks: list[Path], ref: str) ->
         path = stage / nb
         try:
             sync.colab_install(path)
-        except ValueError:  # no Colab cell (tests/test_notebooks.py requires it of chapters)
+        except (
+            ValueError
+        ):  # no Colab cell (tests/test_notebooks.py requires it of chapters)
             continue
         sync.pin(path, url, ref)
 
@@ -95,14 +108,26 @@ def check_glue(stage: Path, nb: Path, profile: str | None) -> None:
         return
     found = "\n".join(f"  {t.describe()}" for t in typed)
     if profile == "smoke":
-        print(f"  note: with the smoke profile's numbers, {nb} types these glued values "
-              f"(coincidences are likely; cpu and gpu builds fail on them):\n{found}", flush=True)
+        print(
+            f"  note: with the smoke profile's numbers, {nb} types these glued values "
+            f"(coincidences are likely; cpu and gpu builds fail on them):\n{found}",
+            flush=True,
+        )
         return
-    raise BuildError(f"{nb} types numbers in its prose that come from the execution:\n{found}")
+    raise BuildError(
+        f"{nb} types numbers in its prose that come from the execution:\n{found}"
+    )
 
 
-def execute_notebooks(root: Path, out: Path, notebooks: list[Path], profile: str,
-                      source: dict, record_path: Path, **extra) -> dict:
+def execute_notebooks(
+    root: Path,
+    out: Path,
+    notebooks: list[Path],
+    profile: str,
+    source: dict,
+    record_path: Path,
+    **extra,
+) -> dict:
     """Execute ``notebooks`` in order, each in its own process, into ``out``; check their glue,
     pin their Colab cells, and write the record to ``record_path`` (also when one fails, which
     stops the run with a :class:`BuildError` naming the notebook, the cell and the error)."""
@@ -126,17 +151,32 @@ def execute_notebooks(root: Path, out: Path, notebooks: list[Path], profile: str
         (out / nb).unlink(missing_ok=True)  # never leave an older run's copy behind
         (out / nb).parent.mkdir(parents=True, exist_ok=True)  # papermill does not
         child = subprocess.run(
-            [sys.executable, "-m", "lecturelib.book.execute", str(root / nb), str(out / nb),
-             profile], capture_output=True, text=True)
+            [
+                sys.executable,
+                "-m",
+                "lecturelib.book.execute",
+                str(root / nb),
+                str(out / nb),
+                profile,
+            ],
+            capture_output=True,
+            text=True,
+        )
         try:
             result = json.loads(child.stdout.strip().splitlines()[-1])
         except (IndexError, json.JSONDecodeError):
-            raise BuildError(f"executing {nb} crashed:\n{child.stderr[-3000:]}") from None
+            raise BuildError(
+                f"executing {nb} crashed:\n{child.stderr[-3000:]}"
+            ) from None
         record["notebooks"].append({"path": str(nb), **result})
         if result["status"] != "ok":
             save()
-            where = f"cell {result['cell']}" if "cell" in result else "before any cell ran"
-            code = "\n".join("    " + s for s in result.get("source", "").splitlines()[:15])
+            where = (
+                f"cell {result['cell']}" if "cell" in result else "before any cell ran"
+            )
+            code = "\n".join(
+                "    " + s for s in result.get("source", "").splitlines()[:15]
+            )
             raise BuildError(f"{nb} failed in {where}:\n{code}\n{result['error']}")
         try:
             check_glue(out, nb, result.get("profile"))
@@ -145,26 +185,40 @@ def execute_notebooks(root: Path, out: Path, notebooks: list[Path], profile: str
             save()
             raise
         pin_colab_cells(root, out, [nb], source["pin"])
-        print(f"  {result['wall_s']:.1f} s, profile {result.get('profile')}, "
-              f"device {result.get('device')}, peak {result['peak_rss_mb']:.0f} MB", flush=True)
+        print(
+            f"  {result['wall_s']:.1f} s, profile {result.get('profile')}, "
+            f"device {result.get('device')}, peak {result['peak_rss_mb']:.0f} MB",
+            flush=True,
+        )
     save()
     return record
 
 
-def execute_all(root: Path, stage: Path, profile: str, only: str | None,
-                source: dict | None = None) -> dict:
+def execute_all(
+    root: Path, stage: Path, profile: str, only: str | None, source: dict | None = None
+) -> dict:
     """Execute the toc's notebooks (those whose name contains ``only``, or all) into the staged
     sources ``stage``; the record goes to ``_build/record.json``."""
     notebooks = [nb for nb in toc_notebooks(root) if not only or only in nb.name]
     if not notebooks:
-        raise BuildError(f"no notebook in _toc.yml matches {only!r}" if only
-                         else "no notebook is listed in _toc.yml")
-    return execute_notebooks(root, stage, notebooks, profile, source or source_version(root),
-                             root / "_build" / "record.json")
+        raise BuildError(
+            f"no notebook in _toc.yml matches {only!r}"
+            if only
+            else "no notebook is listed in _toc.yml"
+        )
+    return execute_notebooks(
+        root,
+        stage,
+        notebooks,
+        profile,
+        source or source_version(root),
+        root / "_build" / "record.json",
+    )
 
 
 # The fan-out build: `make book PART=k` executes part k's chapters into EXECUTED, with a record of
 # its own; `make book` executes the parts that are not staged (or are stale) and assembles.
+
 
 def part_record_path(root: Path, k: int) -> Path:
     return root / EXECUTED / f"part-{k}.json"
@@ -174,17 +228,25 @@ def _check_part(root: Path, k: object) -> tuple[str, list[Path]]:
     parts = toc_parts(root)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= len(parts):
         names = "; ".join(f"{i}: {c}" for i, (c, _) in enumerate(parts, 1))
-        raise BuildError(f"part must be a number from 1 to {len(parts)} (the parts of _toc.yml "
-                         f"that hold chapters: {names}); got {k!r}")
+        raise BuildError(
+            f"part must be a number from 1 to {len(parts)} (the parts of _toc.yml "
+            f"that hold chapters: {names}); got {k!r}"
+        )
     return parts[k - 1]
 
 
 def execute_part(root: Path, k: int, profile: str, source: dict | None = None) -> dict:
     """Execute part ``k``'s notebooks into ``_build/executed``; its record goes beside them."""
     caption, notebooks = _check_part(root, k)
-    return execute_notebooks(root, root / EXECUTED, notebooks, profile,
-                             source or source_version(root), part_record_path(root, k),
-                             part={"number": k, "caption": caption})
+    return execute_notebooks(
+        root,
+        root / EXECUTED,
+        notebooks,
+        profile,
+        source or source_version(root),
+        part_record_path(root, k),
+        part={"number": k, "caption": caption},
+    )
 
 
 def staged_part(root: Path, k: int, profile: str, source: dict) -> dict | None:
@@ -199,13 +261,22 @@ def staged_part(root: Path, k: int, profile: str, source: dict) -> dict | None:
     except json.JSONDecodeError:
         return None
     _, notebooks = _check_part(root, k)
-    same_source = (source["commit"] is not None and not source["modified"]
-                   and record.get("source") == source)
-    ok = all(n.get("status") == "ok" and (root / EXECUTED / n["path"]).is_file()
-             for n in record.get("notebooks", []))
+    same_source = (
+        source["commit"] is not None
+        and not source["modified"]
+        and record.get("source") == source
+    )
+    ok = all(
+        n.get("status") == "ok" and (root / EXECUTED / n["path"]).is_file()
+        for n in record.get("notebooks", [])
+    )
     paths = [n.get("path") for n in record.get("notebooks", [])]
-    if (same_source and ok and record.get("profile_requested") == profile
-            and paths == [str(nb) for nb in notebooks]):
+    if (
+        same_source
+        and ok
+        and record.get("profile_requested") == profile
+        and paths == [str(nb) for nb in notebooks]
+    ):
         return record
     return None
 
@@ -214,17 +285,27 @@ def merge_records(records: list[dict]) -> dict:
     """One book record from the parts' records (in part order)."""
     sources = {json.dumps(r["source"], sort_keys=True) for r in records}
     if len(sources) != 1:
-        raise BuildError("the staged parts were executed from different sources ("
-                         + "; ".join(f"part {r['part']['number']}: {r['source']['pin']}"
-                                     for r in records)
-                         + "); run make book PART=k again for the parts that differ")
+        raise BuildError(
+            "the staged parts were executed from different sources ("
+            + "; ".join(
+                f"part {r['part']['number']}: {r['source']['pin']}" for r in records
+            )
+            + "); run make book PART=k again for the parts that differ"
+        )
     return {
         "created": max(r["created"] for r in records),
         "profile_requested": records[0]["profile_requested"],
         "source": records[0]["source"],
         "machine": records[0]["machine"],
-        "parts": [{**r["part"], "created": r["created"], "machine": r["machine"],
-                   "total_s": r["total_s"]} for r in records],
+        "parts": [
+            {
+                **r["part"],
+                "created": r["created"],
+                "machine": r["machine"],
+                "total_s": r["total_s"],
+            }
+            for r in records
+        ],
         "notebooks": [n for r in records for n in r["notebooks"]],
         "total_s": round(sum(r["total_s"] for r in records), 1),
     }
@@ -253,25 +334,49 @@ def stage_sources(root: Path, stage: Path) -> None:
     for name in SOURCES:
         src = root / name
         if src.is_dir():
-            shutil.copytree(src, stage / name, ignore=shutil.ignore_patterns(
-                ".ipynb_checkpoints", "__pycache__", "_generated"))
+            shutil.copytree(
+                src,
+                stage / name,
+                ignore=shutil.ignore_patterns(
+                    ".ipynb_checkpoints", "__pycache__", "_generated"
+                ),
+            )
         elif src.is_file():
             shutil.copy2(src, stage / name)
 
 
 def render(stage: Path, site: Path) -> Path:
-    cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build",
-           str(stage), "--path-output", str(site), "--builder", "html", "-W", "-n", "--keep-going"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from jupyter_book.cli.main import main; main()",
+        "build",
+        str(stage),
+        "--path-output",
+        str(site),
+        "--builder",
+        "html",
+        "-W",
+        "-n",
+        "--keep-going",
+    ]
     index = site / "_build" / "html" / "index.html"
     index.unlink(missing_ok=True)
     if subprocess.run(cmd).returncode != 0 or not index.is_file():
-        raise BuildError("jupyter-book reported warnings or errors (see above); the book is "
-                         "built with -W, so every warning must be fixed")
+        raise BuildError(
+            "jupyter-book reported warnings or errors (see above); the book is "
+            "built with -W, so every warning must be fixed"
+        )
     return index
 
 
-def build(root: Path, profile: str, only: str | None = None, render_site: bool = True,
-          part: int | None = None) -> Path:
+def build(
+    root: Path,
+    profile: str,
+    only: str | None = None,
+    render_site: bool = True,
+    part: int | None = None,
+) -> Path:
     """``part``: execute that part only (no render). ``only``: execute the matching notebooks
     and render them with the others unexecuted (for writing a chapter). Otherwise execute
     every part that is not staged for this commit and profile, assemble, render."""
@@ -280,12 +385,18 @@ def build(root: Path, profile: str, only: str | None = None, render_site: bool =
     source = source_version(root)
     if part is not None:
         record = execute_part(root, part, profile, source)
-        print(f"executed part {part} ({record['part']['caption']}) in {record['total_s']:.0f} s;"
-              f" make book assembles the book from the staged parts")
+        print(
+            f"executed part {part} ({record['part']['caption']}) in {record['total_s']:.0f} s;"
+            f" make book assembles the book from the staged parts"
+        )
         return part_record_path(root, part)
     stage_sources(root, stage)
-    pin_colab_cells(root, stage, sorted(p.relative_to(stage) for p in
-                                        (stage / "notebooks").glob("*.ipynb")), source["pin"])
+    pin_colab_cells(
+        root,
+        stage,
+        sorted(p.relative_to(stage) for p in (stage / "notebooks").glob("*.ipynb")),
+        source["pin"],
+    )
     if only:
         record = execute_all(root, stage, profile, only, source)
     else:
@@ -293,14 +404,19 @@ def build(root: Path, profile: str, only: str | None = None, render_site: bool =
         for k, (caption, _) in enumerate(toc_parts(root), 1):
             staged = staged_part(root, k, profile, source)
             if staged is not None:
-                print(f"part {k} ({caption}): using the copies executed "
-                      f"{staged['created']}", flush=True)
+                print(
+                    f"part {k} ({caption}): using the copies executed "
+                    f"{staged['created']}",
+                    flush=True,
+                )
             records.append(staged or execute_part(root, k, profile, source))
         if not records:
             raise BuildError("no notebook is listed in _toc.yml")
         record = assemble(root, stage, records)
-    print(f"executed {len(record['notebooks'])} notebook(s) in {record['total_s']:.0f} s "
-          f"from commit {source['commit'] or '(none)'}; record: {build_dir / 'record.json'}")
+    print(
+        f"executed {len(record['notebooks'])} notebook(s) in {record['total_s']:.0f} s "
+        f"from commit {source['commit'] or '(none)'}; record: {build_dir / 'record.json'}"
+    )
     if not render_site:
         return build_dir / "record.json"
     generated_pages(root, stage, record)
@@ -311,13 +427,26 @@ def build(root: Path, profile: str, only: str | None = None, render_site: bool =
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lecturelib.book.build", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", default="auto", choices=["auto", "smoke", "cpu", "gpu"])
-    parser.add_argument("--part", type=int, help="execute only this part's chapters (1 = the "
-                        "first part of _toc.yml that holds chapters); make book assembles")
-    parser.add_argument("--only", help="execute only notebooks whose file name contains this")
-    parser.add_argument("--no-render", action="store_true", help="execute and record only")
+    parser = argparse.ArgumentParser(
+        prog="python -m lecturelib.book.build",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--profile", default="auto", choices=["auto", "smoke", "cpu", "gpu"]
+    )
+    parser.add_argument(
+        "--part",
+        type=int,
+        help="execute only this part's chapters (1 = the "
+        "first part of _toc.yml that holds chapters); make book assembles",
+    )
+    parser.add_argument(
+        "--only", help="execute only notebooks whose file name contains this"
+    )
+    parser.add_argument(
+        "--no-render", action="store_true", help="execute and record only"
+    )
     args = parser.parse_args(argv)
     root = Path.cwd()
     if args.part is not None and args.only:

@@ -54,64 +54,87 @@ def load_topics(root: Path) -> list[dict]:
 
     path = Path(root) / TOPICS
     if not path.is_file():
-        raise CoverageError(f"{path} not found: root must be the book's root folder, "
-                            f"which holds the curriculum data {TOPICS}; got {root}")
+        raise CoverageError(
+            f"{path} not found: root must be the book's root folder, "
+            f"which holds the curriculum data {TOPICS}; got {root}"
+        )
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise CoverageError(f"{path} is not valid YAML: {err}") from None
     if not isinstance(data, dict) or not isinstance(data.get("chapters"), list):
-        raise CoverageError(f"{path} must be a mapping with a list 'chapters'; got "
-                            f"{type(data).__name__}")
+        raise CoverageError(
+            f"{path} must be a mapping with a list 'chapters'; got "
+            f"{type(data).__name__}"
+        )
     chapters, seen, last = [], set(), 0
     for i, entry in enumerate(data["chapters"]):
         where = f"{path}, chapters[{i}]"
         if not isinstance(entry, dict):
-            raise CoverageError(f"{where}: a chapter must be a mapping with keys "
-                                f"{', '.join(CHAPTER_KEYS)}; got {entry!r}")
+            raise CoverageError(
+                f"{where}: a chapter must be a mapping with keys "
+                f"{', '.join(CHAPTER_KEYS)}; got {entry!r}"
+            )
         _known_keys(entry, CHAPTER_KEYS, where)
         n = entry.get("n")
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= N_CHAPTERS:
-            raise CoverageError(f"{where}: n must be a chapter number from 1 to "
-                                f"{N_CHAPTERS}; got {n!r}")
+            raise CoverageError(
+                f"{where}: n must be a chapter number from 1 to {N_CHAPTERS}; got {n!r}"
+            )
         if n <= last:
-            raise CoverageError(f"{where}: chapter numbers must increase, each once; "
-                                f"chapter {n} comes after chapter {last}")
+            raise CoverageError(
+                f"{where}: chapter numbers must increase, each once; "
+                f"chapter {n} comes after chapter {last}"
+            )
         last, where = n, f"{path}, chapter {n}"
         figures = entry.get("figures", [])
         if not isinstance(figures, list) or not all(
-                isinstance(f, str) and f.strip() for f in figures):
-            raise CoverageError(f"{where}: figures must be a list of texts; "
-                                f"got {figures!r}")
+            isinstance(f, str) and f.strip() for f in figures
+        ):
+            raise CoverageError(
+                f"{where}: figures must be a list of texts; got {figures!r}"
+            )
         topics = entry.get("topics")
         if not isinstance(topics, list) or not topics:
-            raise CoverageError(f"{where}: topics must be a non-empty list; "
-                                f"got {topics!r}")
-        chapters.append({"n": n, "figures": list(figures),
-                         "topics": [_topic(t, n, where, seen) for t in topics]})
+            raise CoverageError(
+                f"{where}: topics must be a non-empty list; got {topics!r}"
+            )
+        chapters.append(
+            {
+                "n": n,
+                "figures": list(figures),
+                "topics": [_topic(t, n, where, seen) for t in topics],
+            }
+        )
     return chapters
 
 
 def _known_keys(entry: dict, keys: tuple[str, ...], where: str) -> None:
     unknown = [k for k in entry if k not in keys]
     if unknown:
-        raise CoverageError(f"{where}: unknown key {unknown[0]!r}; the keys are "
-                            f"{', '.join(keys)}")
+        raise CoverageError(
+            f"{where}: unknown key {unknown[0]!r}; the keys are {', '.join(keys)}"
+        )
 
 
 def _topic(entry: object, n: int, where: str, seen: set[str]) -> dict:
     """One topic entry of chapter ``n``, checked; ``seen`` collects the ids so far."""
     if not isinstance(entry, dict):
-        raise CoverageError(f"{where}: a topic must be a mapping with keys "
-                            f"{', '.join(TOPIC_KEYS)}; got {entry!r}")
+        raise CoverageError(
+            f"{where}: a topic must be a mapping with keys "
+            f"{', '.join(TOPIC_KEYS)}; got {entry!r}"
+        )
     tid = entry.get("id")
     match = TOPIC_ID.fullmatch(tid) if isinstance(tid, str) else None
     if match is None:
-        raise CoverageError(f"{where}: topic id {tid!r} is not of the form "
-                            f"T-{n:02d}.k (k = 1, 2, ...)")
+        raise CoverageError(
+            f"{where}: topic id {tid!r} is not of the form T-{n:02d}.k (k = 1, 2, ...)"
+        )
     if int(match.group(1)) != n:
-        raise CoverageError(f"{where}: topic id {tid} belongs to chapter "
-                            f"{int(match.group(1))}, not to chapter {n}")
+        raise CoverageError(
+            f"{where}: topic id {tid} belongs to chapter "
+            f"{int(match.group(1))}, not to chapter {n}"
+        )
     if tid in seen:
         raise CoverageError(f"{where}: topic id {tid} appears twice")
     seen.add(tid)
@@ -119,21 +142,29 @@ def _topic(entry: object, n: int, where: str, seen: set[str]) -> dict:
     _known_keys(entry, TOPIC_KEYS, where)
     text = entry.get("text")
     if not isinstance(text, str) or not text.strip():
-        raise CoverageError(f"{where}: every topic needs a text (a one-line summary); "
-                            f"got {text!r}")
+        raise CoverageError(
+            f"{where}: every topic needs a text (a one-line summary); got {text!r}"
+        )
     text = text.strip()
     if "\n" in text or "|" in text or len(text) > MAX_TEXT:
-        raise CoverageError(f"{where}: the text must be one line of at most {MAX_TEXT} "
-                            f"characters without '|' (it goes into a table); "
-                            f"got {text!r}")
+        raise CoverageError(
+            f"{where}: the text must be one line of at most {MAX_TEXT} "
+            f"characters without '|' (it goes into a table); "
+            f"got {text!r}"
+        )
     topic = {"id": tid, "text": text}
     if "section" in entry:
         section = entry["section"]
         if section is not None and (
-                not isinstance(section, str) or not section.strip() or "\n" in section
-                or section.lstrip().startswith("#")):
-            raise CoverageError(f"{where}: section must be the text of a heading "
-                                f"(without its '#'s) or null; got {section!r}")
+            not isinstance(section, str)
+            or not section.strip()
+            or "\n" in section
+            or section.lstrip().startswith("#")
+        ):
+            raise CoverageError(
+                f"{where}: section must be the text of a heading "
+                f"(without its '#'s) or null; got {section!r}"
+            )
         topic["section"] = section.strip() if section is not None else None
     return topic
 
@@ -144,9 +175,11 @@ def _topic(entry: object, n: int, where: str, seen: set[str]) -> dict:
 
 def _check_toc_files(toc_files: object) -> None:
     if isinstance(toc_files, (str, Path)):
-        raise TypeError(f"toc_files must be a list of toc entries such as "
-                        f"'notebooks/01_language_models'; got the single "
-                        f"{type(toc_files).__name__} {str(toc_files)!r}")
+        raise TypeError(
+            f"toc_files must be a list of toc entries such as "
+            f"'notebooks/01_language_models'; got the single "
+            f"{type(toc_files).__name__} {str(toc_files)!r}"
+        )
 
 
 def chapter_notebook(n: int, toc_files: Iterable[str]) -> str | None:
@@ -159,8 +192,9 @@ def chapter_notebook(n: int, toc_files: Iterable[str]) -> str | None:
         if path.parent == Path("notebooks") and path.name.startswith(f"{n:02d}_"):
             found.append(str(path.with_suffix(".ipynb")))
     if len(found) > 1:
-        raise CoverageError(f"_toc.yml lists {len(found)} notebooks for chapter {n}: "
-                            f"{', '.join(found)}")
+        raise CoverageError(
+            f"_toc.yml lists {len(found)} notebooks for chapter {n}: {', '.join(found)}"
+        )
     return found[0] if found else None
 
 
@@ -175,9 +209,12 @@ def _heading_lines(lines: list[str]) -> list[tuple[int, str]]:
     for i, line in enumerate(lines):
         opening = FENCE.match(line)
         if fence is not None:
-            closes = (opening and opening.group(1)[0] == fence[0]
-                      and len(opening.group(1)) >= len(fence)
-                      and not line.strip(" `~:\n"))
+            closes = (
+                opening
+                and opening.group(1)[0] == fence[0]
+                and len(opening.group(1)) >= len(fence)
+                and not line.strip(" `~:\n")
+            )
             if closes:
                 fence = None
             continue
@@ -192,9 +229,12 @@ def _heading_lines(lines: list[str]) -> list[tuple[int, str]]:
 
 def headings(notebook: dict) -> list[str]:
     """The ``##`` and ``###`` headings of a notebook's markdown cells, in order."""
-    return [text for cell in notebook.get("cells", [])
-            if cell.get("cell_type") == "markdown"
-            for _, text in _heading_lines(_lines(cell))]
+    return [
+        text
+        for cell in notebook.get("cells", [])
+        if cell.get("cell_type") == "markdown"
+        for _, text in _heading_lines(_lines(cell))
+    ]
 
 
 def slug(n: int, heading: str) -> str:
@@ -206,8 +246,9 @@ def slug(n: int, heading: str) -> str:
     return f"topic-{n:02d}-{words or 'section'}"
 
 
-def section_labels(root: Path, topics: list[dict], toc_files: Iterable[str]
-                   ) -> dict[tuple[str, str], str]:
+def section_labels(
+    root: Path, topics: list[dict], toc_files: Iterable[str]
+) -> dict[tuple[str, str], str]:
     """``{(notebook, heading): label}`` for the sections that the topics of the chapters
     in ``toc_files`` (the ``file`` entries of ``_toc.yml``) name: one label per section,
     unique in the book, shared by the topics that name the same section. ``topics`` is
@@ -225,26 +266,33 @@ def section_labels(root: Path, topics: list[dict], toc_files: Iterable[str]
             continue
         path = Path(root) / nb
         if not path.is_file():
-            raise CoverageError(f"_toc.yml lists {nb} for chapter {chapter['n']}, but "
-                                f"{path} does not exist")
+            raise CoverageError(
+                f"_toc.yml lists {nb} for chapter {chapter['n']}, but "
+                f"{path} does not exist"
+            )
         heads = headings(json.loads(path.read_text(encoding="utf-8")))
         known = "; ".join(repr(h) for h in heads) or "none"
         for topic in chapter["topics"]:
             section = topic.get("section")
             if section is None:
-                why = ("is marked section: null (the chapter does not cover it yet)"
-                       if "section" in topic else "names no section")
+                why = (
+                    "is marked section: null (the chapter does not cover it yet)"
+                    if "section" in topic
+                    else "names no section"
+                )
                 raise CoverageError(
                     f"topic {topic['id']} of chapter {chapter['n']} {why} in {TOPICS}, "
                     f"but the chapter is in the book ({nb}); name the heading of the "
                     f"section that teaches it, or write that section. The notebook's "
-                    f"headings: {known}")
+                    f"headings: {known}"
+                )
             count = heads.count(section)
             if count != 1:
                 problem = "has no heading" if count == 0 else f"has {count} headings"
                 raise CoverageError(
                     f"topic {topic['id']}: {nb} {problem} {section!r} (a markdown line "
-                    f"'## {section}' or '### {section}'); its headings are: {known}")
+                    f"'## {section}' or '### {section}'); its headings are: {known}"
+                )
             if (nb, section) not in labels:
                 label, k = slug(chapter["n"], section), 2
                 while label in labels.values():
@@ -264,16 +312,19 @@ def label_sections(stage: Path, labels: dict[tuple[str, str], str]) -> None:
     for nb, wanted in by_notebook.items():
         path = Path(stage) / nb
         if not path.is_file():
-            raise CoverageError(f"the staged copy {path} does not exist; stage the "
-                                f"sources before labelling their sections")
+            raise CoverageError(
+                f"the staged copy {path} does not exist; stage the "
+                f"sources before labelling their sections"
+            )
         notebook = json.loads(path.read_text(encoding="utf-8"))
         placed = set()
         for cell in notebook.get("cells", []):
             if cell.get("cell_type") != "markdown":
                 continue
             lines = _lines(cell)
-            targets = [(i, wanted[text]) for i, text in _heading_lines(lines)
-                       if text in wanted]
+            targets = [
+                (i, wanted[text]) for i, text in _heading_lines(lines) if text in wanted
+            ]
             if not targets:
                 continue
             for i, label in reversed(targets):
@@ -286,8 +337,9 @@ def label_sections(stage: Path, labels: dict[tuple[str, str], str]) -> None:
         missing = [h for h, label in wanted.items() if label not in placed]
         if missing:
             raise CoverageError(f"the staged copy {path} has no heading {missing[0]!r}")
-        path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n",
-                        encoding="utf-8")
+        path.write_text(
+            json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
 
 
 # ------------------------------------------------------------------------------------
@@ -298,9 +350,12 @@ def _escape(text: str) -> str:
     return re.sub(r"([|\[\]])", r"\\\1", text)
 
 
-def coverage_page(topics: list[dict], labels: dict[tuple[str, str], str],
-                  chapter_titles: dict[int, str],
-                  parts: dict[int, str] | None = None) -> str:
+def coverage_page(
+    topics: list[dict],
+    labels: dict[tuple[str, str], str],
+    chapter_titles: dict[int, str],
+    parts: dict[int, str] | None = None,
+) -> str:
     """Markdown of the appendix: an introduction that counts the covered topics, then
     per chapter (under a ``##`` heading per part, where ``parts`` maps chapter numbers
     to part titles) a ``###`` heading with its number and its title from
@@ -317,10 +372,13 @@ def coverage_page(topics: list[dict], labels: dict[tuple[str, str], str],
             in_book[chapter["n"]] = chapter_notebook(chapter["n"], notebooks)
     total = sum(len(c["topics"]) for c in topics)
     covered = sum(len(c["topics"]) for c in topics if c["n"] in in_book)
-    out = [f"Every topic of the book's curriculum has an id, and every id is listed "
-           f"here with the section that teaches it. The chapters published so far "
-           f"cover {covered} of the {total} topics; the others belong to chapters in "
-           f"preparation.", ""]
+    out = [
+        f"Every topic of the book's curriculum has an id, and every id is listed "
+        f"here with the section that teaches it. The chapters published so far "
+        f"cover {covered} of the {total} topics; the others belong to chapters in "
+        f"preparation.",
+        "",
+    ]
     part = None
     for chapter in topics:
         n = chapter["n"]
@@ -337,7 +395,8 @@ def coverage_page(topics: list[dict], labels: dict[tuple[str, str], str],
                 if key not in labels:
                     raise CoverageError(
                         f"topic {topic['id']}: no label for the section {key[1]!r} of "
-                        f"{key[0]}; make the labels with section_labels")
+                        f"{key[0]}; make the labels with section_labels"
+                    )
                 section = f"[{_escape(key[1])}]({labels[key]})"
             else:
                 section = "*in preparation*"
@@ -363,8 +422,9 @@ def _chapter_titles(root: Path) -> tuple[dict[int, str], dict[int, str]]:
     return titles, parts
 
 
-def write_page(root: Path, stage: Path, toc_files: Iterable[str],
-               out_dir: Path) -> Path:
+def write_page(
+    root: Path, stage: Path, toc_files: Iterable[str], out_dir: Path
+) -> Path:
     """Check that every topic of every chapter in ``toc_files`` names a section that its
     notebook has, label those sections in the staged copies under ``stage``, and write
     the appendix to ``out_dir/coverage.md`` (chapter and part titles from

@@ -23,8 +23,10 @@ from pathlib import Path
 def _source_cell(src: Path, index: int) -> int:
     """The index in ``src`` of cell ``index`` of papermill's copy, which holds one more cell: the
     injected parameters, after the ``parameters`` cell (at the top without one)."""
-    tags = [c.get("metadata", {}).get("tags", [])
-            for c in json.loads(src.read_text(encoding="utf-8"))["cells"]]
+    tags = [
+        c.get("metadata", {}).get("tags", [])
+        for c in json.loads(src.read_text(encoding="utf-8"))["cells"]
+    ]
     if any("injected-parameters" in t for t in tags):  # papermill replaces it in place
         return index
     injected = next((i + 1 for i, t in enumerate(tags) if "parameters" in t), 0)
@@ -49,16 +51,28 @@ def execute_one(src: Path, dst: Path, profile: str) -> dict:
 
     report_file = Path(tempfile.mkstemp(suffix=".json")[1])
     os.environ.update(LECTURELIB_RECORD=str(report_file), LECTURELIB_PROGRESS="summary")
-    os.environ.pop("LECTURELIB_PROFILE", None)  # --profile decides, through the parameters cell
+    os.environ.pop(
+        "LECTURELIB_PROFILE", None
+    )  # --profile decides, through the parameters cell
     t0 = time.perf_counter()
     result: dict = {"status": "ok"}
     try:
-        pm.execute_notebook(str(src), str(dst), parameters={"PROFILE": profile},
-                            progress_bar=False, cwd=str(src.parent), kernel_name="python3")
+        pm.execute_notebook(
+            str(src),
+            str(dst),
+            parameters={"PROFILE": profile},
+            progress_bar=False,
+            cwd=str(src.parent),
+            kernel_name="python3",
+        )
     except pm.PapermillExecutionError as err:
-        result = {"status": "failed", "cell": _source_cell(src, err.cell_index),
-                  "execution_count": err.exec_count,
-                  "error": f"{err.ename}: {err.evalue}", "source": err.source}
+        result = {
+            "status": "failed",
+            "cell": _source_cell(src, err.cell_index),
+            "execution_count": err.exec_count,
+            "error": f"{err.ename}: {err.evalue}",
+            "source": err.source,
+        }
     except Exception as err:  # kernel died, notebook unreadable, ...
         result = {"status": "failed", "error": f"{type(err).__name__}: {err}"}
     result["wall_s"] = round(time.perf_counter() - t0, 1)
@@ -66,7 +80,9 @@ def execute_one(src: Path, dst: Path, profile: str) -> dict:
         hide_injected_parameters(dst)
     # ru_maxrss of waited-for children: the kernel. Linux reports KiB, macOS bytes.
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result["peak_rss_mb"] = round(rss / (2**20 if sys.platform == "darwin" else 2**10), 1)
+    result["peak_rss_mb"] = round(
+        rss / (2**20 if sys.platform == "darwin" else 2**10), 1
+    )
     try:
         result.update(json.loads(report_file.read_text() or "{}"))
     except json.JSONDecodeError:
@@ -79,8 +95,12 @@ def machine() -> dict:
     """Platform, Python, CPU count, torch version and the GPU's name where there is one."""
     import torch
 
-    info = {"platform": platform.platform(), "python": platform.python_version(),
-            "cpu_count": os.cpu_count(), "torch": torch.__version__}
+    info = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+    }
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
@@ -89,7 +109,9 @@ def machine() -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3:
-        print("usage: python -m lecturelib.book.execute SRC DST PROFILE", file=sys.stderr)
+        print(
+            "usage: python -m lecturelib.book.execute SRC DST PROFILE", file=sys.stderr
+        )
         return 2
     src, dst, profile = args
     print(json.dumps(execute_one(Path(src), Path(dst), profile)))

@@ -27,9 +27,14 @@ from pathlib import Path
 
 BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
-STATEMENT = re.compile(r"^\*\*(?:Exercise\s+\d+\.)?(?P<n>\d+)[.\s(](?P<title>[^*]*)\*\*", re.M)
+STATEMENT = re.compile(
+    r"^\*\*(?:Exercise\s+\d+\.)?(?P<n>\d+)[.\s(](?P<title>[^*]*)\*\*", re.M
+)
 HEADING = re.compile(r"^#{1,6}\s", re.M)
-ANSWER_TAGS = ("solution", "answer")  # the worked solution; its stub in a student version
+ANSWER_TAGS = (
+    "solution",
+    "answer",
+)  # the worked solution; its stub in a student version
 
 
 @dataclass
@@ -37,7 +42,9 @@ class Exercise:
     number: int  # as written in the statement: 3 for "**3. ...**" and "**Exercise 7.3 ...**"
     title: str
     statement: int  # index of the markdown cell that states it
-    solutions: list[int] = field(default_factory=list)  # cells tagged solution (or answer)
+    solutions: list[int] = field(
+        default_factory=list
+    )  # cells tagged solution (or answer)
     checks: list[int] = field(default_factory=list)  # the exercise's other code cells
 
 
@@ -53,8 +60,10 @@ def exercises(nb: dict) -> list[Exercise]:
     """The exercises of notebook ``nb`` (parsed JSON), in order. A statement without a solution
     cell is prose, not an exercise; a solution cell outside any exercise is an error."""
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        raise TypeError(f"nb must be a parsed notebook (a dict with a 'cells' list); "
-                        f"got {type(nb).__name__}")
+        raise TypeError(
+            f"nb must be a parsed notebook (a dict with a 'cells' list); "
+            f"got {type(nb).__name__}"
+        )
     found: list[Exercise] = []
     current: Exercise | None = None
     for i, cell in enumerate(nb["cells"]):
@@ -73,8 +82,10 @@ def exercises(nb: dict) -> list[Exercise]:
         elif cell["cell_type"] == "code":
             if any(t in ANSWER_TAGS for t in _tags(cell)):
                 if current is None:
-                    raise ValueError(f"solution cell {i} (id {cell.get('id')}) follows no "
-                                     "numbered exercise statement such as '**1. Title.**'")
+                    raise ValueError(
+                        f"solution cell {i} (id {cell.get('id')}) follows no "
+                        "numbered exercise statement such as '**1. Title.**'"
+                    )
                 current.solutions.append(i)
             elif current is not None:
                 current.checks.append(i)
@@ -87,7 +98,9 @@ def strip_solution(source: str) -> str:
     for n, line in enumerate(source.splitlines(), 1):
         if m := BEGIN.match(line):
             if inside:
-                raise ValueError(f"line {n}: BEGIN SOLUTION inside another solution block")
+                raise ValueError(
+                    f"line {n}: BEGIN SOLUTION inside another solution block"
+                )
             inside = True
             out.append(f"{m.group(1)}raise NotImplementedError  # your solution here")
         elif END.match(line):
@@ -109,7 +122,9 @@ def student_version(nb: dict) -> dict:
         if cell["cell_type"] == "code" and "solution" in tags:
             source = _source(cell)
             if not any(BEGIN.match(line) for line in source.splitlines()):
-                raise ValueError(f"solution cell {cell.get('id')} has no # BEGIN SOLUTION block")
+                raise ValueError(
+                    f"solution cell {cell.get('id')} has no # BEGIN SOLUTION block"
+                )
             cell["source"] = strip_solution(source)
             kept = [t for t in tags if t not in ("solution", "hide-input")]
             cell["metadata"]["tags"] = ["answer", *kept]
@@ -128,7 +143,9 @@ def write_student(path: Path, out: Path, make_zip: bool = False) -> list[Path]:
     if make_zip:
         archive = out / f"{Path(path).stem}.zip"
         with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
-            info = zipfile.ZipInfo(target.name, date_time=(1980, 1, 1, 0, 0, 0))  # reproducible
+            info = zipfile.ZipInfo(
+                target.name, date_time=(1980, 1, 1, 0, 0, 0)
+            )  # reproducible
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, text)
         written.append(archive)
@@ -136,18 +153,27 @@ def write_student(path: Path, out: Path, make_zip: bool = False) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lecturelib.book.exercises",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m lecturelib.book.exercises",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("notebooks", nargs="*", type=Path)
-    parser.add_argument("--toc", action="store_true",
-                        help="every chapter of _toc.yml in the current folder")
-    parser.add_argument("--out", type=Path, required=True, help="folder for the student versions")
-    parser.add_argument("--zip", action="store_true", help="also write one zip per chapter")
+    parser.add_argument(
+        "--toc",
+        action="store_true",
+        help="every chapter of _toc.yml in the current folder",
+    )
+    parser.add_argument(
+        "--out", type=Path, required=True, help="folder for the student versions"
+    )
+    parser.add_argument(
+        "--zip", action="store_true", help="also write one zip per chapter"
+    )
     args = parser.parse_args(argv)
     notebooks = list(args.notebooks)
     if args.toc:
-        from lecturelib.book.build import toc_notebooks
+        from lecturelib.book.toc import toc_notebooks
 
         notebooks += [Path.cwd() / p for p in toc_notebooks(Path.cwd())]
     if not notebooks:

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 ROLE = re.compile(r"\{(?P<role>[\w:-]+)\}`(?P<content>[^`]*)`")
 GLUE_TEXT = re.compile(r"^glue(?::text)?$")
 NOT_PROSE = [
-    re.compile(r"^(```|~~~).*?^\1", re.S | re.M),  # fenced blocks: code, {math}, directives
+    re.compile(
+        r"^(```|~~~).*?^\1", re.S | re.M
+    ),  # fenced blocks: code, {math}, directives
     re.compile(r"\$\$.*?\$\$", re.S),  # display math
     re.compile(r"\\begin\{(\w+\*?)\}.*?\\end\{\1\}", re.S),  # amsmath environments
     re.compile(r"(?<!\\)\$[^$\n]+?(?<!\\)\$"),  # inline math
@@ -36,13 +38,17 @@ NOT_PROSE = [
     re.compile(r"https?://\S+"),  # bare addresses
     re.compile(r"^\s*(?:[-*+]\s+)?\d+[.)]\s", re.M),  # numbered list items
     re.compile(r"\*\*(?:Exercise\s+)?\d+(?:\.\d+)?[.\s(]"),  # exercise statements
-    re.compile(r"\b(?:chapter|section|exercise|part|figure|table|equation|step)s?\s+"
-               r"\d+(?:\.\d+)*(?:(?:\s*,\s*|\s+(?:and|or|to)\s+|\s*[–-]\s*)\d+(?:\.\d+)*)*",
-               re.I),  # references: chapter 4, chapters 4, 5 and 8, exercise 2.2
+    re.compile(
+        r"\b(?:chapter|section|exercise|part|figure|table|equation|step)s?\s+"
+        r"\d+(?:\.\d+)*(?:(?:\s*,\s*|\s+(?:and|or|to)\s+|\s*[–-]\s*)\d+(?:\.\d+)*)*",
+        re.I,
+    ),  # references: chapter 4, chapters 4, 5 and 8, exercise 2.2
 ]
 SMALL_WHOLE = re.compile(r"^[+-]?\d{1,2}$")
 GROUP = "[ \u00a0\u2009\u202f]"  # thousands written with a space: 32 768
-NUMERIC = re.compile(r"^(?:np\.)?\w*\((?P<inner>[^()]*)\)$")  # np.float64(0.5), tensor(3)
+NUMERIC = re.compile(
+    r"^(?:np\.)?\w*\((?P<inner>[^()]*)\)$"
+)  # np.float64(0.5), tensor(3)
 
 
 @dataclass(frozen=True)
@@ -54,8 +60,10 @@ class TypedNumber:
 
     def describe(self) -> str:
         role = f"{{glue:text}}`{self.name}{':' + self.spec if self.spec else ''}`"
-        return (f"markdown cell {self.cell} types {self.text}, the value glued as "
-                f"{self.name!r}: write {role}")
+        return (
+            f"markdown cell {self.cell} types {self.text}, the value glued as "
+            f"{self.name!r}: write {role}"
+        )
 
 
 def _source(cell: dict) -> str:
@@ -79,8 +87,10 @@ def _number(text: str):
 def glued_numbers(nb: dict) -> dict[str, int | float]:
     """The numeric values that the executed notebook ``nb`` glued, by name."""
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        raise TypeError(f"nb must be a parsed notebook (a dict with a 'cells' list); "
-                        f"got {type(nb).__name__}")
+        raise TypeError(
+            f"nb must be a parsed notebook (a dict with a 'cells' list); "
+            f"got {type(nb).__name__}"
+        )
     found = {}
     for cell in nb["cells"]:
         for out in cell.get("outputs", []) if cell["cell_type"] == "code" else []:

@@ -36,7 +36,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 # Run in the kernel (not stored in its history) before the solution cells and before the student
 # cells: remember, then restore, the names and the global random states.
-_SNAPSHOT = '''
+_SNAPSHOT = """
 def _lecturelib_grade_state():
     import random
     saved = {"names": dict(globals()), "random": random.getstate()}
@@ -66,7 +66,7 @@ def _lecturelib_grade_state():
 
 
 _lecturelib_grade_restore = _lecturelib_grade_state()
-'''
+"""
 _RESTORE = "_lecturelib_grade_restore()"
 
 
@@ -75,7 +75,9 @@ class ExerciseResult:
     number: int
     title: str
     passed: bool
-    message: str = ""  # the first failure: a check's if a check failed, else the solution's
+    message: str = (
+        ""  # the first failure: a check's if a check failed, else the solution's
+    )
     check_failed: bool = False  # a check cell (not only the solution cell) raised
 
 
@@ -86,7 +88,9 @@ class Report:
     exercises: list[ExerciseResult]
     other_errors: dict[int, str] = field(default_factory=dict)  # cell index -> message
     wall_s: float = 0.0
-    executed: dict | None = field(default=None, repr=False)  # the notebook with its outputs
+    executed: dict | None = field(
+        default=None, repr=False
+    )  # the notebook with its outputs
 
     @property
     def failures(self) -> int:
@@ -95,17 +99,23 @@ class Report:
 
     def table(self, width: int = 100) -> str:
         passed = sum(e.passed for e in self.exercises)
-        lines = [f"{self.notebook} (profile {self.profile}, {self.wall_s:.0f} s): "
-                 f"{passed} of {len(self.exercises)} exercises passed",
-                 f"{'exercise':>8}  {'result':6}  message"]
+        lines = [
+            f"{self.notebook} (profile {self.profile}, {self.wall_s:.0f} s): "
+            f"{passed} of {len(self.exercises)} exercises passed",
+            f"{'exercise':>8}  {'result':6}  message",
+        ]
         for e in self.exercises:
-            lines.append(f"{e.number:>8}  {'passed' if e.passed else 'FAILED':6}  "
-                         f"{_shorten(e.message, width - 18)}")
+            lines.append(
+                f"{e.number:>8}  {'passed' if e.passed else 'FAILED':6}  "
+                f"{_shorten(e.message, width - 18)}"
+            )
         if self.other_errors:
             where = ", ".join(str(i) for i in self.other_errors)
             first = next(iter(self.other_errors.values()))
-            lines.append(f"{'other':>8}  {'FAILED':6}  "
-                         f"{_shorten(f'cells {where}: {first}', width - 18)}")
+            lines.append(
+                f"{'other':>8}  {'FAILED':6}  "
+                f"{_shorten(f'cells {where}: {first}', width - 18)}"
+            )
         return "\n".join(lines)
 
 
@@ -120,8 +130,12 @@ def error_message(output: dict) -> str:
     ename, evalue = output.get("ename", "Error"), str(output.get("evalue", "")).strip()
     if evalue:
         return f"{ename}: {evalue}"
-    marked = [ANSI.sub("", line) for tb in output.get("traceback", [])
-              for line in tb.splitlines() if "---->" in ANSI.sub("", line)]
+    marked = [
+        ANSI.sub("", line)
+        for tb in output.get("traceback", [])
+        for line in tb.splitlines()
+        if "---->" in ANSI.sub("", line)
+    ]
     if marked:
         code = re.sub(r"^-*>\s*\d+\s*", "", marked[-1].strip()).strip()
         if code.startswith("raise NotImplementedError  # your solution here"):
@@ -137,19 +151,25 @@ class _Kernel:
         self.client = client
         self.died_in: int | None = None  # the cell during which the kernel died
 
-    def run_cells(self, nb: dict, start: int, stop: int, errors: dict[int, str]) -> None:
+    def run_cells(
+        self, nb: dict, start: int, stop: int, errors: dict[int, str]
+    ) -> None:
         """Run code cells ``start..stop-1`` of ``nb``, storing their outputs in ``nb``;
         ``errors[i]``: the error message of cell i."""
         import nbformat
         from nbclient.exceptions import DeadKernelError
 
-        self.client.nb = node = nbformat.reads(json.dumps(nb), as_version=4)  # joins sources
+        self.client.nb = node = nbformat.reads(
+            json.dumps(nb), as_version=4
+        )  # joins sources
         for i in range(start, stop):
             cell = node.cells[i]
             if cell.cell_type != "code":
                 continue
             if self.died_in is not None:
-                errors[i] = f"not run: the kernel died while running cell {self.died_in}"
+                errors[i] = (
+                    f"not run: the kernel died while running cell {self.died_in}"
+                )
                 continue
             try:
                 self.client.execute_cell(cell, i)
@@ -168,11 +188,15 @@ class _Kernel:
 
         if self.died_in is not None:
             return
-        self.client.nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+        self.client.nb = nbformat.v4.new_notebook(
+            cells=[nbformat.v4.new_code_cell(code)]
+        )
         cell = self.client.execute_cell(self.client.nb.cells[0], 0, store_history=False)
         found = [o for o in cell.get("outputs", []) if o.output_type == "error"]
         if found:
-            raise RuntimeError(f"grading set-up failed in the kernel: {error_message(found[0])}")
+            raise RuntimeError(
+                f"grading set-up failed in the kernel: {error_message(found[0])}"
+            )
 
 
 @contextmanager
@@ -180,18 +204,33 @@ def _kernel(cwd: Path, profile: str, timeout: int):
     import nbformat
     from nbclient import NotebookClient
 
-    env = {**os.environ, "LECTURELIB_PROFILE": profile, "LECTURELIB_PROGRESS": "summary",
-           "MPLBACKEND": "agg"}
+    env = {
+        **os.environ,
+        "LECTURELIB_PROFILE": profile,
+        "LECTURELIB_PROGRESS": "summary",
+        "MPLBACKEND": "agg",
+    }
     env.pop("LECTURELIB_RECORD", None)
-    client = NotebookClient(nbformat.v4.new_notebook(), timeout=timeout, allow_errors=True,
-                            interrupt_on_timeout=True, kernel_name="python3",
-                            resources={"metadata": {"path": str(cwd)}})
+    client = NotebookClient(
+        nbformat.v4.new_notebook(),
+        timeout=timeout,
+        allow_errors=True,
+        interrupt_on_timeout=True,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(cwd)}},
+    )
     with client.setup_kernel(env=env, cwd=str(cwd)):
         yield _Kernel(client)
 
 
-def report(nb: dict, errors: dict[int, str], name: str, profile: str,
-           wall_s: float = 0.0, executed: dict | None = None) -> Report:
+def report(
+    nb: dict,
+    errors: dict[int, str],
+    name: str,
+    profile: str,
+    wall_s: float = 0.0,
+    executed: dict | None = None,
+) -> Report:
     """Per exercise of ``nb``: passed, or the first failing check's message (``errors``: cell
     index -> message of every cell that raised)."""
     results, inside = [], set()
@@ -200,8 +239,15 @@ def report(nb: dict, errors: dict[int, str], name: str, profile: str,
         checks = [errors[i] for i in sorted(ex.checks) if i in errors]
         solutions = [errors[i] for i in sorted(ex.solutions) if i in errors]
         failed = checks or solutions
-        results.append(ExerciseResult(ex.number, ex.title, not failed,
-                                      failed[0] if failed else "", bool(checks)))
+        results.append(
+            ExerciseResult(
+                ex.number,
+                ex.title,
+                not failed,
+                failed[0] if failed else "",
+                bool(checks),
+            )
+        )
     others = {i: m for i, m in sorted(errors.items()) if i not in inside}
     return Report(name, profile, results, others, round(wall_s, 1), executed)
 
@@ -214,7 +260,9 @@ def _check_args(path, profile: str, timeout: int) -> Path:
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}; got {profile!r}")
     if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds per cell; got {timeout!r}")
+        raise ValueError(
+            f"timeout must be a positive number of seconds per cell; got {timeout!r}"
+        )
     return Path(path)
 
 
@@ -231,15 +279,19 @@ def grade(path: str | Path, profile: str = "smoke", timeout: int = 600) -> Repor
     return report(nb, errors, str(path), profile, time.perf_counter() - t0, nb)
 
 
-def grade_versions(path: str | Path, profile: str = "smoke",
-                   timeout: int = 600) -> tuple[Report, Report]:
+def grade_versions(
+    path: str | Path, profile: str = "smoke", timeout: int = 600
+) -> tuple[Report, Report]:
     """Grade the chapter at ``path`` and its student version (``exercises.student_version``)
     in one kernel, running the cells they share once; returns ``(solution, student)``."""
     path = _check_args(path, profile, timeout)
     solution = json.loads(path.read_text(encoding="utf-8"))
     student = _exercises.student_version(solution)
-    differ = [i for i, (a, b) in enumerate(zip(solution["cells"], student["cells"]))
-              if "".join(a["source"]) != "".join(b["source"])]
+    differ = [
+        i
+        for i, (a, b) in enumerate(zip(solution["cells"], student["cells"]))
+        if "".join(a["source"]) != "".join(b["source"])
+    ]
     first = differ[0] if differ else len(solution["cells"])
     shared: dict[int, str] = {}
     errors_solution: dict[int, str] = {}
@@ -259,17 +311,32 @@ def grade_versions(path: str | Path, profile: str = "smoke",
         if "outputs" in solution["cells"][i]:
             student["cells"][i]["outputs"] = solution["cells"][i]["outputs"]
     name = str(path)
-    return (report(solution, {**shared, **errors_solution}, name, profile, t_solution, solution),
-            report(student, {**shared, **errors_student}, f"{name}, student version", profile,
-                   t_student, student))
+    return (
+        report(
+            solution, {**shared, **errors_solution}, name, profile, t_solution, solution
+        ),
+        report(
+            student,
+            {**shared, **errors_student},
+            f"{name}, student version",
+            profile,
+            t_student,
+            student,
+        ),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lecturelib.book.grade", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m lecturelib.book.grade",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--profile", default="smoke", choices=PROFILES)
-    parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
+    parser.add_argument(
+        "--timeout", type=int, default=600, help="seconds allowed per cell"
+    )
     args = parser.parse_args(argv)
     failures = 0
     for path in args.notebooks:

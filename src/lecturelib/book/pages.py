@@ -15,21 +15,29 @@ from matplotlib.figure import Figure
 
 from lecturelib.plot import OKABE_ITO
 
-PART_COLORS = [OKABE_ITO[c] for c in ("sky", "vermillion", "orange", "green", "purple", "grey")]
+PART_COLORS = [
+    OKABE_ITO[c] for c in ("sky", "vermillion", "orange", "green", "purple", "grey")
+]
 
 
 def load_chapters(root: Path) -> list[dict]:
     """The parts of ``book/chapters.yml``, each with its chapters; checks the prerequisites."""
     import yaml
 
-    parts = yaml.safe_load((root / "book" / "chapters.yml").read_text(encoding="utf-8"))["parts"]
+    parts = yaml.safe_load(
+        (root / "book" / "chapters.yml").read_text(encoding="utf-8")
+    )["parts"]
     numbers = [c["n"] for p in parts for c in p["chapters"]]
     if numbers != list(range(1, len(numbers) + 1)):
-        raise ValueError(f"book/chapters.yml: chapters must be numbered 1, 2, ...; got {numbers}")
+        raise ValueError(
+            f"book/chapters.yml: chapters must be numbered 1, 2, ...; got {numbers}"
+        )
     for part in parts:
         for c in part["chapters"]:
             if any(n >= c["n"] for n in c["needs"]):
-                raise ValueError(f"chapter {c['n']} needs a later chapter: {c['needs']}")
+                raise ValueError(
+                    f"chapter {c['n']} needs a later chapter: {c['needs']}"
+                )
     return parts
 
 
@@ -40,8 +48,11 @@ def chapter_map_table(parts: list[dict], in_book: set[str] | None = None) -> str
     for part in parts:
         for i, c in enumerate(part["chapters"]):
             linked = c.get("file") and (in_book is None or c["file"] in in_book)
-            title = f"[{c['title']}](../{c['file']}.ipynb)" if linked else \
-                f"{c['title']} *(in preparation)*"
+            title = (
+                f"[{c['title']}](../{c['file']}.ipynb)"
+                if linked
+                else f"{c['title']} *(in preparation)*"
+            )
             needs = ", ".join(str(n) for n in c["needs"]) or "–"
             label = part["title"].split(". ", 1)[-1] if i == 0 else ""
             out.append(f"| {label} | {c['n']} | {title} | {needs} |")
@@ -58,25 +69,55 @@ def chapter_map_figure(parts: list[dict], path: Path) -> None:
     y = 0.0
     for col, part in enumerate(parts):
         color = PART_COLORS[col]
-        ax.text(0.0, y, part["title"], ha="left", va="center", fontsize=9,
-                fontweight="bold", color=color)
+        ax.text(
+            0.0,
+            y,
+            part["title"],
+            ha="left",
+            va="center",
+            fontsize=9,
+            fontweight="bold",
+            color=color,
+        )
         y -= 1.0
         for c in part["chapters"]:
             written = bool(c.get("file"))
             rows[c["n"]] = y
-            ax.text(0.0, y, f"{c['n']}. {c['title']}", ha="left", va="center", fontsize=8,
-                    bbox=dict(boxstyle="round,pad=0.25", lw=1.0, ec=color,
-                              fc=color + ("40" if written else "08")))
+            ax.text(
+                0.0,
+                y,
+                f"{c['n']}. {c['title']}",
+                ha="left",
+                va="center",
+                fontsize=8,
+                bbox=dict(
+                    boxstyle="round,pad=0.25",
+                    lw=1.0,
+                    ec=color,
+                    fc=color + ("40" if written else "08"),
+                ),
+            )
             y -= 1.0
         y -= 0.3
     for part in parts:
         for c in part["chapters"]:
             for n in c["needs"]:
-                bend = 0.35 if rows[n] - rows[c["n"]] > 1.5 else 0.5  # next row: rounder
-                ax.annotate("", xy=(-0.15, rows[c["n"]]), xytext=(-0.15, rows[n]),
-                            arrowprops=dict(arrowstyle="->", color="#888888", lw=0.6,
-                                            shrinkA=1, shrinkB=1,
-                                            connectionstyle=f"arc3,rad={bend}"))
+                bend = (
+                    0.35 if rows[n] - rows[c["n"]] > 1.5 else 0.5
+                )  # next row: rounder
+                ax.annotate(
+                    "",
+                    xy=(-0.15, rows[c["n"]]),
+                    xytext=(-0.15, rows[n]),
+                    arrowprops=dict(
+                        arrowstyle="->",
+                        color="#888888",
+                        lw=0.6,
+                        shrinkA=1,
+                        shrinkB=1,
+                        connectionstyle=f"arc3,rad={bend}",
+                    ),
+                )
     ax.set_xlim(-2.9, 7.6)
     ax.set_ylim(y + 0.5, 0.8)
     fig.savefig(path, format="svg")
@@ -95,9 +136,11 @@ def _wrap(title: str, width: int = 24) -> str:
 
 def _check_toc_files(toc_files: object) -> None:
     if isinstance(toc_files, (str, Path)):
-        raise TypeError(f"toc_files must be a list of toc entries such as "
-                        f"'notebooks/01_language_models'; got the single "
-                        f"{type(toc_files).__name__} {str(toc_files)!r}")
+        raise TypeError(
+            f"toc_files must be a list of toc entries such as "
+            f"'notebooks/01_language_models'; got the single "
+            f"{type(toc_files).__name__} {str(toc_files)!r}"
+        )
 
 
 def write_chapter_map(root: Path, out: Path, toc_files: Iterable[str]) -> None:
@@ -111,7 +154,9 @@ def write_chapter_map(root: Path, out: Path, toc_files: Iterable[str]) -> None:
             if c.get("file") not in in_book:
                 c.pop("file", None)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "chapter_map.md").write_text(chapter_map_table(parts, in_book), encoding="utf-8")
+    (out / "chapter_map.md").write_text(
+        chapter_map_table(parts, in_book), encoding="utf-8"
+    )
     chapter_map_figure(parts, out / "chapter_map.svg")
 
 
@@ -129,9 +174,12 @@ def instructors_table(root: Path, toc_files: Iterable[str], records: list[dict])
         profiles = sorted({n.get("profile") for n in r["notebooks"]} - {None})
         where = r["machine"].get("gpu") or f"{r['machine']['cpu_count']} cores"
         heads.append(f"{'/'.join(profiles) or r['profile_requested']}, {where}")
-    rows = ["| Chapter | Builds on | Exercises | " + " | ".join(
-        f"Minutes ({h})" for h in heads) + " |",
-        "|---|---|---:|" + "---:|" * len(records)]
+    rows = [
+        "| Chapter | Builds on | Exercises | "
+        + " | ".join(f"Minutes ({h})" for h in heads)
+        + " |",
+        "|---|---|---:|" + "---:|" * len(records),
+    ]
     for part in load_chapters(root):
         for c in part["chapters"]:
             if c.get("file") not in in_book:
@@ -143,6 +191,8 @@ def instructors_table(root: Path, toc_files: Iterable[str], records: list[dict])
                 n = next((n for n in r["notebooks"] if n["path"] == path), None)
                 minutes.append(f"{n['wall_s'] / 60:.1f}" if n else "–")
             needs = ", ".join(str(n) for n in c["needs"]) or "–"
-            rows.append(f"| [{c['n']}. {c['title']}](../{c['file']}.ipynb) | {needs} | "
-                        f"{len(exercises(nb))} | " + " | ".join(minutes) + " |")
+            rows.append(
+                f"| [{c['n']}. {c['title']}](../{c['file']}.ipynb) | {needs} | "
+                f"{len(exercises(nb))} | " + " | ".join(minutes) + " |"
+            )
     return "\n".join(rows) + "\n"

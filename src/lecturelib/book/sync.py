@@ -2,7 +2,7 @@
 
 A notebook cell that shows library code begins with one marker line per object::
 
-    # Same code as lecturelib.rnn.ElmanRNN
+    # Same code as lecturelib.recurrence.rnn.ElmanRNN
 
 and the rest of the cell must be exactly the source of those objects (in order, separated by one
 blank line). ``tests/test_sync.py`` fails when a cell and the library drift apart. From the
@@ -39,7 +39,7 @@ class MarkedCell:
 
 
 def resolve(name: str):
-    """The object named by a dotted path such as ``lecturelib.rnn.ElmanRNN``."""
+    """The object named by a dotted path such as ``lecturelib.recurrence.rnn.ElmanRNN``."""
     module_name, _, attr = name.rpartition(".")
     while module_name:
         try:
@@ -86,8 +86,10 @@ def drift(notebook: str | Path) -> list[str]:
     problems = []
     for cell in marked_cells(notebook):
         if _normalise(cell.body) != _normalise(library_source(cell.names)):
-            problems.append(f"{cell.notebook.name} cell {cell.index} differs from "
-                            f"{', '.join(cell.names)}")
+            problems.append(
+                f"{cell.notebook.name} cell {cell.index} differs from "
+                f"{', '.join(cell.names)}"
+            )
     return problems
 
 
@@ -103,7 +105,9 @@ def fix(notebook: str | Path) -> int:
             nb["cells"][cell.index]["source"] = text.splitlines(keepends=True)
             changed += 1
     if changed:
-        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        path.write_text(
+            json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
     return changed
 
 
@@ -127,8 +131,9 @@ def normalise(notebook: str | Path) -> bool:
     nb["nbformat_minor"] = max(nb.get("nbformat_minor", 5), 5)
     for i, cell in enumerate(nb["cells"]):
         cell.setdefault("id", f"c{i:03d}")
-        cell["metadata"] = {k: v for k, v in cell.get("metadata", {}).items()
-                            if k in ("tags", "mystnb")}  # mystnb: figure captions
+        cell["metadata"] = {
+            k: v for k, v in cell.get("metadata", {}).items() if k in ("tags", "mystnb")
+        }  # mystnb: figure captions
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
     new = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
@@ -145,26 +150,31 @@ def normalise(notebook: str | Path) -> bool:
 COLAB_INSTALL = re.compile(
     r'^(?P<indent>[ \t]*)REPO = "git\+(?P<url>[^"@\s]+)"[ \t]*\n'
     r'(?:(?P=indent)REF = "(?P<ref>[^"\s]+)"[ \t]*\n)?'
-    r'(?P=indent)%pip install --quiet "lecturelib @ \{REPO\}(?:@\{REF\})?"[ \t]*$', re.M)
+    r'(?P=indent)%pip install --quiet "lecturelib @ \{REPO\}(?:@\{REF\})?"[ \t]*$',
+    re.M,
+)
 COLAB_LINE = '%pip install --quiet "lecturelib @ {REPO}@{REF}"'
 
 
 def colab_lines(url: str, ref: str, indent: str = "    ") -> str:
     """The Colab cell's install lines for ``url`` pinned to ``ref``."""
-    return (f'{indent}REPO = "git+{url}"\n{indent}REF = "{ref}"\n'
-            f'{indent}{COLAB_LINE}')
+    return f'{indent}REPO = "git+{url}"\n{indent}REF = "{ref}"\n{indent}{COLAB_LINE}'
 
 
 def package_version(root: str | Path) -> str:
     """``version`` of the ``[project]`` table of ``root/pyproject.toml``."""
     path = Path(root) / "pyproject.toml"
     if not path.is_file():
-        raise ValueError(f"root must be the repository root holding pyproject.toml; got {root}")
+        raise ValueError(
+            f"root must be the repository root holding pyproject.toml; got {root}"
+        )
     text = path.read_text(encoding="utf-8")
     try:
         import tomllib
     except ImportError:  # Python 3.10: the one line we need, read by hand
-        match = re.search(r'^version\s*=\s*"([^"]+)"', text.split("[project]", 1)[-1], re.M)
+        match = re.search(
+            r'^version\s*=\s*"([^"]+)"', text.split("[project]", 1)[-1], re.M
+        )
         version = match.group(1) if match else None
     else:
         version = tomllib.loads(text).get("project", {}).get("version")
@@ -184,8 +194,12 @@ def repository_url(root: str | Path) -> str:
 
     path = Path(root) / "_config.yml"
     if not path.is_file():
-        raise ValueError(f"root must be the repository root holding _config.yml; got {root}")
-    url = (yaml.safe_load(path.read_text(encoding="utf-8")).get("repository") or {}).get("url")
+        raise ValueError(
+            f"root must be the repository root holding _config.yml; got {root}"
+        )
+    url = (
+        yaml.safe_load(path.read_text(encoding="utf-8")).get("repository") or {}
+    ).get("url")
     if not url:
         raise ValueError(f"{path} has no repository.url")
     return url
@@ -193,13 +207,20 @@ def repository_url(root: str | Path) -> str:
 
 def colab_install(notebook: str | Path | dict) -> tuple[str, str | None]:
     """``(url, ref)`` of the notebook's Colab install line; ``ref`` is None when unpinned."""
-    nb = notebook if isinstance(notebook, dict) else \
-        json.loads(Path(notebook).read_text(encoding="utf-8"))
+    nb = (
+        notebook
+        if isinstance(notebook, dict)
+        else json.loads(Path(notebook).read_text(encoding="utf-8"))
+    )
     for cell in nb["cells"]:
-        if cell["cell_type"] == "code" and (m := COLAB_INSTALL.search("".join(cell["source"]))):
+        if cell["cell_type"] == "code" and (
+            m := COLAB_INSTALL.search("".join(cell["source"]))
+        ):
             return m.group("url"), m.group("ref")
-    raise ValueError(f"{_name(notebook)}: no Colab cell with the lines "
-                     f'REPO = "git+<url>", REF = "<ref>" and {COLAB_LINE}')
+    raise ValueError(
+        f"{_name(notebook)}: no Colab cell with the lines "
+        f'REPO = "git+<url>", REF = "<ref>" and {COLAB_LINE}'
+    )
 
 
 def pin(notebook: str | Path, url: str, ref: str) -> bool:
@@ -207,8 +228,10 @@ def pin(notebook: str | Path, url: str, ref: str) -> bool:
     commit); returns whether the file changed."""
     for name, value in (("url", url), ("ref", ref)):
         if not isinstance(value, str) or not value or re.search(r'[\s"@]', value):
-            raise ValueError(f"{name} must be a non-empty string without spaces, quotes or @; "
-                             f"got {value!r}")
+            raise ValueError(
+                f"{name} must be a non-empty string without spaces, quotes or @; "
+                f"got {value!r}"
+            )
     path = Path(notebook)
     text = path.read_text(encoding="utf-8")
     nb = json.loads(text)
@@ -217,7 +240,8 @@ def pin(notebook: str | Path, url: str, ref: str) -> bool:
         source = "".join(cell["source"])
         if cell["cell_type"] == "code" and COLAB_INSTALL.search(source):
             source = COLAB_INSTALL.sub(
-                lambda m: colab_lines(url, ref, m.group("indent")), source)
+                lambda m: colab_lines(url, ref, m.group("indent")), source
+            )
             cell["source"] = source.splitlines(keepends=True)
     new = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
     if new != text:
@@ -264,7 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         for nb_path in args[1:]:
             root = repository_root(nb_path)
             url, ref = repository_url(root), release_tag(root)
-            print(f"{nb_path}: {'pinned to' if pin(nb_path, url, ref) else 'already at'} {ref}")
+            print(
+                f"{nb_path}: {'pinned to' if pin(nb_path, url, ref) else 'already at'} {ref}"
+            )
     else:
         issues = [p for nb_path in args for p in drift(nb_path)]
         print("\n".join(issues) or "no drift")

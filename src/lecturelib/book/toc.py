@@ -16,7 +16,9 @@ def _load(root: Path) -> dict:
     import yaml
 
     if not (Path(root) / "_toc.yml").is_file():
-        raise ValueError(f"root must be the book's root folder holding _toc.yml; got {root}")
+        raise ValueError(
+            f"root must be the book's root folder holding _toc.yml; got {root}"
+        )
     return yaml.safe_load((Path(root) / "_toc.yml").read_text(encoding="utf-8"))
 
 
@@ -68,5 +70,11 @@ def toc_parts(root: Path) -> list[tuple[str, list[Path]]]:
 
 if __name__ == "__main__":
     book = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
-    print(json.dumps([{"part": k, "caption": caption, "notebooks": [str(p) for p in nbs]}
-                      for k, (caption, nbs) in enumerate(toc_parts(book), 1)]))
+    print(
+        json.dumps(
+            [
+                {"part": k, "caption": caption, "notebooks": [str(p) for p in nbs]}
+                for k, (caption, nbs) in enumerate(toc_parts(book), 1)
+            ]
+        )
+    )

@@ -1,0 +1,370 @@
+"""Exact attention without the L×L matrix: online softmax, tiling and recomputation.
+
+FlashAttention (Dao et al., 2022, arXiv:2205.14135; FlashAttention-2, Dao, 2023,
+arXiv:2307.08691) computes softmax attention block by block, keeping for every query a
+running maximum ``m``, a running normaliser ``l`` and a rescaled output, so that the
+scores are never stored whole; the backward pass recomputes them from the saved
+log-sum-exp. The online softmax is Milakov & Gimelshein (2018, arXiv:1805.02867);
+memory-efficient attention by chunking is Rabe & Staats (2021, arXiv:2112.05682).
+
+This module is the plain-PyTorch version of the chapter: the loops over blocks run in
+Python, each block is a batched matrix product over the batch and head axes. The fused
+GPU kernel is :mod:`lecturelib.efficiency.flash_triton`. Masks are boolean, True where a query may
+attend a key (as in :mod:`lecturelib.transformers.self_attention`); a query with no key gets output
+0.
+
+Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)`` with the same leading
+axes (e.g. ``b h``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from lecturelib.validate import describe
+
+
+def _check_qkv(q, k, v) -> None:
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(a, torch.Tensor) or not a.is_floating_point():
+            raise TypeError(
+                f"{name} must be a float tensor (..., t, d); got {describe(a)}"
+            )
+    if (
+        q.dim() < 2
+        or not q.dim() == k.dim() == v.dim()
+        or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+        or q.shape[-1] != k.shape[-1]
+        or k.shape[-2] != v.shape[-2]
+    ):
+        raise ValueError(
+            f"q, k, v must be (..., t, d), (..., s, d), (..., s, d_v) with the "
+            f"same leading axes; got {tuple(q.shape)}, {tuple(k.shape)}, "
+            f"{tuple(v.shape)}"
+        )
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(
+            f"q, k, v must share one dtype; got {q.dtype}, {k.dtype}, {v.dtype}"
+        )
+
+
+def _check_mask(mask, t: int, s: int) -> None:
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() < 2:
+        raise TypeError(f"mask must be a bool tensor (..., t, s); got {describe(mask)}")
+    if mask.shape[-2:] != (t, s):
+        raise ValueError(
+            f"mask must end in (t, s) = ({t}, {s}); got {tuple(mask.shape)}"
+        )
+
+
+def _scale(scale, d: int) -> float:
+    if scale is None:
+        return d**-0.5
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, (int, float))
+        or not (math.isfinite(scale) and scale > 0)
+    ):
+        raise ValueError(
+            f"scale must be a positive finite number or None; got {scale!r}"
+        )
+    return float(scale)
+
+
+def _visible(t: int, s: int, causal: bool, mask, device) -> torch.Tensor | None:
+    """The boolean mask of the keys each query may attend, or None for all of them."""
+    keep = None
+    if causal:
+        i = torch.arange(t, device=device)[:, None] + (s - t)
+        keep = torch.arange(s, device=device)[None, :] <= i
+    if mask is not None:
+        keep = mask if keep is None else keep & mask
+    return keep
+
+
+def safe_softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last axis in three passes: the maximum, the sum, the division.
+
+    Shapes: ``(..., n)`` → ``(..., n)``.
+    """
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 1:
+        raise TypeError(f"x must be a float tensor (..., n); got {describe(x)}")
+    m = x.max(-1, keepdim=True).values  # pass 1: the maximum
+    l = torch.exp(x - m).sum(-1, keepdim=True)  # pass 2: the normaliser
+    return torch.exp(x - m) / l  # pass 3: the output
+
+
+def online_softmax(x: torch.Tensor, block: int = 1) -> torch.Tensor:
+    """Softmax over the last axis in two passes: one pass over blocks of ``block``
+    entries keeps a running maximum ``m`` and a normaliser ``l`` rescaled whenever ``m``
+    grows.
+
+    Shapes: ``(..., n)`` → ``(..., n)``; ``block`` must divide ``n``.
+    """
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 1:
+        raise TypeError(f"x must be a float tensor (..., n); got {describe(x)}")
+    n = x.shape[-1]
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1 or n % block:
+        raise ValueError(
+            f"block must be a positive int that divides n = {n}; got {block!r}"
+        )
+    m = torch.full(x.shape[:-1] + (1,), -math.inf, dtype=x.dtype, device=x.device)
+    l = torch.zeros_like(m)
+    for j in range(0, n, block):  # pass 1: m and l together
+        xj = x[..., j : j + block]
+        m_new = torch.maximum(m, xj.max(-1, keepdim=True).values)
+        l = l * torch.exp(m - m_new) + torch.exp(xj - m_new).sum(-1, keepdim=True)
+        m = m_new
+    return torch.exp(x - m) / l  # pass 2: the output
+
+
+def naive_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    mask: torch.Tensor | None = None,
+    scale: float | None = None,
+):
+    """``softmax(q kᵀ · scale) v`` with the whole ``(t, s)`` score matrix in memory: the
+    reference that every fast path is tested against.
+
+    Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)``, mask bool
+    broadcastable to ``(..., t, s)`` → ``(..., t, d_v)``.
+    """
+    _check_qkv(q, k, v)
+    t, s = q.shape[-2], k.shape[-2]
+    _check_mask(mask, t, s)
+    scores = q @ k.transpose(-2, -1) * _scale(scale, q.shape[-1])  # (..., t, s)
+    keep = _visible(t, s, bool(causal), mask, q.device)
+    if keep is not None:
+        scores = scores.masked_fill(~keep, -math.inf)
+    weights = torch.softmax(scores, -1).nan_to_num(0.0)  # a row with no key: 0
+    return weights @ v
+
+
+def _check_blocks(t: int, s: int, block_q, block_k) -> None:
+    for name, b, n, axis in (
+        ("block_q", block_q, t, "t"),
+        ("block_k", block_k, s, "s"),
+    ):
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1 or n % b:
+            raise ValueError(
+                f"{name} must be a positive int that divides {axis} = {n}; got {b!r}"
+            )
+
+
+def tiled_forward(q, k, v, causal=False, mask=None, scale=None, block_q=64, block_k=64):
+    """FlashAttention's forward pass: for each block of queries, loop over the blocks of
+    keys with a running max ``m``, normaliser ``l`` and rescaled output ``o``. Blocks
+    wholly above the causal diagonal are skipped. Returns the output and the log-sum-exp
+    ``m + log l`` of every query's scores (what the backward pass needs).
+
+    Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)`` → out
+    ``(..., t, d_v)``, lse ``(..., t)``; ``block_q`` divides t, ``block_k`` divides s.
+    """
+    _check_qkv(q, k, v)
+    t, s = q.shape[-2], k.shape[-2]
+    _check_mask(mask, t, s)
+    _check_blocks(t, s, block_q, block_k)
+    c = _scale(scale, q.shape[-1])
+    empty_rows = mask is not None or (causal and s < t)  # rows that may see no key
+    out = q.new_empty(q.shape[:-1] + v.shape[-1:])
+    lse = q.new_empty(q.shape[:-1])
+    for i in range(0, t, block_q):
+        qi = q[..., i : i + block_q, :] * c  # (..., bq, d)
+        m = q.new_full(qi.shape[:-1] + (1,), -math.inf)
+        l = q.new_zeros(qi.shape[:-1] + (1,))
+        o = q.new_zeros(qi.shape[:-1] + v.shape[-1:])  # (..., bq, d_v)
+        last = i + block_q - 1 + (s - t)  # its last visible key
+        for j in range(0, s, block_k):
+            if causal and j > last:
+                break  # above the diagonal
+            sij = qi @ k[..., j : j + block_k, :].transpose(-2, -1)  # (..., bq, bk)
+            keep = _tile_mask(i, j, block_q, block_k, t, s, causal, mask, q.device)
+            if keep is not None:
+                sij = sij.masked_fill(~keep, -math.inf)
+            m_new = torch.maximum(m, sij.amax(-1, keepdim=True))
+            m_safe = m_new.nan_to_num(neginf=0.0) if empty_rows else m_new  # no key yet
+            p = sij.sub_(m_safe).exp_()  # (..., bq, bk)
+            alpha = (m - m_safe).exp_()  # rescales the past
+            l = l.mul_(alpha).add_(p.sum(-1, keepdim=True))
+            o = o.mul_(alpha).add_(p @ v[..., j : j + block_k, :])
+            m = m_new
+        out[..., i : i + block_q, :] = o / l.clamp_min(torch.finfo(l.dtype).tiny)
+        lse[..., i : i + block_q] = (m + l.log()).squeeze(-1)
+    return out, lse
+
+
+def _tile_mask(i, j, bq, bk, t, s, causal, mask, device):
+    """The mask of one tile, or None when every key of the tile is visible."""
+    keep = None
+    if causal and j + bk - 1 > i + (s - t):  # crosses the diagonal
+        rows = torch.arange(i, i + bq, device=device)[:, None] + (s - t)
+        keep = torch.arange(j, j + bk, device=device)[None, :] <= rows
+    if mask is not None:
+        tile = mask[..., i : i + bq, j : j + bk]
+        keep = tile if keep is None else keep & tile
+    return keep
+
+
+def tiled_backward(
+    q,
+    k,
+    v,
+    out,
+    lse,
+    grad_out,
+    causal=False,
+    mask=None,
+    scale=None,
+    block_q=64,
+    block_k=64,
+):
+    """The gradients of tiled attention, recomputing each tile's probabilities
+    ``P = exp(S - lse)`` instead of storing them: ``dV = Pᵀ dO``, ``dS = P ∘ (dO Vᵀ -
+    D)`` with ``D = rowsum(dO ∘ O)``, ``dQ = dS K · scale``, ``dK = dSᵀ Q · scale``.
+
+    Shapes: as :func:`tiled_forward`; grad_out like out → dq, dk, dv like q, k, v.
+    """
+    t, s = q.shape[-2], k.shape[-2]
+    c = _scale(scale, q.shape[-1])
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    big_d = (grad_out * out).sum(-1, keepdim=True)  # (..., t, 1)
+    for i in range(0, t, block_q):
+        rows = slice(i, i + block_q)
+        qi, doi, lse_i = (
+            q[..., rows, :] * c,
+            grad_out[..., rows, :],
+            lse[..., rows, None],
+        )
+        last = i + block_q - 1 + (s - t)
+        for j in range(0, s, block_k):
+            if causal and j > last:
+                break
+            cols = slice(j, j + block_k)
+            p = torch.exp(
+                qi @ k[..., cols, :].transpose(-2, -1) - lse_i
+            )  # (..., bq, bk)
+            keep = _tile_mask(i, j, block_q, block_k, t, s, causal, mask, q.device)
+            if keep is not None:
+                p = p.masked_fill(~keep, 0.0)
+            dv[..., cols, :] += p.transpose(-2, -1) @ doi
+            ds = p * (doi @ v[..., cols, :].transpose(-2, -1) - big_d[..., rows, :])
+            dq[..., rows, :] += ds @ k[..., cols, :] * c
+            dk[..., cols, :] += ds.transpose(-2, -1) @ qi
+    return dq, dk, dv
+
+
+class TiledAttention(torch.autograd.Function):
+    """Tiled attention as an autograd function: the forward pass saves only q, k, v, the
+    output and the log-sum-exp (O(t) extra memory); the backward pass recomputes."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, mask, scale, block_q, block_k):
+        out, lse = tiled_forward(q, k, v, causal, mask, scale, block_q, block_k)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.options = (causal, mask, scale, block_q, block_k)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = tiled_backward(q, k, v, out, lse, grad_out, *ctx.options)
+        return dq, dk, dv, None, None, None, None, None
+
+
+def tiled_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    mask: torch.Tensor | None = None,
+    scale: float | None = None,
+    block_q: int = 64,
+    block_k: int = 64,
+) -> torch.Tensor:
+    """Exact softmax attention computed tile by tile, differentiable with the
+    recomputing backward pass of :class:`TiledAttention`; equal to
+    :func:`naive_attention`.
+
+    Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)`` → ``(..., t,
+    d_v)``.
+    """
+    _check_qkv(q, k, v)
+    _check_mask(mask, q.shape[-2], k.shape[-2])
+    _check_blocks(q.shape[-2], k.shape[-2], block_q, block_k)
+    _scale(scale, q.shape[-1])
+    return TiledAttention.apply(q, k, v, bool(causal), mask, scale, block_q, block_k)
+
+
+def attention_flops(t: int, d: int, heads: int = 1, causal: bool = False) -> float:
+    """Multiply-adds ×2 of the two matrix products of attention (``QKᵀ`` and ``PV``)."""
+    for name, n in (("t", t), ("d", d), ("heads", heads)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{name} must be a positive int; got {n!r}")
+    return 4.0 * heads * t * t * d * (0.5 if causal else 1.0)
+
+
+def io_bytes(t: int, d: int, sram_floats: int, bytes_per_float: int = 4) -> dict:
+    """Memory traffic (bytes) between HBM and SRAM of standard attention,
+    ``Θ(t d + t²)`` (the scores are written and read), and of FlashAttention,
+    ``Θ(t² d² / M)`` for an SRAM of ``M`` floats (K and V are read once per query block
+    of ``M / (4d)`` rows)."""
+    for name, n in (("t", t), ("d", d), ("sram_floats", sram_floats)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{name} must be a positive int; got {n!r}")
+    if sram_floats < 4 * d:
+        raise ValueError(
+            f"sram_floats must hold at least one row of q, k, v and o "
+            f"(4·d = {4 * d}); got {sram_floats}"
+        )
+    standard = (
+        4 * t * d + 4 * t * t
+    ) * bytes_per_float  # q k v o; S and P written+read
+    passes = math.ceil(t / (sram_floats // (4 * d)))  # query blocks
+    flash = (
+        2 * t * d + passes * 2 * t * d
+    ) * bytes_per_float  # q o once, k v per block
+    return {"standard": float(standard), "flash": float(flash)}
+
+
+def triton_kernel(interpret: bool | None = None):
+    """Import :mod:`lecturelib.efficiency.flash_triton`, interpreted on the CPU
+    (``TRITON_INTERPRET=1`` set before the import) unless CUDA is available or
+    ``interpret`` is False. Returns ``(module, message)``; the module is None, and the
+    message says why, where Triton is not installed or an earlier import fixed the other
+    mode."""
+    import importlib
+
+    import os
+    import sys
+
+    if interpret is None:
+        interpret = not torch.cuda.is_available()
+    if not isinstance(interpret, bool):
+        raise TypeError(f"interpret must be a bool or None; got {interpret!r}")
+    loaded = sys.modules.get("lecturelib.efficiency.flash_triton")
+    if loaded is not None and loaded.INTERPRETED != interpret:
+        return None, (
+            "lecturelib.efficiency.flash_triton was imported "
+            f"{'interpreted' if loaded.INTERPRETED else 'compiled'}; restart "
+            "the kernel to change mode"
+        )
+    if interpret:
+        os.environ["TRITON_INTERPRET"] = (
+            "1"  # read when @triton.jit decorates the kernel
+        )
+    try:
+        module = importlib.import_module("lecturelib.efficiency.flash_triton")
+    except ImportError as error:
+        return None, (
+            f"Triton is not available ({error}); install lecturelib[triton] "
+            "to run the kernel: the Triton cells are skipped"
+        )
+    mode = "interpreted on the CPU" if module.INTERPRETED else "compiled for CUDA"
+    return module, f"Triton {module.triton.__version__}, kernel {mode}"

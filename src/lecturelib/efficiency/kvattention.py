@@ -1,0 +1,272 @@
+"""Chapter 14: attention that caches less, and a small GPT built on it.
+
+- :class:`GroupedQueryAttention`: ``n_kv_heads = g`` key/value heads, each shared by
+  ``n_heads / g`` query heads (Ainslie et al., arXiv:2305.13245); ``g = n_heads`` is
+  multi-head attention, ``g = 1`` multi-query attention (Shazeer, arXiv:1911.02150).
+- :class:`LatentAttention`: multi-head latent attention (DeepSeek-V2, arXiv:2405.04434).
+  The cache holds a latent ``c_t = W_DKV h_t`` of width ``d_c`` and one RoPE key of
+  width ``d_R`` shared by the heads; keys and values are up-projected from ``c_t``.
+  ``absorbed=True`` runs the inference form, with ``W_UK`` folded into the queries and
+  ``W_UV`` into the output, so that attention reads the latents directly. DeepSeek-V2
+  also compresses the queries through a latent (to save activation memory in training);
+  we project them directly.
+- :class:`CacheGPT`: chapter 11's GPT with either attention, each block reading and
+  writing a :class:`lecturelib.efficiency.kvcache.KVCache`.
+
+Shapes: ``b`` batch, ``t`` new positions, ``s`` cached positions, ``h`` query heads,
+``g`` key/value heads, ``e`` d_head, ``c`` d_latent, ``r`` d_rope, ``d`` d_model, ``v``
+vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from einops import einsum, rearrange
+from torch import nn
+
+from lecturelib.efficiency import kvcache
+from lecturelib.pretraining import gpt
+
+ATTENTIONS = ("gqa", "mla")
+
+
+@dataclass
+class CacheGPTConfig:
+    """A :class:`CacheGPT`: chapter 11's sizes plus the attention's cache options."""
+
+    vocab_size: int
+    seq_len: int = 64
+    d_model: int = 64
+    n_layers: int = 4
+    n_heads: int = 4
+    attention: str = "gqa"  # "gqa" (n_kv_heads = n_heads: MHA, 1: MQA) or "mla"
+    n_kv_heads: int = 4
+    d_latent: int = 16  # MLA: d_c
+    d_rope: int = 8  # MLA: d_h^R
+    rope_base: float = 10000.0
+
+    def __post_init__(self):
+        for name in (
+            "vocab_size",
+            "seq_len",
+            "d_model",
+            "n_layers",
+            "n_heads",
+            "n_kv_heads",
+            "d_latent",
+            "d_rope",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"CacheGPTConfig.{name} must be a positive int; got {value!r}"
+                )
+        if self.attention not in ATTENTIONS:
+            raise ValueError(
+                f"CacheGPTConfig.attention must be one of {ATTENTIONS}; "
+                f"got {self.attention!r}"
+            )
+        if self.d_model % self.n_heads or self.d_head % 2 or self.d_rope % 2:
+            raise ValueError(
+                f"d_model ({self.d_model}) must split into n_heads "
+                f"({self.n_heads}) heads of even width, and d_rope "
+                f"({self.d_rope}) must be even"
+            )
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})"
+            )
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    def cache_entries(self) -> dict:
+        """What one layer caches per token: ``{name: (heads, width)}``."""
+        if self.attention == "mla":
+            return {"c": (1, self.d_latent), "k_rope": (1, self.d_rope)}
+        kv = (self.n_kv_heads, self.d_head)
+        return {"k": kv, "v": kv}
+
+
+class GroupedQueryAttention(nn.Module):
+    """Causal attention with ``n_kv_heads`` key/value heads and RoPE.
+
+    Shapes: x ``(b, t, d)`` → ``(b, t, d)``; the cache entries ``k, v`` ``(b, g, s,
+    e)``.
+    """
+
+    def __init__(self, config: CacheGPTConfig):
+        super().__init__()
+        c = config
+        self.n_heads, self.n_kv_heads, self.d_head = c.n_heads, c.n_kv_heads, c.d_head
+        self.q_proj = nn.Linear(c.d_model, c.n_heads * c.d_head, bias=False)
+        self.kv_proj = nn.Linear(c.d_model, 2 * c.n_kv_heads * c.d_head, bias=False)
+        self.out = nn.Linear(c.n_heads * c.d_head, c.d_model, bias=False)
+
+    def forward(self, x, cache: kvcache.KVCache, layer: int, rope: kvcache.Rope):
+        start = cache.length
+        q = rearrange(self.q_proj(x), "b t (h e) -> b h t e", h=self.n_heads)
+        k, v = rearrange(
+            self.kv_proj(x), "b t (two g e) -> two b g t e", two=2, g=self.n_kv_heads
+        )  # (b, g, t, e) each
+        k, v = cache.write(layer, k=rope(k, start), v=v)  # (b, g, s, e)
+        y = kvcache.attend(rope(q, start), k, v, start)  # (b, h, t, e)
+        return self.out(rearrange(y, "b h t e -> b t (h e)"))
+
+
+class LatentAttention(nn.Module):
+    """Multi-head latent attention with decoupled RoPE keys.
+
+    Shapes: x ``(b, t, d)`` → ``(b, t, d)``; the cache entries ``c`` ``(b, 1, s, c)``
+    and ``k_rope`` ``(b, 1, s, r)``.
+    """
+
+    def __init__(self, config: CacheGPTConfig):
+        super().__init__()
+        c = config
+        self.n_heads, self.d_head, self.d_rope = c.n_heads, c.d_head, c.d_rope
+        self.down = nn.Linear(c.d_model, c.d_latent, bias=False)  # W_DKV
+        self.up_k = nn.Linear(c.d_latent, c.n_heads * c.d_head, bias=False)  # W_UK
+        self.up_v = nn.Linear(c.d_latent, c.n_heads * c.d_head, bias=False)  # W_UV
+        self.q_proj = nn.Linear(c.d_model, c.n_heads * c.d_head, bias=False)  # W_Q
+        self.q_rope = nn.Linear(c.d_model, c.n_heads * c.d_rope, bias=False)  # W_QR
+        self.k_rope = nn.Linear(c.d_model, c.d_rope, bias=False)  # W_KR
+        self.out = nn.Linear(c.n_heads * c.d_head, c.d_model, bias=False)  # W_O
+
+    def forward(
+        self,
+        x,
+        cache: kvcache.KVCache,
+        layer: int,
+        rope: kvcache.Rope,
+        absorbed: bool = False,
+    ):
+        start, h = cache.length, self.n_heads
+        c_new = rearrange(self.down(x), "b t c -> b 1 t c")
+        kr_new = rope(rearrange(self.k_rope(x), "b t r -> b 1 t r"), start)
+        c, k_r = cache.write(layer, c=c_new, k_rope=kr_new)  # (b, 1, s, c), (.., r)
+        q = rearrange(self.q_proj(x), "b t (h e) -> b h t e", h=h)
+        q_r = rope(rearrange(self.q_rope(x), "b t (h r) -> b h t r", h=h), start)
+        scale = 1 / math.sqrt(self.d_head + self.d_rope)
+        rope_scores = einsum(q_r, k_r[:, 0], "b h t r, b s r -> b h t s")
+        if absorbed:
+            y = self.absorbed(q, c[:, 0], rope_scores, scale, start)
+        else:
+            y = self.explicit(q, c[:, 0], rope_scores, scale, start)
+        return self.out(rearrange(y, "b h t e -> b t (h e)"))
+
+    def explicit(self, q, c, rope_scores, scale, start):
+        """Keys and values up-projected from every cached latent. → ``(b, h, t, e)``."""
+        k = rearrange(self.up_k(c), "b s (h e) -> b h s e", h=self.n_heads)
+        v = rearrange(self.up_v(c), "b s (h e) -> b h s e", h=self.n_heads)
+        scores = einsum(q, k, "b h t e, b h s e -> b h t s") + rope_scores
+        return causal_softmax(scores * scale, start) @ v
+
+    def absorbed(self, q, c, rope_scores, scale, start):
+        """``q^T W_UK c = (W_UK^T q)^T c``: queries moved into latent space; the output
+        ``W_UV (Σ p c)`` up-projected once per query. → ``(b, h, t, e)``."""
+        w_uk = rearrange(self.up_k.weight, "(h e) c -> h e c", h=self.n_heads)
+        w_uv = rearrange(self.up_v.weight, "(h e) c -> h e c", h=self.n_heads)
+        q_latent = einsum(q, w_uk, "b h t e, h e c -> b h t c")
+        scores = einsum(q_latent, c, "b h t c, b s c -> b h t s") + rope_scores
+        y_latent = causal_softmax(scores * scale, start) @ c[:, None]  # (b, h, t, c)
+        return einsum(y_latent, w_uv, "b h t c, h e c -> b h t e")
+
+
+def causal_softmax(scores: torch.Tensor, start: int) -> torch.Tensor:
+    """Softmax over keys ``0..start+i`` for query ``i``. Shapes: ``(b, h, t, s)`` →
+    same."""
+    t, s = scores.shape[-2:]
+    future = (
+        torch.arange(s, device=scores.device)
+        > start + torch.arange(t, device=scores.device)[:, None]
+    )
+    return scores.masked_fill(future, float("-inf")).softmax(-1)
+
+
+class CacheBlock(nn.Module):
+    """chapter 11's Pre-LN block around either attention."""
+
+    def __init__(self, config: CacheGPTConfig):
+        super().__init__()
+        mlp_config = gpt.GPTConfig(vocab_size=1, d_model=config.d_model, n_heads=1)
+        self.norm1, self.norm2 = (
+            nn.RMSNorm(config.d_model, eps=1e-6),
+            nn.RMSNorm(config.d_model, eps=1e-6),
+        )
+        self.attn = (
+            LatentAttention(config)
+            if config.attention == "mla"
+            else GroupedQueryAttention(config)
+        )
+        self.mlp = gpt.MLP(mlp_config)
+
+    def forward(self, x, cache, layer, rope, **options):
+        x = x + self.attn(self.norm1(x), cache, layer, rope, **options)
+        return x + self.mlp(self.norm2(x))
+
+
+class CacheGPT(nn.Module):
+    """A GPT whose attention is GQA/MQA/MHA or MLA; every forward runs on a cache (a
+    fresh one when none is given, which is full recomputation).
+
+    Shapes: ids ``(b, t)`` → logits ``(b, t, v)``.
+    """
+
+    def __init__(self, config: CacheGPTConfig):
+        super().__init__()
+        if not isinstance(config, CacheGPTConfig):
+            raise TypeError(
+                f"config must be a CacheGPTConfig; got {type(config).__name__}"
+            )
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(CacheBlock(config) for _ in range(config.n_layers))
+        self.norm = nn.RMSNorm(config.d_model, eps=1e-6)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.head.weight = self.embed.weight
+        self.apply(gpt.GPT._init)
+        std = 0.02 / math.sqrt(2 * config.n_layers)  # residual branches, as gpt.GPT
+        for block in self.blocks:
+            nn.init.normal_(block.attn.out.weight, std=std)
+            nn.init.normal_(block.mlp.down.weight, std=std)
+
+    def new_cache(self, batch: int, max_len: int) -> kvcache.KVCache:
+        """An empty cache of ``max_len`` positions, with the RoPE table it needs."""
+        c = self.config
+        p = self.embed.weight
+        cache = kvcache.KVCache(
+            c.n_layers, batch, max_len, c.cache_entries(), p.dtype, p.device
+        )
+        width = c.d_rope if c.attention == "mla" else c.d_head
+        cache.rope = kvcache.Rope(width, max_len, c.rope_base)
+        return cache
+
+    def forward(
+        self, ids: torch.Tensor, cache: kvcache.KVCache | None = None, **options
+    ) -> torch.Tensor:
+        if (
+            not isinstance(ids, torch.Tensor)
+            or ids.dim() != 2
+            or ids.is_floating_point()
+        ):
+            raise ValueError("ids must be a (b, t) integer tensor of token ids")
+        if cache is None:
+            cache = self.new_cache(ids.shape[0], ids.shape[1])
+        cache.check_room(ids.shape[1])
+        x = self.embed(ids)  # (b, t, d)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, cache, layer, cache.rope, **options)
+        cache.advance(ids.shape[1])
+        return self.head(self.norm(x))  # (b, t, v)
+
+
+def loss(model: CacheGPT, batch) -> torch.Tensor:
+    """Next-token cross-entropy of ``model`` on ``(x, y)``."""
+    x, y = batch
+    return F.cross_entropy(model(x).flatten(0, 1), y.flatten())

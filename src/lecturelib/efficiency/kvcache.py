@@ -1,0 +1,437 @@
+"""Chapter 14: the KV cache, prefill and decode, and the cache sizes of published
+models.
+
+Generating token ``t`` with a decoder-only Transformer needs the keys and values of all
+earlier tokens at every layer. Recomputing them costs a forward pass over the whole
+prefix at every step (``O(L²)`` for ``L`` tokens); storing them in a per-layer cache
+costs one token's forward pass and one row of attention per step (``O(L)``) (Pope et
+al., arXiv:2211.05102). :class:`KVCache` is that store, preallocated;
+:func:`cached_forward` runs chapter 11's :class:`lecturelib.pretraining.gpt.GPT` with its own
+parameters on a cache: a *prefill* of the prompt, then one *decode* step per new token.
+:func:`recompute_logits` is the reference, the whole prefix recomputed. RoPE has no
+length limit, so both run past the model's trained context (chapter 18 asks how well).
+
+:data:`PUBLISHED` holds the attention configurations of real models, each with its
+source, and :func:`cache_bytes_per_token` computes ``2 · n_kv_heads · d_head · n_layers
+· bytes``.
+
+Shapes: ``b`` batch, ``h`` heads, ``g`` key/value heads, ``t`` new positions, ``s``
+cached positions, ``e`` d_head, ``d`` d_model, ``v`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+from einops import repeat
+
+from lecturelib.pretraining import gpt
+from lecturelib.transformers import positions
+
+# Attention shapes of published models (values from each model's config.json or paper).
+PUBLISHED = {
+    "GPT-2 (124M)": dict(
+        n_layers=12,
+        n_heads=12,
+        n_kv_heads=12,
+        d_head=64,
+        source="https://huggingface.co/openai-community/gpt2/blob/main/config.json",
+    ),
+    "Llama-2-7B": dict(
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=32,
+        d_head=128,
+        source="https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json",
+    ),
+    "Llama-2-70B": dict(
+        n_layers=80,
+        n_heads=64,
+        n_kv_heads=8,
+        d_head=128,
+        source="https://huggingface.co/meta-llama/Llama-2-70b-hf/blob/main/config.json",
+    ),
+    "Llama-3-8B": dict(
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=8,
+        d_head=128,
+        source="https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/"
+        "config.json",
+    ),
+    "Mistral-7B": dict(
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=8,
+        d_head=128,
+        source="https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/config.json",
+    ),
+    "DeepSeek-V2": dict(  # MLA: kv_lora_rank 512, qk_rope_head_dim 64
+        n_layers=60,
+        n_heads=128,
+        d_latent=512,
+        d_rope=64,
+        source="https://huggingface.co/deepseek-ai/DeepSeek-V2/blob/main/config.json",
+    ),
+}
+
+
+def _positive(value, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int; got {value!r}")
+
+
+def cache_bytes_per_token(
+    n_layers: int, n_kv_heads: int, d_head: int, bytes_per_value: int = 2
+) -> int:
+    """``2 · n_kv_heads · d_head · n_layers · bytes``: a key and a value per head and
+    layer."""
+    for name, value in (
+        ("n_layers", n_layers),
+        ("n_kv_heads", n_kv_heads),
+        ("d_head", d_head),
+        ("bytes_per_value", bytes_per_value),
+    ):
+        _positive(value, name)
+    return 2 * n_kv_heads * d_head * n_layers * bytes_per_value
+
+
+def mla_bytes_per_token(
+    n_layers: int, d_latent: int, d_rope: int, bytes_per_value: int = 2
+) -> int:
+    """``(d_c + d_h^R) · n_layers · bytes``: MLA caches a latent and one shared RoPE
+    key."""
+    for name, value in (
+        ("n_layers", n_layers),
+        ("d_latent", d_latent),
+        ("d_rope", d_rope),
+        ("bytes_per_value", bytes_per_value),
+    ):
+        _positive(value, name)
+    return (d_latent + d_rope) * n_layers * bytes_per_value
+
+
+def published_bytes_per_token(name: str, bytes_per_value: int = 2) -> int:
+    """The cache bytes per token of ``PUBLISHED[name]`` (MLA or grouped heads)."""
+    if name not in PUBLISHED:
+        raise ValueError(f"name must be one of {sorted(PUBLISHED)}; got {name!r}")
+    c = PUBLISHED[name]
+    if "d_latent" in c:
+        return mla_bytes_per_token(
+            c["n_layers"], c["d_latent"], c["d_rope"], bytes_per_value
+        )
+    return cache_bytes_per_token(
+        c["n_layers"], c["n_kv_heads"], c["d_head"], bytes_per_value
+    )
+
+
+class KVCache:
+    """Preallocated per-layer tensors, filled left to right, one entry per cached
+    quantity.
+
+    ``entries`` maps a name to ``(heads, width)``: ``{"k": (g, e), "v": (g, e)}`` for a
+    Transformer, ``{"c": (1, d_c), "k_rope": (1, d_R)}`` for MLA.
+
+    Shapes: each entry of each layer ``(b, heads, max_len, width)``.
+    """
+
+    def __init__(
+        self,
+        n_layers: int,
+        batch: int,
+        max_len: int,
+        entries: dict,
+        dtype: torch.dtype = torch.float32,
+        device=None,
+    ):
+        for name, value in (
+            ("n_layers", n_layers),
+            ("batch", batch),
+            ("max_len", max_len),
+        ):
+            _positive(value, name)
+        if (
+            not isinstance(entries, dict)
+            or not entries
+            or not all(isinstance(s, tuple) and len(s) == 2 for s in entries.values())
+        ):
+            raise ValueError(
+                f"entries must map names to (heads, width); got {entries!r}"
+            )
+        for name, (heads, width) in entries.items():
+            _positive(heads, f"entries[{name!r}] heads")
+            _positive(width, f"entries[{name!r}] width")
+        self.entries, self.batch, self.max_len = dict(entries), batch, max_len
+        self.length = 0
+        self.layers = [
+            {
+                name: torch.zeros(
+                    batch, heads, max_len, width, dtype=dtype, device=device
+                )
+                for name, (heads, width) in entries.items()
+            }
+            for _ in range(n_layers)
+        ]
+
+    @property
+    def bytes_per_token(self) -> int:
+        size = next(iter(self.layers[0].values())).element_size()
+        per_layer = sum(heads * width for heads, width in self.entries.values())
+        return per_layer * len(self.layers) * size
+
+    def write(self, layer: int, **new: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Store ``t`` new positions of every entry at ``length..length+t`` of ``layer``
+        and return each entry's positions ``0..length+t`` (views, no copy).
+
+        Shapes: each ``new[name]`` ``(b, heads, t, width)`` → ``(b, heads, s, width)``.
+        """
+        if not isinstance(layer, int) or not 0 <= layer < len(self.layers):
+            raise ValueError(
+                f"layer must be in 0..{len(self.layers) - 1}; got {layer!r}"
+            )
+        if set(new) != set(self.entries):
+            raise ValueError(
+                f"write needs the entries {sorted(self.entries)}; got {sorted(new)}"
+            )
+        out = []
+        for name, (heads, width) in self.entries.items():
+            x = new[name]
+            if (
+                not isinstance(x, torch.Tensor)
+                or x.dim() != 4
+                or (x.shape[0], x.shape[1], x.shape[3]) != (self.batch, heads, width)
+            ):
+                got = (
+                    tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+                )
+                raise ValueError(
+                    f"{name} must be (b={self.batch}, {heads}, t, {width}); got {got}"
+                )
+            self.check_room(x.shape[2])
+            end = self.length + x.shape[2]
+            store = self.layers[layer][name]
+            store[:, :, self.length : end] = x
+            out.append(store[:, :, :end])
+        return tuple(out)
+
+    def check_room(self, t: int) -> None:
+        """Refuse ``t`` more positions where the cache has no room for them."""
+        if self.length + t > self.max_len:
+            raise ValueError(
+                f"the cache is full: {self.length} of max_len = "
+                f"{self.max_len} positions used, {t} more asked"
+            )
+
+    def advance(self, t: int) -> None:
+        """Count ``t`` positions as stored (after every layer has written them)."""
+        _positive(t, "t")
+        if self.length + t > self.max_len:
+            raise ValueError(
+                f"the cache is full: cannot advance {t} past max_len = {self.max_len}"
+            )
+        self.length += t
+
+
+def kv_cache(
+    n_layers: int,
+    batch: int,
+    max_len: int,
+    n_kv_heads: int,
+    d_head: int,
+    dtype: torch.dtype = torch.float32,
+    device=None,
+) -> KVCache:
+    """A Transformer's cache: a key and a value of ``n_kv_heads × d_head`` per layer."""
+    return KVCache(
+        n_layers,
+        batch,
+        max_len,
+        {"k": (n_kv_heads, d_head), "v": (n_kv_heads, d_head)},
+        dtype,
+        device,
+    )
+
+
+class Rope:
+    """RoPE with cosines and sines precomputed for ``max_len`` positions; ``rope(x,
+    start)`` rotates ``x`` as positions ``start..start+t-1``. Shapes: ``(..., t, e)`` →
+    same."""
+
+    def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
+        angles = positions.rope_angles(max_len, d_head, base)  # (max_len, e/2)
+        self.cos, self.sin, self.max_len = angles.cos(), angles.sin(), max_len
+
+    def __call__(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        t = x.shape[-2]
+        if start + t > self.max_len:
+            raise ValueError(
+                f"positions {start}..{start + t - 1} exceed the RoPE "
+                f"table's max_len = {self.max_len}"
+            )
+        cos, sin = self.cos[start : start + t], self.sin[start : start + t]
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+def attend_reference(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int
+) -> torch.Tensor:
+    """Plain causal attention of ``t`` queries at positions ``start..`` over ``s`` keys;
+    each of the ``g`` key/value heads serves ``h/g`` query heads.
+
+    Shapes: q ``(b, h, t, e)``, k, v ``(b, g, s, e)`` → ``(b, h, t, e)``."""
+    check_attention(q, k, v, start)
+    group = q.shape[1] // k.shape[1]
+    k = repeat(k, "b g s e -> b (g r) s e", r=group)
+    v = repeat(v, "b g s e -> b (g r) s e", r=group)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (b, h, t, s)
+    t, s = q.shape[2], k.shape[2]
+    future = torch.arange(s) > start + torch.arange(t)[:, None]  # (t, s)
+    scores = scores.masked_fill(future.to(q.device), float("-inf"))
+    return scores.softmax(-1) @ v
+
+
+def attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int
+) -> torch.Tensor:
+    """:func:`attend_reference` through ``F.scaled_dot_product_attention`` (a fused
+    kernel; one decode query needs no mask). Shapes: as :func:`attend_reference`."""
+    check_attention(q, k, v, start)
+    t, s = q.shape[2], k.shape[2]
+    gqa = q.shape[1] != k.shape[1]
+    if t == 1:
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+    if start == 0:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    i, j = torch.arange(t, device=q.device), torch.arange(s, device=q.device)
+    seen = j <= start + i[:, None]  # (t, s)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=seen, enable_gqa=gqa)
+
+
+def check_attention(q, k, v, start) -> None:
+    if not all(isinstance(x, torch.Tensor) and x.dim() == 4 for x in (q, k, v)):
+        raise ValueError("q, k, v must be 4-d tensors (b, h, t, e), (b, g, s, e)")
+    (b, h, t, e), (bk, g, s, ek) = q.shape, k.shape
+    if k.shape != v.shape or (bk, ek) != (b, e) or h % g:
+        raise ValueError(
+            f"q must be (b, h, t, e) and k, v (b, g, s, e) with g "
+            f"dividing h; got {tuple(q.shape)}, {tuple(k.shape)}, "
+            f"{tuple(v.shape)}"
+        )
+    if not isinstance(start, int) or start < 0 or start + t != s:
+        raise ValueError(
+            f"the queries sit at positions start..start+t-1, the last "
+            f"key's: start + t must equal s = {s}; got start={start!r}, "
+            f"t={t}"
+        )
+
+
+def check_gpt(model, needs: str = "the cached path") -> None:
+    """``model`` must be a RoPE ``gpt.GPT``, which ``needs`` (a phrase for the message)."""
+    if not isinstance(model, gpt.GPT):
+        raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
+    if model.config.positions != "rope":
+        raise ValueError(
+            f"{needs} needs a RoPE model; got positions={model.config.positions!r}"
+        )
+
+
+def new_cache(model: gpt.GPT, batch: int, max_len: int) -> KVCache:
+    """An empty cache (with its RoPE table) for ``model``: ``max_len`` positions."""
+    check_gpt(model)
+    c = model.config
+    p = next(model.parameters())
+    cache = kv_cache(c.n_layers, batch, max_len, c.n_heads, c.d_head, p.dtype, p.device)
+    cache.rope = Rope(c.d_head, max_len, c.rope_base)
+    return cache
+
+
+def cached_forward(model: gpt.GPT, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    """Run ``model``'s own parameters on ``t`` new tokens after the ``cache.length``
+    cached ones, storing their keys and values: a prefill when ``t > 1``, a decode step
+    when 1. A decode step of a small model is a hundred tiny PyTorch calls, each
+    costing microseconds whatever its size, so the heads are split by ``view`` and
+    ``permute`` (no copies, no pattern to parse).
+
+    Shapes: ids ``(b, t)`` → logits ``(b, t, v)``."""
+    check_gpt(model)
+    if not isinstance(cache, KVCache) or not hasattr(cache, "rope"):
+        raise TypeError(
+            f"cache must come from kvcache.new_cache; got {type(cache).__name__}"
+        )
+    if (
+        not isinstance(ids, torch.Tensor)
+        or ids.dim() != 2
+        or ids.shape[0] != cache.batch
+    ):
+        got = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"ids must be (b={cache.batch}, t) token ids; got {got}")
+    cache.check_room(ids.shape[1])
+    (b, t), h = ids.shape, model.config.n_heads
+    start, x = cache.length, model.embed(ids)  # (b, t, d)
+    for layer, block in enumerate(model.blocks):
+        attn = block.attn
+        qkv = attn.qkv(block.norm1(x)).view(b, t, 3, h, -1)  # (b, t, 3, h, e)
+        qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, b, h, t, e)
+        q, k = cache.rope(qkv[:2], start)  # q and k at once
+        k, v = cache.write(layer, k=k, v=qkv[2])  # (b, h, s, e)
+        y = attend(q, k, v, start)  # (b, h, t, e)
+        x = x + attn.out(y.transpose(1, 2).reshape(b, t, -1))  # (b, t, d)
+        x = x + block.mlp(block.norm2(x))
+    cache.advance(t)
+    return model.head(model.norm(x))  # (b, t, v)
+
+
+def recompute_logits(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
+    """Full recomputation, the reference: every position's logits from scratch, at any
+    length (an empty cache used once). Shapes: ``(b, t)`` → ``(b, t, v)``."""
+    check_gpt(model)
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        raise ValueError("ids must be a (b, t) tensor of token ids")
+    return cached_forward(model, ids, new_cache(model, ids.shape[0], ids.shape[1]))
+
+
+@torch.inference_mode()
+def generate(
+    model: gpt.GPT,
+    prompt: torch.Tensor,
+    n_new: int,
+    *,
+    use_cache: bool = True,
+    forward=None,
+) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
+    """Greedy generation of ``n_new`` tokens, with the cache (prefill, then one decode
+    step per token) or by recomputing the whole prefix at every step (an empty cache
+    filled anew, as :func:`recompute_logits`). ``forward`` replaces
+    :func:`cached_forward` in both, e.g. by ``torch.compile(cached_forward)``.
+
+    Returns the ids ``(b, t + n_new)``, every step's logits ``(b, n_new, v)`` and the
+    seconds of each step (the prefill counted in the first)."""
+    check_gpt(model)
+    _positive(n_new, "n_new")
+    if forward is None:
+        forward = cached_forward
+    elif not callable(forward):
+        raise TypeError(
+            f"forward must be a function like cached_forward; "
+            f"got {type(forward).__name__}"
+        )
+    model.eval()
+    ids, logits, seconds = prompt, [], []
+    b, t = prompt.shape
+    cache = new_cache(model, b, t + n_new) if use_cache else None
+    new = prompt
+    for _ in range(n_new):
+        tic = time.perf_counter()
+        if use_cache:
+            last = forward(model, new, cache)[:, -1]  # (b, v)
+        else:
+            last = forward(model, ids, new_cache(model, b, ids.shape[1]))[:, -1]
+        new = last.argmax(-1, keepdim=True)  # (b, 1)
+        seconds.append(time.perf_counter() - tic)
+        ids = torch.cat([ids, new], 1)
+        logits.append(last)
+    return ids, torch.stack(logits, 1), seconds

@@ -1,0 +1,295 @@
+"""Approximations of softmax attention that cost less than O(t²): kernels, projections
+and sparse patterns.
+
+- Linear attention (Katharopoulos et al., 2020, arXiv:2006.16236) replaces
+  ``exp(q·k)`` by ``φ(q)·φ(k)``; its causal form is an RNN whose state is the matrix
+  ``Σ φ(k) vᵀ``.
+- Performer (Choromanski et al., 2021, arXiv:2009.14794) picks ``φ`` as positive random
+  features whose dot product is an unbiased estimate of ``exp(q·k)`` (FAVOR+; the
+  orthogonal draws and redrawing of the paper are left out).
+- Linformer (Wang et al., 2020, arXiv:2006.04768) projects the ``s`` keys and values to
+  ``r`` rows with learned ``(r, s)`` matrices (non-causal only).
+- Sliding-window (Longformer, Beltagy et al., 2020, arXiv:2004.05150) and BigBird
+(Zaheer et
+  al., 2020, arXiv:2007.14062) masks keep O(t) entries of the score matrix; here they
+  are applied to the full matrix, which shows their pattern and quality, not their
+  speed.
+
+Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lecturelib.efficiency import flash
+from lecturelib.validate import describe
+
+
+def _int(value, name: str, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}; got {value!r}")
+
+
+def elu_feature(x: torch.Tensor) -> torch.Tensor:
+    """The feature map of Katharopoulos et al.: ``φ(x) = elu(x) + 1 > 0``."""
+    return F.elu(x) + 1
+
+
+def linear_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    feature=elu_feature,
+) -> torch.Tensor:
+    """``φ(q) (φ(k)ᵀ v) / φ(q)·Σφ(k)``, linear in the length: the keys and values are
+    summed into a ``(d_φ, d_v)`` matrix first. Causal: running sums over the positions
+    (the parallel form of :func:`linear_attention_recurrent`).
+
+    Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)`` → ``(..., t,
+    d_v)``; causal needs ``s = t``.
+    """
+    flash._check_qkv(q, k, v)
+    if not callable(feature):
+        raise TypeError(f"feature must be callable; got {describe(feature)}")
+    if causal and q.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"causal linear attention needs t = s; got t={q.shape[-2]}, s={k.shape[-2]}"
+        )
+    fq, fk = feature(q), feature(k)  # (..., t|s, f)
+    if causal:
+        state = torch.einsum("...sf,...sd->...sfd", fk, v).cumsum(
+            -3
+        )  # (..., t, f, d_v)
+        norm = fk.cumsum(-2)  # (..., t, f)
+        num = torch.einsum("...tf,...tfd->...td", fq, state)
+        return num / (fq * norm).sum(-1, keepdim=True)
+    state = fk.transpose(-2, -1) @ v  # (..., f, d_v)
+    return (fq @ state) / (fq @ fk.sum(-2, keepdim=True).transpose(-2, -1))
+
+
+def linear_attention_recurrent(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature=elu_feature
+) -> torch.Tensor:
+    """Causal linear attention as an RNN: the state ``S_t = S_{t-1} + φ(k_t) v_tᵀ`` and
+    ``z_t = z_{t-1} + φ(k_t)``; the output ``φ(q_t)ᵀ S_t / φ(q_t)ᵀ z_t``. O(1) memory
+    per step, as in generation.
+
+    Shapes: q, k ``(..., t, d)``, v ``(..., t, d_v)`` → ``(..., t, d_v)``.
+    """
+    flash._check_qkv(q, k, v)
+    if not callable(feature):
+        raise TypeError(f"feature must be callable; got {describe(feature)}")
+    if q.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"the recurrent form needs t = s; got t={q.shape[-2]}, s={k.shape[-2]}"
+        )
+    fq, fk = feature(q), feature(k)
+    state = q.new_zeros(q.shape[:-2] + (fk.shape[-1], v.shape[-1]))  # (..., f, d_v)
+    z = q.new_zeros(q.shape[:-2] + (fk.shape[-1],))  # (..., f)
+    outs = []
+    for i in range(q.shape[-2]):
+        state = state + fk[..., i, :, None] * v[..., i, None, :]
+        z = z + fk[..., i, :]
+        num = (fq[..., i, :, None] * state).sum(-2)  # (..., d_v)
+        outs.append(num / (fq[..., i, :] * z).sum(-1, keepdim=True))
+    return torch.stack(outs, -2)
+
+
+def random_features(d: int, m: int, seed: int = 0) -> torch.Tensor:
+    """``m`` Gaussian directions ``w ~ N(0, I_d)`` for :func:`performer_features`.
+
+    Shapes: → ``(m, d)``.
+    """
+    _int(d, "d", 1)
+    _int(m, "m", 1)
+    return torch.randn(m, d, generator=torch.Generator().manual_seed(seed))
+
+
+def performer_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Positive random features ``φ(x) = exp(w·x - |x|²/2) / √m``: for ``w ~ N(0, I)``,
+    ``E[φ(q)·φ(k)] = exp(q·k)`` exactly (FAVOR+).
+
+    Shapes: x ``(..., t, d)``, w ``(m, d)`` → ``(..., t, m)``.
+    """
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 1:
+        raise TypeError(f"x must be a float tensor (..., d); got {describe(x)}")
+    if not isinstance(w, torch.Tensor) or w.dim() != 2 or w.shape[1] != x.shape[-1]:
+        raise ValueError(f"w must be (m, d) with d = {x.shape[-1]}; got {describe(w)}")
+    w = w.to(x)
+    proj = x @ w.T  # (..., t, m)
+    return torch.exp(proj - (x * x).sum(-1, keepdim=True) / 2) / math.sqrt(w.shape[0])
+
+
+def performer_attention(q, k, v, w: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """Softmax attention estimated with random features: linear attention with
+    ``φ = performer_features(· d^{-1/4}, w)``, so that ``φ(q)·φ(k) ≈ exp(q·k/√d)``.
+
+    Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)``, w ``(m, d)`` →
+    ``(..., t, d_v)``.
+    """
+    flash._check_qkv(q, k, v)
+    c = q.shape[-1] ** -0.25
+    return linear_attention(q, k, v, causal, lambda x: performer_features(x * c, w))
+
+
+def linformer_attention(q, k, v, e: torch.Tensor, f: torch.Tensor | None = None):
+    """Softmax attention over ``r`` projected keys and values ``E k`` and ``F v``
+    (``F = E`` when not given): O(t r) instead of O(t s). Non-causal.
+
+    Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)``, e, f ``(r, s)`` →
+    ``(..., t, d_v)``.
+    """
+    flash._check_qkv(q, k, v)
+    f = e if f is None else f
+    for name, p in (("e", e), ("f", f)):
+        if not isinstance(p, torch.Tensor) or p.dim() != 2 or p.shape[1] != k.shape[-2]:
+            raise ValueError(
+                f"{name} must be an (r, s) projection with s = {k.shape[-2]}; "
+                f"got {describe(p)}"
+            )
+    return flash.naive_attention(q, e.to(k) @ k, f.to(v) @ v)
+
+
+def sliding_window_mask(t: int, window: int, causal: bool = True) -> torch.Tensor:
+    """True where query ``i`` may attend key ``j``: ``i - window < j <= i`` (causal) or
+    ``|i - j| < window``.
+
+    Shapes: → ``(t, t)`` bool.
+    """
+    _int(t, "t", 1)
+    _int(window, "window", 1)
+    i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
+    keep = (i - j).abs() < window
+    return keep & (j <= i) if causal else keep
+
+
+def bigbird_mask(t: int, window: int, n_global: int, n_random: int, seed: int = 0):
+    """BigBird's pattern: a sliding window of ``window`` keys on each side, ``n_global``
+    first positions that attend and are attended by all, and ``n_random`` random keys
+    per query (non-causal).
+
+    Shapes: → ``(t, t)`` bool.
+    """
+    _int(t, "t", 1)
+    _int(window, "window", 1)
+    _int(n_global, "n_global", 0)
+    _int(n_random, "n_random", 0)
+    if n_global > t or n_random > t:
+        raise ValueError(
+            f"n_global and n_random must be <= t = {t}; got {n_global}, {n_random}"
+        )
+    keep = sliding_window_mask(t, window, causal=False)
+    keep[:n_global, :] = True
+    keep[:, :n_global] = True
+    g = torch.Generator().manual_seed(seed)
+    picks = torch.rand(t, t, generator=g).argsort(-1)[:, :n_random]
+    keep[torch.arange(t)[:, None], picks] = True
+    return keep
+
+
+VARIANTS = ("softmax", "sliding window", "bigbird", "linear", "performer", "linformer")
+
+
+class RecallModel(nn.Module):
+    """One attention layer that reads a set of (key, value) items and a query key and
+    predicts the query's value: a long-range retrieval test for an attention ``variant``
+    of :data:`VARIANTS`.
+
+    Shapes: items ``(b, n, 2)`` (key, value ids), query ``(b,)`` → logits ``(b,
+    n_values)``.
+    """
+
+    def __init__(
+        self,
+        variant: str,
+        n_items: int,
+        n_keys: int,
+        n_values: int,
+        d_model: int = 64,
+        window: int = 8,
+        n_features: int = 64,
+        rank: int = 16,
+        seed: int = 0,
+    ):
+        super().__init__()
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}; got {variant!r}")
+        for name, n in (
+            ("n_items", n_items),
+            ("n_keys", n_keys),
+            ("n_values", n_values),
+            ("d_model", d_model),
+            ("window", window),
+            ("n_features", n_features),
+            ("rank", rank),
+        ):
+            _int(n, name, 1)
+        self.variant, self.n_items, self.window = variant, n_items, window
+        self.key = nn.Embedding(n_keys, d_model)
+        self.value = nn.Embedding(n_values, d_model)
+        self.q_proj, self.k_proj = (
+            nn.Linear(d_model, d_model),
+            nn.Linear(d_model, d_model),
+        )
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.head = nn.Linear(d_model, n_values)
+        self.register_buffer("w", random_features(d_model, n_features, seed))
+        self.proj = nn.Parameter(torch.randn(rank, n_items + 1) / math.sqrt(n_items))
+
+    def attend(self, q, k, v):
+        t, name = k.shape[-2], self.variant
+        if name == "softmax":
+            return flash.naive_attention(q, k, v)
+        if name == "sliding window":
+            return flash.naive_attention(
+                q, k, v, mask=sliding_window_mask(t, self.window)
+            )
+        if name == "bigbird":
+            return flash.naive_attention(
+                q, k, v, mask=bigbird_mask(t, self.window // 2, 1, self.window // 2)
+            )
+        if name == "linear":
+            return linear_attention(q, k, v)
+        if name == "performer":
+            return performer_attention(q, k, v, self.w)
+        return linformer_attention(q, k, v, self.proj)
+
+    def forward(self, items: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+        if (
+            not isinstance(items, torch.Tensor)
+            or items.dim() != 3
+            or items.shape[1:] != (self.n_items, 2)
+            or items.is_floating_point()
+        ):
+            raise ValueError(
+                f"items must be (b, {self.n_items}, 2) integer ids; got "
+                f"{describe(items)}"
+            )
+        x = self.key(items[..., 0]) + self.value(items[..., 1])  # (b, n, d)
+        x = torch.cat([x, self.key(query)[:, None]], 1)  # the query last
+        out = self.attend(self.q_proj(x), self.k_proj(x), self.v_proj(x))
+        return self.head(out[:, -1])  # (b, n_values)
+
+
+def recall_batch(n: int, n_items: int, n_keys: int, n_values: int, seed: int = 0):
+    """A batch of the retrieval task: ``n_items`` items with distinct keys of
+    ``0..n_keys-1`` and random values; the query is one of the keys, the target its
+    value.
+
+    Shapes: → items ``(n, n_items, 2)``, query ``(n,)``, target ``(n,)``.
+    """
+    for name, value in (("n", n), ("n_items", n_items), ("n_values", n_values)):
+        _int(value, name, 1)
+    _int(n_keys, "n_keys", n_items)
+    g = torch.Generator().manual_seed(seed)
+    keys = torch.rand(n, n_keys, generator=g).argsort(1)[:, :n_items]
+    values = torch.randint(0, n_values, (n, n_items), generator=g)
+    pick = torch.randint(0, n_items, (n,), generator=g)
+    rows = torch.arange(n)
+    return torch.stack([keys, values], -1), keys[rows, pick], values[rows, pick]

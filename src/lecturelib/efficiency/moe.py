@@ -1,0 +1,367 @@
+"""Chapter 16: mixture-of-experts feed-forward layers and a GPT built from them.
+
+A mixture-of-experts (MoE) layer replaces the one feed-forward network of a Transformer
+block by ``n_experts`` of them and a *router* that sends each token to ``top_k`` of them
+(Shazeer et al., arXiv:1701.06538; GShard, arXiv:2006.16668; Switch Transformer,
+arXiv:2101.03961). The chosen experts' outputs are mixed with the softmax of the
+router's logits over the chosen experts (Mixtral, arXiv:2401.04088).
+
+- :func:`top_k_gating`: the router's choice and weights;
+- :func:`expert_capacity` and :func:`capacity_mask`: each expert takes at most ``C``
+  tokens per batch; the assignments beyond that are *dropped* (first choices are served
+  first);
+- :func:`dispatch_loop`, the reference (a Python loop over tokens), and
+  :func:`dispatch_sorted`, the batched dispatch (sort the assignments by expert, run
+  each expert once on its rows, scatter-add the weighted outputs back); tests assert
+  that they agree, outputs and gradients;
+- :func:`load_balancing_loss` (Switch's auxiliary loss) and :func:`router_z_loss`
+  (ST-MoE, arXiv:2202.08906);
+- :class:`MoE`, :class:`MoEGPT` (chapter 11's GPT whose MLPs are MoE layers) and
+  :func:`moe_lm_loss` (next-token loss plus the auxiliary losses).
+
+Simplifications: every expert is chapter 11's ``gpt.MLP``; all experts live on one
+device (no expert parallelism, so "dispatch" moves rows within one tensor instead of
+between devices); a dropped assignment contributes nothing, and the token passes on
+through the residual connection, as in Switch.
+
+Shapes: ``n`` tokens (batch and positions flattened), ``d`` d_model, ``E`` n_experts,
+``k`` top_k.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lecturelib.pretraining import gpt
+from lecturelib.recurrence import lm
+from lecturelib.validate import check_int, check_number, check_tensor, describe
+
+DISPATCH = ("sorted", "loop")
+
+
+@dataclass
+class MoEConfig:
+    """The sizes and options of a :class:`MoE` layer."""
+
+    d_model: int
+    d_ff: int  # the hidden width of each expert
+    n_experts: int = 8
+    top_k: int = 2
+    capacity_factor: float | None = None  # None: experts take every token sent to them
+    balance_coef: float = 0.01  # weight of the balancing loss (Switch: 0.01)
+    z_coef: float = 0.0  # weight of the router z-loss (ST-MoE: 0.001)
+    dispatch: str = "sorted"
+
+    def __post_init__(self):
+        for name in ("d_model", "d_ff", "n_experts"):
+            check_int(getattr(self, name), f"MoEConfig.{name}", 1)
+        check_top_k(self.top_k, self.n_experts)
+        check_capacity_factor(self.capacity_factor)
+        check_number(self.balance_coef, "MoEConfig.balance_coef", 0.0)
+        check_number(self.z_coef, "MoEConfig.z_coef", 0.0)
+        if self.dispatch not in DISPATCH:
+            raise ValueError(
+                f"MoEConfig.dispatch must be one of {DISPATCH}; got {self.dispatch!r}"
+            )
+
+
+def check_top_k(top_k, n_experts: int) -> None:
+    ok = isinstance(top_k, int) and not isinstance(top_k, bool)
+    if not (ok and 1 <= top_k <= n_experts):
+        raise ValueError(
+            f"top_k must be an int in 1..n_experts = {n_experts}; got {describe(top_k)}"
+        )
+
+
+def check_capacity_factor(factor) -> None:
+    if factor is None:
+        return
+    ok = isinstance(factor, (int, float)) and not isinstance(factor, bool)
+    if not (ok and math.isfinite(factor) and factor > 0):
+        raise ValueError(
+            f"capacity_factor must be a finite number > 0 or None; "
+            f"got {describe(factor)}"
+        )
+
+
+def check_routing(logits: torch.Tensor, experts: torch.Tensor) -> None:
+    """``logits`` ``(n, E)`` float and ``experts`` ``(n, k)`` long ids in ``0..E-1``."""
+    check_tensor(logits, "logits", "(n, E)", dims=2)
+    check_experts(experts, logits.shape[1])
+    if experts.shape[0] != logits.shape[0]:
+        raise ValueError(
+            f"experts has {experts.shape[0]} rows but logits has "
+            f"{logits.shape[0]}; both need one row per token"
+        )
+
+
+def check_experts(experts, n_experts: int) -> None:
+    if not (
+        isinstance(experts, torch.Tensor)
+        and experts.dim() == 2
+        and experts.dtype == torch.long
+    ):
+        raise ValueError(
+            f"experts must be an (n, k) long tensor; got {describe(experts)}"
+        )
+    if experts.numel() and (experts.min() < 0 or experts.max() >= n_experts):
+        raise ValueError(
+            f"experts must hold expert ids in 0..{n_experts - 1}; got ids "
+            f"from {int(experts.min())} to {int(experts.max())}"
+        )
+
+
+def check_dispatch(x, weights, experts, keep, expert_fns) -> None:
+    """The arguments of the dispatch functions: x ``(n, d)``; weights, experts and keep
+    ``(n, k)``; one callable per expert."""
+    check_tensor(x, "x", "(n, d)", dims=2)
+    check_tensor(weights, "weights", "(n, k)", dims=2)
+    if not (
+        isinstance(expert_fns, (list, tuple, nn.ModuleList))
+        and len(expert_fns)
+        and all(callable(fn) for fn in expert_fns)
+    ):
+        raise TypeError(
+            f"expert_fns must be a non-empty list of callables, one per "
+            f"expert; got {describe(expert_fns)}"
+        )
+    check_experts(experts, len(expert_fns))
+    if not (isinstance(keep, torch.Tensor) and keep.dtype == torch.bool):
+        raise ValueError(f"keep must be an (n, k) bool tensor; got {describe(keep)}")
+    n = x.shape[0]
+    if not weights.shape == experts.shape == keep.shape or weights.shape[0] != n:
+        raise ValueError(
+            f"weights, experts and keep must all be (n, k) with n = {n} "
+            f"rows of x; got {tuple(weights.shape)}, {tuple(experts.shape)} "
+            f"and {tuple(keep.shape)}"
+        )
+
+
+def top_k_gating(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` experts with the largest router logits per token, and their weights:
+    the softmax of the chosen logits (they sum to 1 over the chosen experts).
+
+    Shapes: logits ``(n, E)`` → weights ``(n, k)`` float, experts ``(n, k)`` long."""
+    check_tensor(logits, "logits", "(n, E)", dims=2)
+    check_top_k(k, logits.shape[1])
+    top, experts = logits.topk(k, dim=-1)  # (n, k) each
+    return F.softmax(top, dim=-1), experts
+
+
+def expert_capacity(n_tokens: int, n_experts: int, top_k: int, factor: float) -> int:
+    """Assignments an expert takes per batch, ``ceil(factor · n_tokens · top_k / E)``:
+    the fair share of the ``n_tokens · top_k`` assignments times the capacity factor."""
+    check_int(n_tokens, "n_tokens", 1)
+    check_int(n_experts, "n_experts", 1)
+    check_top_k(top_k, n_experts)
+    check_capacity_factor(factor)
+    if factor is None:
+        raise ValueError("factor must be a finite number > 0; got None")
+    return math.ceil(factor * n_tokens * top_k / n_experts)
+
+
+def capacity_mask(experts: torch.Tensor, n_experts: int, capacity: int) -> torch.Tensor:
+    """Which assignments their expert serves: each expert takes its first ``capacity``
+    assignments, all first choices (in token order) before any second choice.
+
+    Shapes: experts ``(n, k)`` → keep ``(n, k)`` bool."""
+    check_int(n_experts, "n_experts", 1)
+    check_experts(experts, n_experts)
+    check_int(capacity, "capacity", 0)
+    one_hot = F.one_hot(experts.T.reshape(-1), n_experts)  # (k·n, E), choice-major
+    slot = (one_hot.cumsum(0) * one_hot).sum(-1) - 1  # place in expert's queue
+    return (slot < capacity).view(experts.shape[1], -1).T  # (n, k)
+
+
+def dispatch_loop(
+    x: torch.Tensor,
+    weights: torch.Tensor,
+    experts: torch.Tensor,
+    keep: torch.Tensor,
+    expert_fns,
+) -> torch.Tensor:
+    """The reference MoE output: for every token and every kept choice, add the weighted
+    output of that expert on that token alone.
+
+    Shapes: x ``(n, d)``, weights/experts/keep ``(n, k)`` → ``(n, d)``."""
+    check_dispatch(x, weights, experts, keep, expert_fns)
+    rows = []
+    for i in range(x.shape[0]):
+        y_i = torch.zeros_like(x[i])
+        for j in range(experts.shape[1]):
+            if keep[i, j]:
+                y_i = y_i + weights[i, j] * expert_fns[experts[i, j]](x[i][None])[0]
+        rows.append(y_i)
+    return torch.stack(rows)
+
+
+def dispatch_sorted(
+    x: torch.Tensor,
+    weights: torch.Tensor,
+    experts: torch.Tensor,
+    keep: torch.Tensor,
+    expert_fns,
+) -> torch.Tensor:
+    """The batched MoE output: sort the kept assignments by expert, run each expert once
+    on its contiguous block of rows, and scatter-add the weighted outputs back to their
+    tokens.
+
+    Shapes: x ``(n, d)``, weights/experts/keep ``(n, k)`` → ``(n, d)``."""
+    check_dispatch(x, weights, experts, keep, expert_fns)
+    token = torch.arange(x.shape[0], device=x.device)[:, None].expand_as(experts)
+    token, expert, weight = token[keep], experts[keep], weights[keep]  # (m,) kept
+    order = expert.argsort(stable=True)
+    token, expert, weight = token[order], expert[order], weight[order]
+    counts = torch.bincount(expert, minlength=len(expert_fns)).tolist()
+    outputs = [fn(rows) for fn, rows in zip(expert_fns, x[token].split(counts))]
+    y = torch.cat(outputs) * weight[:, None]  # (m, d)
+    return torch.zeros_like(x).index_add(0, token, y)
+
+
+def load_balancing_loss(logits: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
+    """Switch Transformer's auxiliary loss ``E · Σ_e f_e · P_e``: ``f_e`` the fraction
+    of the assignments routed to expert ``e`` (not differentiable), ``P_e`` the mean
+    router probability of ``e`` (differentiable). It is 1 when both are uniform and
+    grows as the router favours a few experts.
+
+    Shapes: logits ``(n, E)``, experts ``(n, k)`` → scalar."""
+    check_routing(logits, experts)
+    n_experts = logits.shape[-1]
+    f = torch.bincount(experts.reshape(-1), minlength=n_experts) / experts.numel()
+    P = F.softmax(logits, dim=-1).mean(0)  # (E,) each
+    return n_experts * (f * P).sum()
+
+
+def router_z_loss(logits: torch.Tensor) -> torch.Tensor:
+    """ST-MoE's router z-loss, the mean squared log-partition ``(log Σ_e exp z_e)²``:
+    it keeps the router's logits small, so that its softmax stays accurate in low
+    precision.
+
+    Shapes: logits ``(n, E)`` → scalar."""
+    check_tensor(logits, "logits", "(n, E)", dims=2)
+    return torch.logsumexp(logits, dim=-1).square().mean()
+
+
+@dataclass
+class RouterStats:
+    """What one MoE forward pass did: assignments per expert, dropped assignments and
+    the auxiliary losses."""
+
+    load: torch.Tensor  # (E,) assignments each expert received (before capacity)
+    dropped: int  # assignments beyond an expert's capacity
+    assignments: int  # n · k
+    balance_loss: torch.Tensor
+    z_loss: torch.Tensor
+
+
+class MoE(nn.Module):
+    """A router and ``n_experts`` expert MLPs in place of one MLP.
+
+    Shapes: x ``(b, t, d)`` → ``(b, t, d)``; :attr:`stats` holds the last pass's
+    :class:`RouterStats` and :attr:`aux_loss` its weighted auxiliary losses."""
+
+    def __init__(self, config: MoEConfig):
+        super().__init__()
+        if not isinstance(config, MoEConfig):
+            raise TypeError(f"config must be a MoEConfig; got {type(config).__name__}")
+        self.config = config
+        expert = gpt.GPTConfig(
+            vocab_size=1, d_model=config.d_model, d_ff=config.d_ff, n_heads=1
+        )
+        self.router = nn.Linear(config.d_model, config.n_experts, bias=False)
+        self.experts = nn.ModuleList(gpt.MLP(expert) for _ in range(config.n_experts))
+        self.stats: RouterStats | None = None
+        self.aux_loss = torch.tensor(0.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        c = self.config
+        check_tensor(x, "x", "(b, t, d_model)", dims=3)
+        if x.shape[-1] != c.d_model:
+            raise ValueError(
+                f"x must have d_model = {c.d_model} features; got shape "
+                f"{tuple(x.shape)}"
+            )
+        flat = x.reshape(-1, c.d_model)  # (n, d)
+        logits = self.router(flat)  # (n, E)
+        weights, experts = top_k_gating(logits, c.top_k)  # (n, k)
+        keep = torch.ones_like(experts, dtype=torch.bool)
+        if c.capacity_factor is not None:
+            cap = expert_capacity(len(flat), c.n_experts, c.top_k, c.capacity_factor)
+            keep = capacity_mask(experts, c.n_experts, cap)
+        dispatch = dispatch_sorted if c.dispatch == "sorted" else dispatch_loop
+        y = dispatch(flat, weights, experts, keep, self.experts)
+        self.record(logits, experts, keep)
+        return y.view_as(x)
+
+    def record(self, logits, experts, keep) -> None:
+        c = self.config
+        balance, z = load_balancing_loss(logits, experts), router_z_loss(logits)
+        self.aux_loss = c.balance_coef * balance + c.z_coef * z
+        load = torch.bincount(experts.reshape(-1), minlength=c.n_experts).detach().cpu()
+        self.stats = RouterStats(
+            load, int((~keep).sum()), experts.numel(), balance.detach(), z.detach()
+        )
+
+
+class MoEGPT(gpt.GPT):
+    """Chapter 11's GPT with a :class:`MoE` layer in place of every block's MLP.
+
+    Shapes: ids ``(b, t)`` → logits ``(b, t, v)``."""
+
+    def __init__(self, config: gpt.GPTConfig, moe: MoEConfig):
+        super().__init__(config)
+        if not isinstance(moe, MoEConfig):
+            raise TypeError(f"moe must be a MoEConfig; got {type(moe).__name__}")
+        if moe.d_model != config.d_model:
+            raise ValueError(
+                f"moe.d_model ({moe.d_model}) must equal the GPT's "
+                f"d_model ({config.d_model})"
+            )
+        self.moe_config = moe
+        for block in self.blocks:
+            block.mlp = MoE(moe)
+            block.mlp.apply(self._init)  # GPT-2's init, residual projections scaled
+            for mlp in block.mlp.experts:
+                std = 0.02 / math.sqrt(2 * config.n_layers)
+                nn.init.normal_(mlp.down.weight, std=std)
+
+    def moe_layers(self) -> list[MoE]:
+        return [block.mlp for block in self.blocks]
+
+    def aux_loss(self) -> torch.Tensor:
+        """The weighted auxiliary losses of the last forward pass, summed over
+        layers."""
+        return sum(layer.aux_loss for layer in self.moe_layers())
+
+
+def moe_lm_loss(
+    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
+) -> torch.Tensor:
+    """Next-token cross-entropy plus the model's auxiliary losses (for
+    ``train.fit``)."""
+    loss = lm.next_token_loss(model, batch)
+    inner = getattr(model, "module", model)  # DistributedDataParallel wraps the model
+    if not isinstance(inner, MoEGPT):
+        raise TypeError(f"model must be a MoEGPT; got {type(inner).__name__}")
+    return loss + inner.aux_loss()
+
+
+def n_params(model: nn.Module) -> tuple[int, int]:
+    """Total and activated (used per token) non-embedding parameters of a GPT or a
+    :class:`MoEGPT`: a token passes through ``top_k`` of the ``n_experts`` experts."""
+    if not isinstance(model, gpt.GPT):
+        raise TypeError(
+            f"model must be a gpt.GPT or MoEGPT; got {type(model).__name__}"
+        )
+    total = gpt.n_params(model)
+    if not isinstance(model, MoEGPT):
+        return total, total
+    c = model.moe_config
+    per_expert = sum(p.numel() for p in model.moe_layers()[0].experts[0].parameters())
+    idle = len(model.blocks) * (c.n_experts - c.top_k) * per_expert
+    return total, total - idle

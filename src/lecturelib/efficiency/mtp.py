@@ -1,0 +1,157 @@
+"""Chapter 17, multi-token prediction: ``K`` heads on one trunk predict the tokens
+``x_{t+1}, ..., x_{t+K}`` from the state at ``t`` (Gloeckle et al., 2024,
+arXiv:2404.19737), and the extra heads' guesses are verified by the model itself, a
+*self-speculative* decoder (blockwise parallel decoding, Stern, Shazeer and Uszkoreit,
+2018, arXiv:1811.03115; Medusa, Cai et al., 2024, arXiv:2401.10774).
+
+- :class:`MTPHeads` adds heads ``2..K`` to a trained :class:`lecturelib.pretraining.gpt.GPT`, whose
+  own output head is head 1. Head ``k`` is Medusa's: a residual SiLU layer on the
+  trunk's final state, then the trunk's (tied) output matrix. Gloeckle et al. train
+  trunk and heads together from scratch; here the trunk is frozen (Medusa-1), so head 1
+  stays the chapter 11 model and self-speculation reproduces its greedy output.
+- :func:`mtp_loss` is the heads' joint loss, the mean over ``k`` of the cross-entropy of
+  ``x_{t+k}``; :func:`self_speculative_generate` decodes greedily with the guesses.
+
+Simplification: every round recomputes the whole prefix (no KV cache), for the
+baseline too, so the prompt and the new tokens must fit in the trunk's ``seq_len``.
+
+Shapes: ``b`` batch, ``t`` positions, ``k`` heads, ``v`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lecturelib.pretraining import gpt, peft
+from lecturelib.validate import check_int, describe
+
+
+class MTPHeads(nn.Module):
+    """Heads ``2..n_future`` on the frozen trunk ``model``: head ``k`` maps the final
+    state ``h`` to ``W_out (h + SiLU(A_k h))`` with ``A_k`` initialised to zero, so
+    every head starts as the next-token head.
+
+    Shapes: ids ``(b, t)`` → logits ``(b, t, k, v)``, head 1 first."""
+
+    def __init__(self, model: gpt.GPT, n_future: int):
+        super().__init__()
+        if not isinstance(model, gpt.GPT):
+            raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
+        check_int(n_future, "n_future", 2)
+        self.trunk = peft.freeze(model)
+        d = model.config.d_model
+        self.extra = nn.ModuleList(nn.Linear(d, d) for _ in range(n_future - 1))
+        for layer in self.extra:
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    @property
+    def n_future(self) -> int:
+        return len(self.extra) + 1
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            h = self.trunk.norm(self.trunk.residual_stream(ids)[-1])  # (b, t, d)
+        states = [h] + [h + F.silu(a(h)) for a in self.extra]  # k × (b, t, d)
+        return self.trunk.head(torch.stack(states, 2))  # (b, t, k, v)
+
+
+def mtp_loss(heads: MTPHeads, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Mean over the heads of the cross-entropy of ``x_{t+k}`` at every position that
+    has one: ``y`` holds ``x_{t+1}``, so head ``k`` is scored on ``y[:, k-1:]``."""
+    x, y = batch
+    logits = heads(x)  # (b, t, k, v)
+    losses = []
+    for k in range(heads.n_future):
+        pred = logits[:, : x.shape[1] - k, k]  # (b, t-k, v)
+        losses.append(F.cross_entropy(pred.transpose(1, 2), y[:, k:]))
+    return torch.stack(losses).mean()
+
+
+@torch.no_grad()
+def head_accuracy(heads: MTPHeads, ids: torch.Tensor, seq_len: int) -> list[float]:
+    """Per head, how often its most likely token is the true ``x_{t+k}``, over
+    consecutive windows of the stream ``ids``."""
+    n = (len(ids) - 1) // seq_len
+    if n < 1:
+        raise ValueError(f"ids must hold more than seq_len = {seq_len} tokens")
+    x = ids[: n * seq_len].view(n, seq_len)
+    y = ids[1 : n * seq_len + 1].view(n, seq_len)
+    guess = heads(x).argmax(-1)  # (n, t, k)
+    return [
+        (guess[:, : seq_len - k, k] == y[:, k:]).float().mean().item()
+        for k in range(heads.n_future)
+    ]
+
+
+def check_fits(prompt, n_new: int, seq_len: int) -> None:
+    if (
+        not isinstance(prompt, torch.Tensor)
+        or prompt.dim() != 2
+        or prompt.shape[0] != 1
+        or prompt.is_floating_point()
+    ):
+        raise ValueError(
+            f"prompt must be a (1, t) tensor of token ids; got {describe(prompt)}"
+        )
+    check_int(n_new, "n_new", 1)
+    if prompt.shape[1] + n_new > seq_len:
+        raise ValueError(
+            f"prompt ({prompt.shape[1]}) + n_new ({n_new}) must fit in "
+            f"the trunk's seq_len = {seq_len}"
+        )
+
+
+@torch.no_grad()
+def self_speculative_generate(
+    heads: MTPHeads, prompt: torch.Tensor, n_new: int
+) -> tuple[torch.Tensor, dict]:
+    """Greedy decoding in which each call of the model both checks the last round's
+    guesses and makes the next: head 1's choice after the last accepted token is
+    exact, heads ``2..K`` guess the ``K - 1`` tokens after it, and the next call keeps
+    the guesses that head 1 would have chosen.
+
+    Returns the ids ``(1, t + n_new)`` and ``{"calls", "accepted", "seconds"}``."""
+    if not isinstance(heads, MTPHeads):
+        raise TypeError(f"heads must be an MTPHeads; got {type(heads).__name__}")
+    check_fits(prompt, n_new, heads.trunk.config.seq_len)
+    tic = time.perf_counter()
+    end = prompt.shape[1] + n_new
+    seq = prompt[0].tolist()
+    best = heads(prompt)[0, -1].argmax(-1).tolist()  # (k,)
+    stats = dict(calls=1, accepted=0)
+    while len(seq) < end:
+        seq.append(best[0])
+        guesses = best[1:][: end - len(seq)]
+        if not guesses:
+            break
+        out = heads(torch.tensor([seq + guesses]))[0].argmax(-1)  # (t, k)
+        stats["calls"] += 1
+        n, at = 0, len(seq) - 1  # out[at, 0] follows seq's last token
+        while n < len(guesses) and out[at + n, 0].item() == guesses[n]:
+            n += 1
+        seq += guesses[:n]
+        stats["accepted"] += n
+        best = out[at + n].tolist()
+    stats["seconds"] = time.perf_counter() - tic
+    return torch.tensor([seq[:end]]), stats
+
+
+@torch.no_grad()
+def greedy_generate(
+    model: gpt.GPT, prompt: torch.Tensor, n_new: int
+) -> tuple[torch.Tensor, dict]:
+    """The baseline: one call of ``model`` on the whole prefix per new token.
+    Returns the ids ``(1, t + n_new)`` and ``{"calls", "seconds"}``."""
+    if not isinstance(model, gpt.GPT):
+        raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
+    check_fits(prompt, n_new, model.config.seq_len)
+    tic = time.perf_counter()
+    ids = prompt
+    for _ in range(n_new):
+        ids = torch.cat([ids, model(ids)[:, -1:].argmax(-1)], 1)
+    return ids, {"calls": n_new, "seconds": time.perf_counter() - tic}

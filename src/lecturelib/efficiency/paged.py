@@ -1,0 +1,242 @@
+"""Chapter 14: PagedAttention's cache, fixed-size blocks found through a block table.
+
+A server that reserves ``max_len`` contiguous positions per sequence wastes what short
+sequences never fill. vLLM (Kwon et al., arXiv:2309.06180) stores the cache in blocks of
+``block_size`` positions taken from one pool; each sequence keeps a *block table*, the
+list of its blocks in order, and takes a new block only when its last one is full, so at
+most ``block_size - 1`` positions per sequence are unused. Blocks are reference-counted:
+parallel samples of one prompt share the prompt's blocks, and a shared block is copied
+only when a sequence writes into it (copy-on-write).
+
+:class:`PagedKVCache` is that cache for one layer; :func:`paged_attention` reads keys
+and values through the block table, and :func:`contiguous_attention` is its reference on
+a contiguous copy. The real kernel reads block by block inside the attention loop; we
+gather.
+
+Shapes: ``g`` key/value heads, ``e`` d_head, ``h`` query heads, ``n`` block_size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from lecturelib.efficiency import kvcache
+
+
+def _positive(value, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int; got {value!r}")
+
+
+class BlockAllocator:
+    """A pool of ``n_blocks`` block ids with reference counts."""
+
+    def __init__(self, n_blocks: int):
+        _positive(n_blocks, "n_blocks")
+        self.free = list(range(n_blocks - 1, -1, -1))  # a stack: pop gives 0 first
+        self.refs = [0] * n_blocks
+
+    def allocate(self) -> int:
+        if not self.free:
+            raise RuntimeError(
+                f"the cache is full: all {len(self.refs)} blocks are in use"
+            )
+        block = self.free.pop()
+        self.refs[block] = 1
+        return block
+
+    def share(self, block: int) -> None:
+        self.refs[block] += 1
+
+    def release(self, block: int) -> None:
+        if self.refs[block] < 1:
+            raise ValueError(f"block {block} is not in use")
+        self.refs[block] -= 1
+        if self.refs[block] == 0:
+            self.free.append(block)
+
+    @property
+    def used(self) -> int:
+        return len(self.refs) - len(self.free)
+
+
+class PagedKVCache:
+    """Keys and values of many sequences in ``capacity // block_size`` blocks.
+
+    Shapes: the pools ``k, v`` ``(n_blocks, block_size, g, e)``; one token ``(g, e)``.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        block_size: int,
+        n_kv_heads: int,
+        d_head: int,
+        dtype: torch.dtype = torch.float32,
+    ):
+        for name, value in (
+            ("capacity", capacity),
+            ("block_size", block_size),
+            ("n_kv_heads", n_kv_heads),
+            ("d_head", d_head),
+        ):
+            _positive(value, name)
+        if capacity % block_size:
+            raise ValueError(
+                f"block_size ({block_size}) must divide the capacity "
+                f"({capacity} positions)"
+            )
+        n_blocks = capacity // block_size
+        self.block_size, self.shape = block_size, (n_kv_heads, d_head)
+        self.k = torch.zeros(n_blocks, block_size, n_kv_heads, d_head, dtype=dtype)
+        self.v = torch.zeros_like(self.k)
+        self.allocator = BlockAllocator(n_blocks)
+        self.tables: dict[int, list[int]] = {}  # sequence -> blocks
+        self.lengths: dict[int, int] = {}
+
+    def add_sequence(self, seq: int) -> None:
+        if seq in self.tables:
+            raise ValueError(f"sequence {seq} already exists")
+        self.tables[seq], self.lengths[seq] = [], 0
+
+    def _check_seq(self, seq) -> None:
+        if seq not in self.tables:
+            raise ValueError(f"unknown sequence {seq!r}; known: {sorted(self.tables)}")
+
+    def append(self, seq: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store one token's key and value at the end of sequence ``seq``: a new block
+        when the last is full, a private copy when the last is shared (copy-on-write).
+        """
+        self._check_seq(seq)
+        for name, x in (("k", k), ("v", v)):
+            if not isinstance(x, torch.Tensor) or tuple(x.shape) != self.shape:
+                got = (
+                    tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+                )
+                raise ValueError(f"{name} must be one token's {self.shape}; got {got}")
+        table, n = self.tables[seq], self.lengths[seq]
+        slot = n % self.block_size
+        if slot == 0:
+            table.append(self.allocator.allocate())
+        elif self.allocator.refs[table[-1]] > 1:
+            table[-1] = self._copy(table[-1])
+        self.k[table[-1], slot], self.v[table[-1], slot] = k, v
+        self.lengths[seq] = n + 1
+
+    def _copy(self, block: int) -> int:
+        new = self.allocator.allocate()
+        self.k[new], self.v[new] = self.k[block], self.v[block]
+        self.allocator.release(block)
+        return new
+
+    def fork(self, parent: int, child: int) -> None:
+        """A new sequence ``child`` sharing all of ``parent``'s blocks (no copy)."""
+        self._check_seq(parent)
+        self.add_sequence(child)
+        self.tables[child] = list(self.tables[parent])
+        self.lengths[child] = self.lengths[parent]
+        for block in self.tables[child]:
+            self.allocator.share(block)
+
+    def finish(self, seq: int) -> None:
+        """Drop sequence ``seq`` and return its blocks to the pool."""
+        self._check_seq(seq)
+        for block in self.tables.pop(seq):
+            self.allocator.release(block)
+        del self.lengths[seq]
+
+    def gather(self, seq: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sequence ``seq``'s keys and values read through its block table.
+
+        Shapes: → ``(g, s, e)`` each."""
+        self._check_seq(seq)
+        table, n = torch.tensor(self.tables[seq], dtype=torch.long), self.lengths[seq]
+        k = self.k[table].flatten(0, 1)[:n]  # (s, g, e)
+        v = self.v[table].flatten(0, 1)[:n]
+        return k.transpose(0, 1), v.transpose(0, 1)
+
+    @property
+    def used_positions(self) -> int:
+        """Positions held in allocated blocks (shared blocks counted once)."""
+        return self.allocator.used * self.block_size
+
+
+def paged_attention(q: torch.Tensor, cache: PagedKVCache, seq: int) -> torch.Tensor:
+    """One decode query of sequence ``seq`` attending to all its cached positions, read
+    through the block table. Shapes: q ``(h, e)`` → ``(h, e)``."""
+    k, v = cache.gather(seq)  # (g, s, e)
+    check_query(q, cache)
+    s = k.shape[1]
+    return kvcache.attend(q[None, :, None], k[None], v[None], s - 1)[0, :, 0]
+
+
+def contiguous_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
+    """The reference: the same query over a contiguous cache, plain softmax attention.
+
+    Shapes: q ``(h, e)``, k, v ``(g, s, e)`` → ``(h, e)``."""
+    s = k.shape[1]
+    return kvcache.attend_reference(q[None, :, None], k[None], v[None], s - 1)[0, :, 0]
+
+
+def check_query(q, cache: PagedKVCache) -> None:
+    g, e = cache.shape
+    if (
+        not isinstance(q, torch.Tensor)
+        or q.dim() != 2
+        or q.shape[1] != e
+        or q.shape[0] % g
+    ):
+        got = tuple(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__
+        raise ValueError(f"q must be (h, {e}) with h a multiple of {g}; got {got}")
+
+
+def simulate(
+    lengths: list[int],
+    arrivals: list[int],
+    block_size: int,
+    max_len: int,
+    capacity: int,
+) -> list[dict]:
+    """Serve sequences that arrive at the given steps and grow one token per step until
+    they reach their length; after each step, record the tokens stored, the positions
+    held by paged blocks, and what contiguous max-length reservations would hold.
+
+    Returns one dict per step: ``tokens``, ``paged``, ``contiguous``."""
+    if len(lengths) != len(arrivals) or not lengths:
+        raise ValueError(
+            f"lengths and arrivals must be non-empty and equal in length; "
+            f"got {len(lengths)} and {len(arrivals)}"
+        )
+    if max(lengths) > max_len:
+        raise ValueError(
+            f"every length must be <= max_len = {max_len}; got {max(lengths)}"
+        )
+    cache = PagedKVCache(capacity, block_size, 1, 1)
+    token = torch.zeros(1, 1)
+    history, done = [], set()
+    for step in range(max(a + n for a, n in zip(arrivals, lengths)) + 1):
+        for seq, (start, n) in enumerate(zip(arrivals, lengths)):
+            if step == start:
+                cache.add_sequence(seq)
+            if seq in cache.tables and cache.lengths[seq] == n:
+                cache.finish(seq)
+                done.add(seq)
+            elif seq in cache.tables:
+                cache.append(seq, token, token)
+        history.append(
+            {
+                "tokens": sum(cache.lengths.values()),
+                "paged": cache.used_positions,
+                "contiguous": max_len * len(cache.tables),
+            }
+        )
+    return history
+
+
+def blocks_for(n_tokens: int, block_size: int) -> int:
+    """Blocks a sequence of ``n_tokens`` needs: ``ceil(n / block_size)``."""
+    return math.ceil(n_tokens / block_size)

@@ -1,0 +1,463 @@
+"""Chapter 17, speculative decoding (Leviathan, Kalman and Matias, 2023,
+arXiv:2211.17192; Chen et al., 2023, arXiv:2302.01318): a small draft model ``q``
+proposes ``K`` tokens, the target ``p`` scores all of them in one forward pass, and a
+rejection rule keeps a prefix of them so that the output is distributed exactly as
+sampling from ``p``.
+
+- :func:`residual` is ``normalize(max(0, p - q))``, the distribution a rejected
+  position is resampled from, and :func:`verify` the rule itself: accept draft ``x``
+  with probability ``min(1, p(x)/q(x))``, resample at the first rejection, and draw one
+  more token from ``p`` when every draft is accepted. ``rule="resample_from_p"`` is a
+  deliberately wrong variant (resample from ``p`` itself) that the chapter's tests
+  reject. :func:`verify_greedy` is the same rule at temperature 0.
+- :func:`first_token_distribution` and :func:`sequence_distribution` compute, by exact
+  enumeration, the distribution of what the rule emits; the target's own is
+  :func:`sequence_probs`.
+- :func:`speculative_generate` runs the rule with a :class:`lecturelib.pretraining.gpt.GPT` target,
+  a GPT or :class:`NGramDraft` (counts, no network) as draft and chapter 14's KV caches
+  (rolled back after a rejection); :func:`autoregressive_generate` is the baseline.
+- :func:`expected_tokens` and :func:`speedup` are the paper's formulas for the tokens
+  emitted per target call and the speed-up, for an acceptance rate ``alpha``.
+
+Simplifications: one sequence at a time (a batch would accept different numbers of
+tokens per row), a fixed ``K``, and the draft's acceptance rate assumed the same at
+every position in the formulas.
+
+Shapes: ``v`` vocabulary, ``K`` drafted tokens, ``t`` positions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+import torch
+
+from lecturelib.efficiency import kvcache
+from lecturelib.pretraining import gpt
+from lecturelib.validate import check_int, check_number, describe
+
+RULES = ("exact", "resample_from_p")
+Dist = Callable[[tuple[int, ...]], torch.Tensor]  # prefix -> next-token probabilities
+
+
+def check_probs(p, name: str, dims: int = 1) -> None:
+    """``p`` must be a float tensor of ``dims`` axes, each row a distribution."""
+    if not isinstance(p, torch.Tensor) or not p.is_floating_point() or p.dim() != dims:
+        axes = "(v,)" if dims == 1 else "(n, v)"
+        raise ValueError(
+            f"{name} must be a float tensor {axes} of probabilities; got {describe(p)}"
+        )
+    sums = p.double().sum(-1)
+    if (p < 0).any() or not torch.isfinite(p).all() or (sums - 1).abs().max() > 1e-4:
+        raise ValueError(
+            f"{name} must be probabilities (>= 0, each row summing to 1); "
+            f"got row sums from {sums.min().item():.4g} to "
+            f"{sums.max().item():.4g}"
+        )
+
+
+def _check_rule(rule: str) -> None:
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}; got {rule!r}")
+
+
+def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """``normalize(max(0, p - q))``: what ``p`` holds beyond ``q``. Where ``p == q``
+    nothing is ever rejected, and ``p`` is returned.
+
+    Shapes: p, q ``(v,)`` → ``(v,)``."""
+    check_probs(p, "p")
+    check_probs(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(
+            f"p and q must have the same vocabulary; got {len(p)} and {len(q)} tokens"
+        )
+    extra = (p.double() - q.double()).clamp(min=0)
+    if extra.sum() <= 1e-12:
+        return p.double()
+    return extra / extra.sum()
+
+
+def _fallback(p: torch.Tensor, q: torch.Tensor, rule: str) -> torch.Tensor:
+    return residual(p, q) if rule == "exact" else p.double()
+
+
+def _check_verify(p, q, drafts) -> None:
+    check_probs(p, "p", 2)
+    check_probs(q, "q", 2)
+    if not isinstance(drafts, torch.Tensor) or drafts.dim() != 1 or len(drafts) < 1:
+        raise ValueError(
+            f"drafts must be a 1-D tensor of K >= 1 token ids; got {describe(drafts)}"
+        )
+    K = len(drafts)
+    if q.shape[0] != K or p.shape[0] != K + 1 or p.shape[1] != q.shape[1]:
+        raise ValueError(
+            f"K = {K} drafts need q of shape (K, v) and p of shape "
+            f"(K + 1, v) with the same v; got q {tuple(q.shape)}, "
+            f"p {tuple(p.shape)}"
+        )
+    if drafts.min() < 0 or drafts.max() >= q.shape[1]:
+        raise ValueError(f"drafts must be ids in 0..{q.shape[1] - 1}")
+
+
+def verify(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafts: torch.Tensor,
+    generator: torch.Generator | None = None,
+    rule: str = "exact",
+) -> tuple[int, int]:
+    """Speculative sampling's rule: returns how many drafts are accepted, ``n``, and
+    the token that follows them (resampled at the first rejection, or drawn from the
+    last row of ``p`` when all ``K`` are accepted).
+
+    Shapes: p ``(K + 1, v)`` target probabilities at the drafted positions and one
+    more, q ``(K, v)`` the draft's, drafts ``(K,)``."""
+    _check_verify(p, q, drafts)
+    _check_rule(rule)
+    return accept(p, q, drafts.tolist(), generator, rule)
+
+
+def accept(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafts: list[int],
+    generator: torch.Generator | None,
+    rule: str,
+) -> tuple[int, int]:
+    """:func:`verify` without its checks, for callers whose ``p`` and ``q`` are
+    softmax outputs already."""
+    for i, x in enumerate(drafts):
+        u = torch.rand((), generator=generator, dtype=torch.float64)
+        if u * q[i, x] < p[i, x]:  # u < min(1, p/q), without dividing
+            continue
+        fallback = _fallback(p[i], q[i], rule)
+        return i, torch.multinomial(fallback, 1, generator=generator).item()
+    return len(drafts), torch.multinomial(p[-1].double(), 1, generator=generator).item()
+
+
+def verify_greedy(p: torch.Tensor, drafts: torch.Tensor) -> tuple[int, int]:
+    """The rule at temperature 0: accept drafts while each is the target's most likely
+    token; the next token is the target's choice at the first mismatch (or after the
+    last draft). Shapes: p ``(K + 1, v)`` scores or probabilities, drafts ``(K,)``."""
+    if (
+        not isinstance(p, torch.Tensor)
+        or p.dim() != 2
+        or not isinstance(drafts, torch.Tensor)
+        or p.shape[0] != len(drafts) + 1
+    ):
+        raise ValueError(
+            f"p must be (K + 1, v) for K drafts; got p {describe(p)}, "
+            f"drafts {describe(drafts)}"
+        )
+    best = p.argmax(-1)  # (K + 1,)
+    n = 0
+    while n < len(drafts) and drafts[n] == best[n]:
+        n += 1
+    return n, best[n].item()
+
+
+def first_token_distribution(
+    p: torch.Tensor, q: torch.Tensor, rule: str = "exact"
+) -> torch.Tensor:
+    """The exact distribution of the first token the rule emits: draft ``x ~ q`` kept
+    with probability ``min(1, p/q)``, else a draw from the fallback,
+    ``min(p, q) + (1 - sum min(p, q)) · fallback``. Shapes: ``(v,)`` → ``(v,)``."""
+    _check_rule(rule)
+    fallback = _fallback(p, q, rule)  # checks p and q
+    kept = torch.minimum(p.double(), q.double())
+    return kept + (1 - kept.sum()) * fallback
+
+
+def _block(p_fn: Dist, q_fn: Dist, prefix: tuple, K: int, rule: str) -> dict:
+    """{emitted tokens: probability} of one round after ``prefix``, enumerated."""
+    out: dict = defaultdict(float)
+
+    def walk(drafted: tuple, prob: float) -> None:
+        p = p_fn(prefix + drafted).double()
+        if len(drafted) == K:
+            for y, py in enumerate(p.tolist()):
+                out[drafted + (y,)] += prob * py
+            return
+        q = q_fn(prefix + drafted).double()
+        reject = 0.0
+        for x, qx in enumerate(q.tolist()):
+            if qx > 0:
+                keep = min(1.0, p[x].item() / qx)
+                walk(drafted + (x,), prob * qx * keep)
+                reject += prob * qx * (1 - keep)
+        if reject > 0:
+            for y, fy in enumerate(_fallback(p, q, rule).tolist()):
+                out[drafted + (y,)] += reject * fy
+
+    walk((), 1.0)
+    return out
+
+
+def sequence_distribution(
+    p_fn: Dist, q_fn: Dist, prompt: tuple, K: int, n: int, rule: str = "exact"
+) -> dict:
+    """The exact distribution of the first ``n`` tokens that speculative decoding with
+    ``K`` drafts emits after ``prompt``, by enumerating every draft, acceptance and
+    resampling: ``{(x_1, ..., x_n): probability}``."""
+    check_int(K, "K", 1)
+    check_int(n, "n", 1)
+    _check_rule(rule)
+    done: dict = defaultdict(float)
+    frontier = [(tuple(prompt), 1.0)]
+    while frontier:
+        prefix, prob = frontier.pop()
+        for emitted, pe in _block(p_fn, q_fn, prefix, K, rule).items():
+            new = prefix + emitted
+            if len(new) - len(prompt) >= n:
+                done[new[len(prompt) : len(prompt) + n]] += prob * pe
+            else:
+                frontier.append((new, prob * pe))
+    return dict(done)
+
+
+def sequence_probs(p_fn: Dist, prompt: tuple, n: int) -> dict:
+    """The target's own distribution of its next ``n`` tokens, by the chain rule:
+    ``{(x_1, ..., x_n): p(x_1 | prompt) · ... · p(x_n | prompt, x_<n)}``."""
+    check_int(n, "n", 1)
+    probs = {(): 1.0}
+    for _ in range(n):
+        probs = {
+            seq + (y,): pr * py
+            for seq, pr in probs.items()
+            for y, py in enumerate(p_fn(tuple(prompt) + seq).double().tolist())
+        }
+    return probs
+
+
+def check_pair(target, draft) -> None:
+    """A GPT target, a GPT or :class:`NGramDraft` draft, over one vocabulary."""
+    if not isinstance(target, gpt.GPT):
+        raise TypeError(f"target must be a gpt.GPT; got {type(target).__name__}")
+    if not isinstance(draft, (gpt.GPT, NGramDraft)):
+        raise TypeError(
+            f"draft must be a gpt.GPT or an NGramDraft; got {type(draft).__name__}"
+        )
+    draft_vocab = (
+        draft.config.vocab_size if isinstance(draft, gpt.GPT) else draft.vocab_size
+    )
+    if target.config.vocab_size != draft_vocab:
+        raise ValueError(
+            f"draft and target must share one vocabulary; got "
+            f"vocab_size {draft_vocab} (draft) and "
+            f"{target.config.vocab_size} (target)"
+        )
+
+
+class NGramDraft:
+    """Next-token probabilities from counts: after a context ``h`` of up to
+    ``order - 1`` tokens, Witten–Bell interpolation with the next shorter context
+    ``h'`` (down to the uniform distribution),
+
+        p(x | h) = (c(h, x) + u(h) · p(x | h')) / (c(h) + u(h)),
+
+    where ``c(h)`` counts the context, ``c(h, x)`` the context followed by ``x`` and
+    ``u(h)`` the distinct tokens seen after it. Every seen context's distribution is
+    computed once, at construction; a lookup returns that of the longest seen context.
+    Built from a 1-D tensor of training ids; :meth:`probs` takes the ids so far.
+    """
+
+    def __init__(self, ids: torch.Tensor, order: int, vocab_size: int):
+        check_int(order, "order", 1)
+        check_int(vocab_size, "vocab_size", 1)
+        if (
+            not isinstance(ids, torch.Tensor)
+            or ids.dim() != 1
+            or len(ids) < order
+            or ids.is_floating_point()
+            or ids.dtype == torch.bool
+        ):
+            raise ValueError(
+                f"ids must be a 1-D integer tensor of at least order = "
+                f"{order} token ids; got {describe(ids)}"
+            )
+        if ids.min() < 0 or ids.max() >= vocab_size:
+            raise ValueError(
+                f"ids must lie in 0..{vocab_size - 1} (vocab_size "
+                f"{vocab_size}); got ids from {int(ids.min())} to "
+                f"{int(ids.max())}"
+            )
+        self.order, self.vocab_size = order, vocab_size
+        self.rows, self.probs_of = [], []  # per context length k = 0..order-1
+        ids, v = ids.long(), vocab_size
+        shorter_keys = torch.zeros(1, dtype=torch.long)  # below k = 0: uniform
+        shorter = torch.full((1, v), 1 / v, dtype=torch.float64)
+        for k in range(order):
+            n = len(ids) - k
+            context = torch.zeros(n, dtype=torch.long)
+            for j in range(k):  # the k previous ids as one number
+                context = context * v + ids[j : j + n]
+            keys, row = torch.unique(context, return_inverse=True)  # sorted keys
+            counts = torch.zeros(len(keys), v, dtype=torch.float64)
+            counts.index_put_(
+                (row, ids[k:]), torch.ones(n, dtype=torch.float64), accumulate=True
+            )
+            distinct = (counts > 0).sum(1, keepdim=True).double()
+            suffix = torch.searchsorted(shorter_keys, keys % v ** max(k - 1, 0))
+            probs = (counts + distinct * shorter[suffix]) / (
+                counts.sum(1, keepdim=True) + distinct
+            )
+            self.rows.append({key: i for i, key in enumerate(keys.tolist())})
+            self.probs_of.append(probs)
+            shorter_keys, shorter = keys, probs
+
+    def probs(self, ids: list[int]) -> torch.Tensor:
+        """The distribution of the token after ``ids``. Shapes: → ``(v,)`` float64."""
+        for k in range(min(self.order - 1, len(ids)), 0, -1):  # longest seen first
+            key = 0
+            for token in ids[len(ids) - k :]:
+                key = key * self.vocab_size + token
+            i = self.rows[k].get(key)
+            if i is not None:
+                return self.probs_of[k][i]
+        return self.probs_of[0][0]  # no context
+
+    def logits(self, ids: list[int]) -> torch.Tensor:
+        """``log p``: logits, so that a temperature divides them as a GPT's."""
+        return self.probs(ids).log()
+
+
+def _check_prompt(prompt, model: gpt.GPT, n_new: int) -> None:
+    if (
+        not isinstance(prompt, torch.Tensor)
+        or prompt.dim() != 2
+        or prompt.shape[0] != 1
+        or prompt.shape[1] < 1
+        or prompt.is_floating_point()
+    ):
+        raise ValueError(
+            f"prompt must be a (1, t) tensor of token ids; got {describe(prompt)}"
+        )
+    check_int(n_new, "n_new", 1)
+
+
+def _probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``softmax(logits / T)`` in float64; the logits themselves at ``T = 0``."""
+    return logits if temperature == 0 else (logits.double() / temperature).softmax(-1)
+
+
+def _draw(probs: torch.Tensor, temperature: float, generator) -> int:
+    if temperature == 0:
+        return probs.argmax().item()
+    return torch.multinomial(probs, 1, generator=generator).item()
+
+
+def draft_logits(
+    draft: gpt.GPT | NGramDraft, ids: list[int], cache: kvcache.KVCache | None
+) -> torch.Tensor:
+    """The draft's logits for the token after ``ids``: a GPT reads the ids its cache
+    does not hold yet; an n-gram table looks up the last ``order - 1``."""
+    if isinstance(draft, NGramDraft):
+        return draft.logits(ids)
+    new = torch.tensor([ids[cache.length :]])
+    return kvcache.cached_forward(draft, new, cache)[0, -1]
+
+
+@torch.inference_mode()
+def speculative_generate(
+    target: gpt.GPT,
+    draft: gpt.GPT | NGramDraft,
+    prompt: torch.Tensor,
+    n_new: int,
+    K: int,
+    *,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    rule: str = "exact",
+) -> tuple[torch.Tensor, dict]:
+    """``n_new`` tokens after ``prompt``, sampled at ``temperature`` (0: greedy): each
+    round the draft (a GPT or an :class:`NGramDraft`) proposes ``K`` tokens one by
+    one, the target scores them in one cached forward pass, and the rule
+    (:func:`verify`, or :func:`verify_greedy` at ``T = 0``) keeps a prefix and adds
+    one token. The caches hold every token but the newest; a rejection rolls them
+    back.
+
+    Returns the ids ``(1, t + n_new)`` and counts: target and draft calls, drafted
+    tokens, tested ones (up to the first rejection), accepted ones, seconds."""
+    check_pair(target, draft)
+    check_int(K, "K", 1)
+    _check_prompt(prompt, target, n_new)
+    _check_rule(rule)
+    check_number(temperature, "temperature", 0.0)
+    tic = time.perf_counter()
+    total = prompt.shape[1] + n_new + K + 1
+    t_cache = kvcache.new_cache(target, 1, total)
+    d_cache = kvcache.new_cache(draft, 1, total) if isinstance(draft, gpt.GPT) else None
+    seq = prompt[0].tolist()
+    stats = dict(target_calls=0, draft_calls=0, drafted=0, tested=0, accepted=0)
+    while len(seq) < prompt.shape[1] + n_new:
+        drafts, q = [], []
+        for _ in range(K):
+            logits = draft_logits(draft, seq + drafts, d_cache)
+            q.append(_probs(logits, temperature))
+            drafts.append(_draw(q[-1], temperature, generator))
+        new = torch.tensor([(seq + drafts)[t_cache.length :]])
+        logits = kvcache.cached_forward(target, new, t_cache)[0, -(K + 1) :]  # (K+1, v)
+        if temperature == 0:
+            n, nxt = verify_greedy(logits, torch.tensor(drafts))
+        else:
+            p = _probs(logits, temperature)
+            n, nxt = accept(p, torch.stack(q), drafts, generator, rule)
+        seq += drafts[:n] + [nxt]
+        for cache in (t_cache, d_cache):  # roll back
+            if cache is not None:
+                cache.length = min(cache.length, len(seq) - 1)
+        stats["target_calls"] += 1
+        stats["draft_calls"] += K
+        stats["drafted"] += K
+        stats["tested"] += min(n + 1, K)
+        stats["accepted"] += n
+    stats["seconds"] = time.perf_counter() - tic
+    return torch.tensor([seq[: prompt.shape[1] + n_new]]), stats
+
+
+@torch.inference_mode()
+def autoregressive_generate(
+    model: gpt.GPT,
+    prompt: torch.Tensor,
+    n_new: int,
+    *,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, dict]:
+    """Plain decoding with the KV cache at ``temperature`` (0: greedy), one model call
+    per token: the baseline. Returns the ids ``(1, t + n_new)`` and
+    ``{"target_calls", "seconds"}``."""
+    if not isinstance(model, gpt.GPT):
+        raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
+    _check_prompt(prompt, model, n_new)
+    check_number(temperature, "temperature", 0.0)
+    tic = time.perf_counter()
+    cache = kvcache.new_cache(model, 1, prompt.shape[1] + n_new)
+    seq, new = prompt[0].tolist(), prompt
+    for _ in range(n_new):
+        logits = kvcache.cached_forward(model, new, cache)[0, -1]
+        x = _draw(_probs(logits, temperature), temperature, generator)
+        seq.append(x)
+        new = torch.tensor([[x]])
+    return torch.tensor([seq]), {
+        "target_calls": n_new,
+        "seconds": time.perf_counter() - tic,
+    }
+
+
+def expected_tokens(alpha: float, K: int) -> float:
+    """Tokens emitted per target call when each draft is accepted with probability
+    ``alpha``: ``1 + alpha + ... + alpha^K = (1 - alpha^(K+1)) / (1 - alpha)``."""
+    check_number(alpha, "alpha", 0.0, 1.0)
+    check_int(K, "K", 1)
+    return float(sum(alpha**i for i in range(K + 1)))
+
+
+def speedup(alpha: float, K: int, cost: float) -> float:
+    """Leviathan et al.'s expected speed-up over plain decoding when a draft call costs
+    ``cost`` target calls: ``expected_tokens / (K · cost + 1)``."""
+    check_number(cost, "cost", 0.0)
+    return expected_tokens(alpha, K) / (K * cost + 1)

@@ -1,0 +1,5 @@
+"""Part V. Long context: chapter 18.
+
+- chapter 18, extending the context: ``longctx`` (segment recurrence and kNN memory),
+  ``rope_scaling`` and ``eviction``.
+"""

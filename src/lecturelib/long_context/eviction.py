@@ -1,0 +1,193 @@
+"""Chapter 18: a KV cache of bounded size, and which entries to evict.
+
+Generating past the trained context with a fixed memory means dropping cached keys and
+values. :func:`stream` runs chapter 11's :class:`lecturelib.pretraining.gpt.GPT` one token at a time
+over a long text with a cache of at most ``budget`` entries per layer and head, evicting
+with a policy:
+
+- ``"full"``: no eviction (the cache grows, positions run past the trained context);
+- ``"window"``: the ``budget`` most recent tokens;
+- ``"sinks"``: StreamingLLM (Xiao et al., arXiv:2309.17453): the first ``n_sinks``
+  tokens, the "attention sinks", plus the most recent ones;
+- ``"h2o"``: Heavy-Hitter Oracle (Zhang et al., arXiv:2306.14048): the ``n_recent`` most
+  recent tokens plus, per layer and head, the older ones with the largest attention
+  accumulated so far;
+- ``"knn"``: a Memorizing-Transformer-style memory (Wu et al., arXiv:2203.08913):
+  nothing is dropped; each query attends to the ``n_recent`` most recent tokens plus the
+  ``budget - n_recent`` older ones whose keys match it best (exact top-k, per head).
+
+As in StreamingLLM, keys are cached before rotation and RoPE positions are assigned
+within the cache (``0..s-1``), so relative distances never exceed the budget.
+Simplifications: one sequence batch at a time with the same text length; the H2O scores
+are summed over all queries so far (the paper's accumulated attention).
+
+Shapes: ``b`` batch, ``h`` heads, ``s`` cached positions, ``e`` d_head, ``T`` tokens.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+
+from lecturelib.efficiency import kvcache
+
+POLICIES = ("full", "window", "sinks", "h2o", "knn")
+
+
+def check_budget(policy: str, budget, n_sinks, n_recent) -> None:
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}; got {policy!r}")
+    for name, value in (
+        ("budget", budget),
+        ("n_sinks", n_sinks),
+        ("n_recent", n_recent),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int; got {value!r}")
+    if policy == "sinks" and budget <= n_sinks:
+        raise ValueError(
+            f"the budget ({budget}) must be larger than n_sinks "
+            f"({n_sinks}): the sinks and at least one recent token"
+        )
+    if policy in ("h2o", "knn") and n_recent >= budget:
+        raise ValueError(
+            f"the recent window (n_recent={n_recent}) must be smaller than "
+            f"the cache budget ({budget})"
+        )
+
+
+def keep(
+    policy: str, scores: torch.Tensor, budget: int, n_sinks: int = 4, n_recent: int = 1
+) -> torch.Tensor:
+    """Which of the ``s`` cached positions survive, in order: ``budget`` of them per
+    sequence and head. ``scores`` are H2O's accumulated attention.
+
+    Shapes: scores ``(b, h, s)`` → indices ``(b, h, budget)``."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}; got {policy!r}")
+    if not isinstance(scores, torch.Tensor) or scores.dim() != 3:
+        raise ValueError("scores must be a (b, h, s) tensor")
+    if policy == "sinks" and budget < n_sinks:
+        raise ValueError(
+            f"the budget ({budget}) must hold the n_sinks ({n_sinks}) sinks"
+        )
+    if policy == "h2o" and not 0 < n_recent < budget:
+        raise ValueError(
+            f"n_recent ({n_recent}) must be in 1..budget-1 = 1..{budget - 1}"
+        )
+    b, h, s = scores.shape
+    if s <= budget or policy == "full":
+        idx = torch.arange(s)
+    elif policy == "window":
+        idx = torch.arange(s - budget, s)
+    elif policy == "sinks":
+        idx = torch.cat([torch.arange(n_sinks), torch.arange(s - budget + n_sinks, s)])
+    else:  # h2o: heavy hitters among the older tokens, then the recent ones
+        old = scores[..., : s - n_recent]  # (b, h, s - n_recent)
+        heavy = old.topk(budget - n_recent, dim=-1).indices.sort(-1).values
+        recent = torch.arange(s - n_recent, s).expand(b, h, n_recent)
+        return torch.cat([heavy, recent], -1)
+    return idx.expand(b, h, len(idx))
+
+
+def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """The rows ``idx`` of ``x`` along the cache axis. Shapes: x ``(b, h, s, ...)``,
+    idx ``(b, h, k)`` → ``(b, h, k, ...)``."""
+    extra = x.shape[3:]
+    index = idx.view(*idx.shape, *([1] * len(extra))).expand(*idx.shape, *extra)
+    return x.gather(2, index)
+
+
+def retrieve(q: torch.Tensor, k: torch.Tensor, n_recent: int, top: int) -> torch.Tensor:
+    """The ``n_recent`` last positions plus the ``top`` older ones whose (unrotated) keys
+    score highest against the query, in order. Shapes: q ``(b, h, 1, e)``, k ``(b, h, s,
+    e)`` → ``(b, h, min(s, top + n_recent))``."""
+    b, h, s, _ = k.shape
+    if s <= top + n_recent:
+        return torch.arange(s).expand(b, h, s)
+    scores = (q @ k[:, :, : s - n_recent].transpose(-1, -2))[:, :, 0]  # (b, h, s - r)
+    found = scores.topk(top, dim=-1).indices.sort(-1).values
+    return torch.cat([found, torch.arange(s - n_recent, s).expand(b, h, n_recent)], -1)
+
+
+@torch.no_grad()
+def stream(
+    model,
+    ids: torch.Tensor,
+    policy: str,
+    budget: int,
+    n_sinks: int = 4,
+    n_recent: int | None = None,
+    attention: bool = False,
+):
+    """Next-token losses of ``model`` over ``ids`` read one token at a time with a cache
+    of at most ``budget`` entries (``policy`` decides which). With ``attention=True``
+    also returns, per layer, the attention of the last query over the cached positions.
+
+    Shapes: ids ``(b, T)`` → losses ``(b, T-1)``."""
+    kvcache.check_gpt(model)
+    n_recent = budget // 2 if n_recent is None else n_recent
+    check_budget(policy, budget, n_sinks, n_recent)
+    if (
+        not isinstance(ids, torch.Tensor)
+        or ids.dim() != 2
+        or ids.shape[1] < 2
+        or ids.is_floating_point()
+    ):
+        got = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(
+            f"ids must be a (b, T) tensor of token ids with T >= 2; got {got}"
+        )
+    c = model.config
+    b, T = ids.shape
+    rope = kvcache.Rope(
+        c.d_head, T + 1 if policy in ("full", "knn") else budget + 1, c.rope_base
+    )
+    K = [ids.new_zeros(b, c.n_heads, 0, c.d_head).float() for _ in model.blocks]
+    V, acc = list(K), [torch.zeros(b, c.n_heads, 0) for _ in model.blocks]
+    losses, last = [], []
+    for t in range(T - 1):
+        x = model.embed(ids[:, t : t + 1])  # (b, 1, d)
+        for layer, block in enumerate(model.blocks):
+            q, k, v = rearrange(
+                block.attn.qkv(block.norm1(x)),
+                "b t (three h e) -> three b h t e",
+                three=3,
+                h=c.n_heads,
+            )  # (b, h, 1, e) each
+            K[layer] = torch.cat([K[layer], k], 2)  # unrotated keys
+            V[layer] = torch.cat([V[layer], v], 2)
+            acc[layer] = F.pad(acc[layer], (0, 1))
+            if policy == "knn":
+                idx = retrieve(q, K[layer], n_recent, budget - n_recent)
+                ks, vs = gather(K[layer], idx), gather(V[layer], idx)
+            else:
+                ks, vs = K[layer], V[layer]
+            s = ks.shape[2]
+            a = (
+                rope(q, s - 1) @ rope(ks, 0).transpose(-1, -2) / math.sqrt(c.d_head)
+            ).softmax(-1)  # (b, h, 1, s)
+            if policy != "knn":
+                acc[layer] = acc[layer] + a[:, :, 0]
+            if attention and t == T - 2:
+                last.append(a[:, :, 0])
+            y = rearrange(a @ vs, "b h t e -> b t (h e)")
+            x = x + block.attn.out(y)
+            x = x + block.mlp(block.norm2(x))
+            if policy not in ("full", "knn"):  # room for the next one
+                idx = keep(
+                    policy,
+                    acc[layer],
+                    budget - 1,
+                    n_sinks,
+                    min(n_recent, budget - 2) if policy == "h2o" else 1,
+                )
+                K[layer], V[layer] = gather(K[layer], idx), gather(V[layer], idx)
+                acc[layer] = gather(acc[layer][..., None], idx)[..., 0]
+        logits = model.head(model.norm(x))[:, 0]  # (b, v)
+        losses.append(F.cross_entropy(logits, ids[:, t + 1], reduction="none"))
+    losses = torch.stack(losses, 1)
+    return (losses, last) if attention else losses

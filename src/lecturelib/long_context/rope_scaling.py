@@ -1,0 +1,161 @@
+"""Chapter 18: stretching RoPE to contexts longer than the trained one.
+
+A RoPE model trained on windows of ``L`` tokens has seen the rotation angles ``m θ_i``
+only for ``m < L``. Each method below changes the frequencies ``θ_i = b^{-2i/d}`` so that
+a context of ``L' = s·L`` tokens (``s >= 1``, the scale) stays, in some sense, inside what
+was trained:
+
+- ``"none"``: the frequencies unchanged (extrapolation);
+- ``"pi"``: position interpolation, ``θ'_i = θ_i / s`` (Chen et al., arXiv:2306.15595);
+- ``"ntk"``: NTK-aware base change ``b' = b·s^{d/(d-2)}`` (bloc97, 2023): the fastest pair
+  keeps its frequency and the slowest is divided by ``s``;
+- ``"ntk_by_parts"``: pairs whose wavelength ``λ_i = 2π/θ_i`` fits ``r_i = L/λ_i > β``
+  times into ``L`` keep ``θ_i``, those with ``r_i < α`` are interpolated, a linear ramp
+  ``γ_i`` in between: ``θ'_i = (1-γ_i) θ_i/s + γ_i θ_i`` (Peng et al., arXiv:2309.00071,
+  ``α = 1, β = 32``);
+- ``"yarn"``: NTK-by-parts plus an attention temperature, logits multiplied by
+  ``1/t`` with ``√(1/t) = 0.1 ln s + 1`` (applied, as the paper does, by scaling both the
+  rotated queries and keys by ``√(1/t)``).
+
+:func:`extend` returns a copy of a chapter 11 :class:`lecturelib.pretraining.gpt.GPT` whose attention
+layers use the scaled rotation for ``seq_len`` positions.
+
+Shapes: ``d`` d_head, pairs ``i = 0..d/2-1``, ``t`` positions.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import replace
+
+import torch
+
+from lecturelib.efficiency import kvcache
+from lecturelib.pretraining import gpt
+from lecturelib.transformers import positions
+
+METHODS = ("none", "pi", "ntk", "ntk_by_parts", "yarn")
+ALPHA, BETA = 1.0, 32.0  # NTK-by-parts / YaRN defaults for LLaMA (Peng et al., 2023)
+
+
+def check_scale(scale) -> None:
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, (int, float))
+        or not math.isfinite(scale)
+        or scale < 1
+    ):
+        raise ValueError(
+            f"scale must be a finite number >= 1 (the new context over the "
+            f"trained one); got {scale!r}"
+        )
+
+
+def check_method(method) -> None:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+
+
+def ramp(r: torch.Tensor, alpha: float = ALPHA, beta: float = BETA) -> torch.Tensor:
+    """NTK-by-parts' ``γ(r)``: 0 below ``alpha``, 1 above ``beta``, linear in between."""
+    if not 0 <= alpha < beta:
+        raise ValueError(
+            f"the ramp needs 0 <= alpha < beta; got alpha={alpha!r}, beta={beta!r}"
+        )
+    return ((r - alpha) / (beta - alpha)).clamp(0, 1)
+
+
+def scaled_frequencies(
+    method: str,
+    d_head: int,
+    scale: float,
+    train_len: int,
+    base: float = 10000.0,
+    alpha: float = ALPHA,
+    beta: float = BETA,
+) -> torch.Tensor:
+    """The frequencies ``θ'_i`` of ``method`` for a context ``scale`` times the trained
+    ``train_len`` (float64). Shapes: → ``(d_head/2,)``."""
+    check_method(method)
+    check_scale(scale)
+    positions.check_int(train_len, "train_len")
+    if train_len < 1:
+        raise ValueError(f"train_len must be >= 1; got {train_len}")
+    theta = positions.frequencies(d_head, base)  # (d/2,)
+    if method == "none":
+        return theta
+    if method == "pi":
+        return theta / scale
+    if method == "ntk":
+        return positions.frequencies(d_head, base * scale ** (d_head / (d_head - 2)))
+    r = train_len / (2 * math.pi / theta)  # L / λ_i
+    gamma = ramp(r, alpha, beta)
+    return (1 - gamma) * theta / scale + gamma * theta
+
+
+def yarn_mscale(scale: float) -> float:
+    """YaRN's ``√(1/t) = 0.1 ln s + 1``, the factor on queries and keys."""
+    check_scale(scale)
+    return 0.1 * math.log(scale) + 1.0
+
+
+def extend(model: gpt.GPT, seq_len: int, method: str = "none") -> gpt.GPT:
+    """A copy of ``model`` that reads ``seq_len`` tokens with ``method``'s frequencies
+    (scale ``s = seq_len / model.config.seq_len``)."""
+    check_model(model)
+    check_method(method)
+    positions.check_int(seq_len, "seq_len")
+    train_len = getattr(model, "train_len", model.config.seq_len)
+    scale = seq_len / train_len
+    check_scale(scale)
+    theta = scaled_frequencies(
+        method, model.config.d_head, scale, train_len, model.config.rope_base
+    )
+    angles = torch.arange(seq_len, dtype=torch.float64)[:, None] * theta  # (t, d/2)
+    m = yarn_mscale(scale) if method == "yarn" else 1.0
+    new = copy.deepcopy(model)
+    new.config = replace(model.config, seq_len=seq_len)
+    new.train_len, new.method = train_len, method
+    device = next(model.parameters()).device
+    for block in new.blocks:
+        block.attn.cos = (m * angles.cos()).float().to(device)  # (t, d/2)
+        block.attn.sin = (m * angles.sin()).float().to(device)
+    return new
+
+
+def check_model(model) -> None:
+    kvcache.check_gpt(model, "RoPE scaling")
+
+
+@torch.no_grad()
+def loss_by_position(
+    model: torch.nn.Module, ids: torch.Tensor, seq_len: int, batch_size: int = 16
+) -> torch.Tensor:
+    """Mean next-token loss at each position ``0..seq_len-1`` of consecutive windows of
+    ``seq_len`` tokens cut from the stream ``ids``. Shapes: ``(n,)`` → ``(seq_len,)``."""
+    positions.check_int(seq_len, "seq_len")
+    if seq_len < 1:
+        raise ValueError(f"seq_len must be >= 1; got {seq_len}")
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.is_floating_point():
+        raise ValueError("ids must be a 1-d integer token stream")
+    n = (len(ids) - 1) // seq_len
+    if n < 1:
+        raise ValueError(
+            f"the stream ({len(ids)} tokens) is shorter than one window "
+            f"of seq_len={seq_len} + 1"
+        )
+    device = next(model.parameters()).device
+    x = ids[: n * seq_len].view(n, seq_len)
+    y = ids[1 : n * seq_len + 1].view(n, seq_len)
+    total = torch.zeros(seq_len)
+    was_training = model.training
+    model.eval()
+    for i in range(0, n, batch_size):
+        logits = model(x[i : i + batch_size].to(device))  # (b, t, v)
+        loss = torch.nn.functional.cross_entropy(
+            logits.transpose(1, 2), y[i : i + batch_size].to(device), reduction="none"
+        )
+        total += loss.sum(0).cpu()
+    model.train(was_training)
+    return total / n

@@ -1,0 +1,369 @@
+"""Chapter 12: BERT, an encoder pretrained by masked language modelling (Devlin et al.,
+2019, arXiv:1810.04805), with RoBERTa's changes (Liu et al., 2019, arXiv:1907.11692).
+
+- :func:`mask_tokens` is BERT's corruption: each ordinary token is selected with
+  probability ``p`` (15%); a selected token becomes ``[MASK]`` (80%), a random token
+  (10%) or stays (10%), and only selected positions are targets (the others get
+  ``IGNORE``). Special and padding tokens are never selected. Called afresh for every
+  batch it is RoBERTa's *dynamic* masking; :func:`mlm_batches` does that.
+- :class:`BERT` is chapter 8's encoder blocks (``transformer.stack``; Pre-LN, where BERT
+  was Post-LN, because it trains reliably in a few hundred steps) over token + learned
+  position embeddings, with an MLM head tied to the token embeddings and a linear
+  classification head on the ``[CLS]`` state or on the mean of the real states. BERT's
+  next-sentence prediction and its pooler (a ``tanh`` layer under the classifier) are
+  left out, as in RoBERTa.
+- :class:`Specials` names the ids of ``[PAD] [CLS] [SEP] [MASK]``, placed after the ids
+  of a tokenizer's ``n_text`` ordinary tokens; :func:`encode_sentence` and :func:`pad`
+  build classification batches and :func:`token_stream` the pretraining stream.
+
+Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``v`` vocabulary, ``c`` classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lecturelib.pretraining import gpt
+from lecturelib.recurrence import rnn
+from lecturelib.transformers import transformer
+from lecturelib.validate import check_int, check_number, describe
+from lecturelib.transformers.self_attention import padding_mask
+
+IGNORE = -100  # the target of positions that carry no loss (F.cross_entropy's default)
+POOLS = ("cls", "mean")
+
+
+@dataclass(frozen=True)
+class Specials:
+    """The ids of the special tokens, after the ``n_text`` ids of ordinary tokens."""
+
+    n_text: int
+
+    def __post_init__(self):
+        check_int(self.n_text, "Specials.n_text", 1)
+
+    @property
+    def pad(self) -> int:
+        return self.n_text
+
+    @property
+    def cls(self) -> int:
+        return self.n_text + 1
+
+    @property
+    def sep(self) -> int:
+        return self.n_text + 2
+
+    @property
+    def mask(self) -> int:
+        return self.n_text + 3
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_text + 4
+
+
+def check_token_ids(ids, name: str = "ids", dims: tuple[int, ...] = (1, 2)) -> None:
+    if (
+        not isinstance(ids, torch.Tensor)
+        or ids.dim() not in dims
+        or ids.is_floating_point()
+        or ids.is_complex()
+        or ids.dtype == torch.bool
+    ):
+        axes = " or ".join({1: "(t,)", 2: "(b, t)"}[d] for d in dims)
+        raise ValueError(
+            f"{name} must be an integer tensor {axes} of token ids; got {describe(ids)}"
+        )
+
+
+def mask_tokens(
+    ids: torch.Tensor,
+    specials: Specials,
+    *,
+    p: float = 0.15,
+    p_mask: float = 0.8,
+    p_random: float = 0.1,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's masking: the corrupted inputs and the targets of a batch of token ids.
+
+    Each ordinary token (id < ``specials.n_text``) is selected with probability ``p``; a
+    selected token is replaced by ``[MASK]`` with probability ``p_mask``, by a random
+    ordinary token with probability ``p_random``, and kept otherwise. Targets hold the
+    original id at selected positions and ``IGNORE`` elsewhere.
+
+    Shapes: ids ``(..., t)`` → inputs, targets ``(..., t)``.
+    """
+    check_token_ids(ids)
+    if not isinstance(specials, Specials):
+        raise TypeError(f"specials must be a Specials; got {describe(specials)}")
+    if ids.numel() and (ids.min() < 0 or ids.max() >= specials.vocab_size):
+        raise ValueError(
+            f"ids must lie in 0..{specials.vocab_size - 1} (the ordinary "
+            f"and special tokens); got ids from {int(ids.min())} to "
+            f"{int(ids.max())}"
+        )
+    check_number(p, "p", 0.0, 1.0)
+    check_number(p_mask, "p_mask", 0.0, 1.0)
+    check_number(p_random, "p_random", 0.0, 1.0)
+    if p_mask + p_random > 1:
+        raise ValueError(f"p_mask + p_random must be <= 1; got {p_mask} + {p_random}")
+    u = torch.rand(ids.shape, generator=generator)
+    selected = (u < p) & (ids < specials.n_text)  # ordinary tokens only
+    how = torch.rand(ids.shape, generator=generator)  # which of the three
+    to_mask = selected & (how < p_mask)
+    to_random = selected & (how >= p_mask) & (how < p_mask + p_random)
+    random_ids = torch.randint(0, specials.n_text, ids.shape, generator=generator)
+    inputs = torch.where(to_mask, specials.mask, ids)
+    inputs = torch.where(to_random, random_ids, inputs)
+    targets = torch.where(selected, ids, IGNORE)
+    return inputs, targets
+
+
+def token_stream(sentences: Sequence[list[int]], specials: Specials) -> torch.Tensor:
+    """The sentences' ids one after another, each followed by ``[SEP]`` (RoBERTa packs
+    full sentences into each training window).
+
+    Shapes: ``n`` lists of ids → ``(sum of lengths + n,)``."""
+    if isinstance(sentences, (str, torch.Tensor)) or not all(
+        isinstance(s, (list, tuple)) for s in sentences
+    ):
+        raise TypeError(
+            f"sentences must be a list of lists of token ids; got {describe(sentences)}"
+        )
+    if not sentences or not all(
+        isinstance(i, int) and 0 <= i < specials.n_text for s in sentences for i in s
+    ):
+        raise ValueError(
+            f"sentences must hold ordinary token ids in 0..{specials.n_text - 1}"
+        )
+    return torch.tensor([i for s in sentences for i in (*s, specials.sep)])
+
+
+def mlm_batches(
+    stream: torch.Tensor,
+    specials: Specials,
+    batch_size: int,
+    seq_len: int,
+    *,
+    seed: int = 0,
+    dynamic: bool = True,
+    **masking,
+) -> Callable[[int], tuple[torch.Tensor, torch.Tensor]]:
+    """A function ``step -> (inputs, targets)``: windows of ``seq_len - 1`` tokens of
+    the stream after a ``[CLS]``, masked by :func:`mask_tokens`.
+
+    ``dynamic=True`` draws a fresh mask every time (RoBERTa); ``dynamic=False`` gives a
+    window the same mask every time it is drawn (BERT masked its data once, in ten
+    copies; here each window start has one mask).
+
+    Shapes: stream ``(n,)`` → inputs, targets ``(batch_size, seq_len)``.
+    """
+    check_token_ids(stream, "stream", (1,))
+    check_int(batch_size, "batch_size", 1)
+    check_int(seq_len, "seq_len", 2)
+    if len(stream) < seq_len:
+        raise ValueError(
+            f"the stream ({len(stream)} tokens) must be at least seq_len={seq_len} long"
+        )
+    offsets = torch.arange(seq_len - 1)
+
+    def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        starts = torch.randint(0, len(stream) - seq_len + 2, (batch_size,), generator=g)
+        cls = torch.full((batch_size, 1), specials.cls)
+        ids = torch.cat([cls, stream[starts[:, None] + offsets]], 1)  # (b, seq_len)
+        if dynamic:
+            return mask_tokens(ids, specials, generator=g, **masking)
+        rows = [
+            mask_tokens(
+                row,
+                specials,
+                **masking,
+                generator=torch.Generator().manual_seed(seed + int(s)),
+            )
+            for row, s in zip(ids, starts)
+        ]
+        return torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows])
+
+    return batch
+
+
+def encode_sentence(ids: Sequence[int], specials: Specials, max_len: int) -> list[int]:
+    """``[CLS] ids [SEP]``, the ids cut so that the whole fits ``max_len`` positions."""
+    check_int(max_len, "max_len", 3)
+    if isinstance(ids, (str, torch.Tensor)) or not all(
+        isinstance(i, int) and 0 <= i < specials.n_text for i in ids
+    ):
+        raise ValueError(
+            f"ids must be a list of ordinary token ids in 0.."
+            f"{specials.n_text - 1}; got {describe(ids)}"
+        )
+    return [specials.cls, *ids[: max_len - 2], specials.sep]
+
+
+def pad(rows: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad lists of ids to one length with ``pad_id``.
+
+    Shapes: ``b`` lists → ids ``(b, t)`` with ``t`` the longest, lengths ``(b,)``."""
+    if (
+        not rows
+        or isinstance(rows, str)
+        or not all(isinstance(r, (list, tuple)) and len(r) > 0 for r in rows)
+    ):
+        raise ValueError(
+            f"rows must be a non-empty list of non-empty lists of ids; "
+            f"got {describe(rows)}"
+        )
+    lengths = torch.tensor([len(r) for r in rows])
+    ids = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+    return ids, lengths
+
+
+@dataclass(kw_only=True)
+class BERTConfig(transformer.TransformerConfig):
+    """A :class:`BERT`: chapter 8's stack sizes, the vocabulary (ordinary + special
+    tokens), the positions (``max_len``), the classes and how a sentence is pooled."""
+
+    n_classes: int = 2
+    pool: str = "mean"
+
+    def __post_init__(self):
+        transformer.check_sizes(
+            "BERTConfig", vocab_size=self.vocab_size, max_len=self.max_len
+        )
+        super().__post_init__()
+        check_int(self.n_classes, "BERTConfig.n_classes", 2)
+        if self.pool not in POOLS:
+            raise ValueError(
+                f"BERTConfig.pool must be one of {POOLS}; got {self.pool!r}"
+            )
+
+
+class MLMHead(nn.Module):
+    """``LN(GELU(W h)) Eᵀ + b``: BERT's transform, then the token embeddings ``E``
+    (tied) as the output matrix. Shapes: h ``(..., d)`` → logits ``(..., v)``."""
+
+    def __init__(self, embedding: nn.Embedding):
+        super().__init__()
+        d_model = embedding.embedding_dim
+        self.transform = nn.Sequential(
+            nn.Linear(d_model, d_model), nn.GELU(), nn.LayerNorm(d_model)
+        )
+        self.embedding = embedding  # shared, not copied
+        self.bias = nn.Parameter(torch.zeros(embedding.num_embeddings))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.transform(h) @ self.embedding.weight.T + self.bias
+
+
+class BERT(nn.Module):
+    """Embeddings → bidirectional blocks (a padding mask, no causal mask) → final norm,
+    with an MLM head and a classification head.
+
+    Shapes: ids ``(b, t)``, lengths ``(b,)`` or None (no padding) → states
+    ``(b, t, d)`` (:meth:`encode`), MLM logits ``(b, t, v)`` (:meth:`mlm_logits`), class
+    logits ``(b, c)`` (``forward``).
+    """
+
+    def __init__(self, config: BERTConfig):
+        super().__init__()
+        transformer.check_config(config, BERTConfig)
+        c = self.config = config
+        self.embed = transformer.Embedding(
+            c.vocab_size, c.d_model, c.max_len, c.dropout
+        )
+        self.blocks = transformer.stack(c)
+        self.norm = nn.LayerNorm(c.d_model)
+        self.mlm = MLMHead(self.embed.tok)
+        self.classifier = nn.Linear(c.d_model, c.n_classes)
+        self.apply(gpt.GPT._init)  # weights N(0, 0.02²), biases zero: BERT's and GPT's
+
+    def keys(self, ids: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
+        """The padding mask of the keys, True at real tokens.
+
+        Shapes: → ``(b, 1, t)``."""
+        if lengths is None:
+            return torch.ones(
+                ids.shape[0], 1, ids.shape[1], dtype=torch.bool, device=ids.device
+            )
+        transformer.check_lengths(lengths, ids)
+        return padding_mask(lengths.to(ids.device), ids.shape[1])
+
+    def encode(
+        self, ids: torch.Tensor, lengths: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        keys = self.keys(ids, lengths)  # (b, 1, t)
+        x = self.embed(ids)  # (b, t, d)
+        for block in self.blocks:
+            x = block(x, keys)  # every real token
+        return self.norm(x)  # (b, t, d)
+
+    def mlm_logits(
+        self, ids: torch.Tensor, lengths: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return self.mlm(self.encode(ids, lengths))  # (b, t, v)
+
+    def pooled(
+        self, ids: torch.Tensor, lengths: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """One vector per sentence: the ``[CLS]`` state or the mean of the real
+        states."""
+        h = self.encode(ids, lengths)  # (b, t, d)
+        if self.config.pool == "cls":
+            return h[:, 0]
+        return rnn.pool(h, self.keys(ids, lengths)[:, 0], "mean")  # (b, d)
+
+    def forward(
+        self, ids: torch.Tensor, lengths: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return self.classifier(self.pooled(ids, lengths))  # (b, c)
+
+
+def mlm_loss(model: BERT, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Mean cross-entropy over the selected positions (targets not ``IGNORE``); the head
+    runs at those positions only, a seventh of the work at ``p = 0.15``."""
+    inputs, targets = batch
+    selected = targets != IGNORE  # (b, t)
+    h = model.encode(inputs)[selected]  # (n, d)
+    return F.cross_entropy(model.mlm(h), targets[selected])  # logits (n, v)
+
+
+def classify_loss(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Cross-entropy of ``model(ids, lengths)`` against the labels."""
+    ids, lengths, labels = batch
+    return F.cross_entropy(model(ids, lengths), labels)
+
+
+@torch.no_grad()
+def accuracy(
+    model: nn.Module,
+    ids: torch.Tensor,
+    lengths: torch.Tensor,
+    labels: torch.Tensor,
+    batch_size: int = 512,
+) -> float:
+    """The fraction of sentences whose most likely class is the label (eval mode)."""
+    if len(ids) != len(labels) or len(ids) != len(lengths) or not len(ids):
+        raise ValueError(
+            f"ids, lengths and labels must have the same non-zero length; "
+            f"got {len(ids)}, {len(lengths)} and {len(labels)}"
+        )
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    right = 0
+    for i in range(0, len(ids), batch_size):
+        rows = slice(i, i + batch_size)
+        logits = model(ids[rows].to(device), lengths[rows].to(device))
+        right += int((logits.argmax(-1).cpu() == labels[rows]).sum())
+    model.train(was_training)
+    return right / len(ids)

@@ -1,0 +1,150 @@
+"""Chapter 12: finetuning a pretrained GPT for classification, as GPT-1 did (Radford et
+al., 2018, "Improving Language Understanding by Generative Pre-Training").
+
+Every task becomes one token sequence ``[START] text_a [DELIM] text_b [EXTRACT]``
+(:func:`format_input`; a one-text task leaves out ``[DELIM] text_b``). The special
+tokens are new rows of the embedding matrix (:func:`extend_vocab`), and a linear head
+reads the final hidden state of the ``[EXTRACT]`` position, which has seen the whole
+input through causal attention (:class:`GPTClassifier`). GPT-1 also kept the
+language-model loss on the input as an auxiliary loss (weight 0.5);
+:func:`classifier_loss` takes its weight.
+
+Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``v`` vocabulary, ``c`` classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lecturelib.pretraining import gpt
+from lecturelib.validate import check_int, check_number, describe
+
+SPECIAL_TOKENS = ("[START]", "[DELIM]", "[EXTRACT]")
+
+
+def check_id_list(ids, name: str) -> None:
+    if (
+        isinstance(ids, (str, torch.Tensor))
+        or not isinstance(ids, Sequence)
+        or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids
+        )
+    ):
+        raise ValueError(
+            f"{name} must be a list of token ids (ints >= 0); got {describe(ids)}"
+        )
+
+
+def format_input(
+    text_a: Sequence[int],
+    text_b: Sequence[int] | None,
+    *,
+    start: int,
+    delim: int,
+    extract: int,
+    max_len: int,
+) -> list[int]:
+    """``[START] a [DELIM] b [EXTRACT]`` (or ``[START] a [EXTRACT]`` when ``text_b`` is
+    None), cutting the end of the longer text until the whole fits ``max_len``."""
+    check_id_list(text_a, "text_a")
+    if text_b is not None:
+        check_id_list(text_b, "text_b")
+    n_special = 2 if text_b is None else 3
+    check_int(max_len, "max_len", n_special + (1 if text_b is None else 2))
+    a, b = list(text_a), None if text_b is None else list(text_b)
+    while len(a) + (0 if b is None else len(b)) + n_special > max_len:
+        if b is not None and len(b) > len(a):
+            b.pop()
+        else:
+            a.pop()
+    if b is None:
+        return [start, *a, extract]
+    return [start, *a, delim, *b, extract]
+
+
+def extend_vocab(
+    model: gpt.GPT,
+    n_new: int,
+    *,
+    std: float = 0.02,
+    generator: torch.Generator | None = None,
+) -> gpt.GPT:
+    """A copy of ``model`` with ``n_new`` more tokens: ids ``vocab_size ..
+    vocab_size + n_new - 1`` get new embedding rows ``N(0, std²)``; every other weight
+    is the pretrained one."""
+    if not isinstance(model, gpt.GPT):
+        raise TypeError(f"model must be a gpt.GPT; got {describe(model)}")
+    check_int(n_new, "n_new", 1)
+    check_number(std, "std", 0.0)
+    old = model.config.vocab_size
+    bigger = gpt.GPT(replace(model.config, vocab_size=old + n_new))
+    state = dict(model.state_dict())
+    weight = state.pop("embed.weight")
+    new_rows = torch.randn(n_new, weight.shape[1], generator=generator) * std
+    state["embed.weight"] = torch.cat([weight, new_rows.to(weight)])
+    head = state.pop("head.weight")  # the embedding itself when tied
+    if not model.config.tie_embeddings:
+        state["head.weight"] = torch.cat([head, torch.zeros_like(new_rows).to(head)])
+    bigger.load_state_dict(state, strict=False)
+    return bigger.to(weight.device)
+
+
+class GPTClassifier(nn.Module):
+    """A GPT and a linear head on the final (normalised) hidden state of the last real
+    position of each sequence (the ``[EXTRACT]`` token).
+
+    Shapes: ids ``(b, t)``, lengths ``(b,)`` → logits ``(b, c)``.
+    """
+
+    def __init__(self, model: gpt.GPT, n_classes: int):
+        super().__init__()
+        if not isinstance(model, gpt.GPT):
+            raise TypeError(f"model must be a gpt.GPT; got {describe(model)}")
+        check_int(n_classes, "n_classes", 2)
+        self.gpt = model
+        self.head = nn.Linear(model.config.d_model, n_classes)
+
+    def hidden(self, ids: torch.Tensor) -> torch.Tensor:
+        """The final hidden states. Shapes: ``(b, t)`` → ``(b, t, d)``."""
+        return self.gpt.norm(self.gpt.residual_stream(ids)[-1])
+
+    def extract(self, h: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The state at position ``length - 1`` of each row. Shapes: → ``(b, d)``."""
+        if (
+            not isinstance(lengths, torch.Tensor)
+            or lengths.shape != h.shape[:1]
+            or lengths.is_floating_point()
+            or (lengths < 1).any()
+            or (lengths > h.shape[1]).any()
+        ):
+            raise ValueError(
+                f"lengths must be (b,) = ({h.shape[0]},) integer lengths "
+                f"in 1..{h.shape[1]}; got {describe(lengths)}"
+            )
+        return h[torch.arange(len(h), device=h.device), lengths.to(h.device) - 1]
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return self.head(self.extract(self.hidden(ids), lengths))  # (b, c)
+
+
+def classifier_loss(
+    model: GPTClassifier, batch: tuple[torch.Tensor, ...], lm_weight: float = 0.0
+) -> torch.Tensor:
+    """Cross-entropy of the classes, plus ``lm_weight`` × the next-token loss on the
+    real positions of the input (GPT-1's auxiliary objective; it used 0.5)."""
+    check_number(lm_weight, "lm_weight", 0.0)
+    ids, lengths, labels = batch
+    h = model.hidden(ids)  # (b, t, d)
+    loss = F.cross_entropy(model.head(model.extract(h, lengths)), labels)
+    if lm_weight == 0:
+        return loss
+    logits = model.gpt.head(h[:, :-1])  # (b, t-1, v)
+    positions = torch.arange(1, ids.shape[1], device=ids.device)
+    real = positions < lengths[:, None].to(ids.device)  # (b, t-1)
+    targets = ids[:, 1:].masked_fill(~real, -100)
+    return loss + lm_weight * F.cross_entropy(logits.transpose(1, 2), targets)

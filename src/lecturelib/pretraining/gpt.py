@@ -1,0 +1,327 @@
+"""Chapter 11: a decoder-only Transformer language model (GPT) and its pretraining data.
+
+The model is GPT-2's (Radford et al., 2019) as nanoGPT writes it, with the options the field
+has adopted since, each a field of :class:`GPTConfig`:
+
+- ``positions``: ``"learned"`` absolute embeddings (GPT-2) or ``"rope"`` rotary embeddings of
+  queries and keys (Su et al., arXiv:2104.09864; chapter 7);
+- ``norm``: ``"layer"`` LayerNorm (GPT-2) or ``"rms"`` RMSNorm (Zhang and Sennrich,
+  arXiv:1910.07467; chapter 8), always Pre-LN, plus a final norm before the output head;
+- ``bias``: biases in the linear layers and norms, or none (PaLM, LLaMA);
+- ``tie_embeddings``: the output head shares the token embedding matrix (Press and Wolf,
+  arXiv:1608.05859).
+
+Attention runs through ``F.scaled_dot_product_attention(is_causal=True)`` (a fused kernel);
+a test asserts it equals chapter 6's plain ``self_attention.MultiHeadAttention`` with a causal
+mask, and that :class:`Block` equals chapter 8's ``transformer.Block`` on the same weights.
+Weights are initialised as GPT-2: ``N(0, 0.02)``, with the output projections of the residual
+branches scaled by ``1/√(2·n_layers)`` so that the residual stream's variance does not grow
+with depth.
+
+Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``h`` heads, ``e`` d_head, ``v`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from lecturelib.transformers import positions
+
+NORMS = ("rms", "layer")
+POSITIONS = ("rope", "learned")
+
+
+@dataclass
+class GPTConfig:
+    """The sizes and options of a :class:`GPT`."""
+
+    vocab_size: int
+    seq_len: int = 64  # the context window (nanoGPT's block_size)
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    d_ff: int | None = None  # 4·d_model
+    dropout: float = 0.0
+    norm: str = "rms"
+    positions: str = "rope"
+    bias: bool = False
+    tie_embeddings: bool = True
+    rope_base: float = 10000.0
+
+    def __post_init__(self):
+        for name in ("vocab_size", "seq_len", "d_model", "n_layers", "n_heads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"GPTConfig.{name} must be a positive int; got {value!r}"
+                )
+        if self.d_ff is not None and (not isinstance(self.d_ff, int) or self.d_ff < 1):
+            raise ValueError(
+                f"GPTConfig.d_ff must be a positive int or None; got {self.d_ff!r}"
+            )
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"GPTConfig.d_model ({self.d_model}) must be divisible by "
+                f"n_heads ({self.n_heads})"
+            )
+        if self.positions == "rope" and (self.d_model // self.n_heads) % 2:
+            raise ValueError(
+                f"rope needs an even d_head; got d_model/n_heads = "
+                f"{self.d_model // self.n_heads}"
+            )
+        if self.norm not in NORMS:
+            raise ValueError(
+                f"GPTConfig.norm must be one of {NORMS}; got {self.norm!r}"
+            )
+        if self.positions not in POSITIONS:
+            raise ValueError(
+                f"GPTConfig.positions must be one of {POSITIONS}; got "
+                f"{self.positions!r}"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(
+                f"GPTConfig.dropout must be in [0, 1); got {self.dropout!r}"
+            )
+        if not self.rope_base > 1:
+            raise ValueError(f"GPTConfig.rope_base must be > 1; got {self.rope_base!r}")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+
+def make_norm(config: GPTConfig) -> nn.Module:
+    """torch's fused RMSNorm or LayerNorm (equal to chapter 8's written-out ones)."""
+    if config.norm == "rms":
+        return nn.RMSNorm(config.d_model, eps=1e-6)
+    return nn.LayerNorm(config.d_model, bias=config.bias)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention with one fused ``W_qkv`` projection.
+
+    Shapes: x ``(b, t, d)`` → ``(b, t, d)``.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.n_heads, self.dropout = config.n_heads, config.dropout
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=config.bias)
+        self.out = nn.Linear(config.d_model, config.d_model, bias=config.bias)
+        self.rope = config.positions == "rope"
+        if self.rope:
+            angles = positions.rope_angles(
+                config.seq_len, config.d_head, config.rope_base
+            )
+            self.register_buffer("cos", angles.cos(), persistent=False)  # (t, e/2)
+            self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def rotate(self, x: torch.Tensor) -> torch.Tensor:
+        """RoPE (chapter 7's ``positions.rope_rotate``), cosines and sines cached."""
+        t = x.shape[-2]
+        cos, sin = self.cos[:t], self.sin[:t]
+        x1, x2 = x[..., 0::2], x[..., 1::2]  # (b, h, t, e/2) each
+        return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = rearrange(
+            self.qkv(x), "b t (three h e) -> three b h t e", three=3, h=self.n_heads
+        )  # (b, h, t, e) each
+        if self.rope:
+            q, k = self.rotate(q), self.rotate(k)
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)
+        return self.out(rearrange(y, "b h t e -> b t (h e)"))  # (b, t, d)
+
+
+class MLP(nn.Module):
+    """``W_2 GELU(W_1 x)`` at every position. Shapes: ``(b, t, d)`` → ``(b, t, d)``."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        d_ff = config.d_ff or 4 * config.d_model
+        self.up = nn.Linear(config.d_model, d_ff, bias=config.bias)
+        self.down = nn.Linear(d_ff, config.d_model, bias=config.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x)))
+
+
+class Block(nn.Module):
+    """A Pre-LN Transformer block: ``x + attn(norm(x))``, then ``x + mlp(norm(x))``."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.norm1, self.attn = make_norm(config), CausalSelfAttention(config)
+        self.norm2, self.mlp = make_norm(config), MLP(config)
+        self.drop = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.norm1(x)))
+        return x + self.drop(self.mlp(self.norm2(x)))
+
+
+class GPT(nn.Module):
+    """Token embedding → blocks → final norm → output head.
+
+    Shapes: ids ``(b, t)`` with ``t <= seq_len`` → logits ``(b, t, v)``.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig; got {type(config).__name__}")
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.pos = (
+            nn.Embedding(config.seq_len, config.d_model)
+            if config.positions == "learned"
+            else None
+        )
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.norm = make_norm(config)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.head.weight = self.embed.weight
+        self.apply(self._init)
+        for block in self.blocks:  # residual branches: std 0.02/√(2·n_layers)
+            for proj in (block.attn.out, block.mlp.down):
+                nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * config.n_layers))
+
+    @staticmethod
+    def _init(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def check_ids(self, ids: torch.Tensor) -> None:
+        is_ids = (
+            isinstance(ids, torch.Tensor)
+            and ids.dim() == 2
+            and not (
+                ids.is_floating_point() or ids.dtype == torch.bool or ids.is_complex()
+            )
+        )
+        if not is_ids:
+            got = (
+                f"{ids.dtype} tensor of shape {tuple(ids.shape)}"
+                if isinstance(ids, torch.Tensor)
+                else type(ids).__name__
+            )
+            raise ValueError(
+                f"ids must be a (b, t) integer tensor of token ids; got {got}"
+            )
+        if not 1 <= ids.shape[1] <= self.config.seq_len:
+            raise ValueError(
+                f"ids has {ids.shape[1]} positions; the model takes 1 to "
+                f"seq_len = {self.config.seq_len}"
+            )
+        if ids.numel() and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
+            v = self.config.vocab_size
+            raise ValueError(
+                f"ids must lie in 0..{v - 1}; got values from "
+                f"{int(ids.min())} to {int(ids.max())}"
+            )
+
+    def embed_ids(self, ids: torch.Tensor) -> torch.Tensor:
+        """The input of the first block. Shapes: ``(b, t)`` → ``(b, t, d)``."""
+        self.check_ids(ids)
+        x = self.embed(ids)
+        if self.pos is not None:
+            x = x + self.pos(torch.arange(ids.shape[1], device=ids.device))
+        return self.drop(x)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed_ids(ids)  # (b, t, d)
+        for block in self.blocks:
+            x = block(x)  # (b, t, d)
+        return self.head(self.norm(x))  # (b, t, v)
+
+    def residual_stream(self, ids: torch.Tensor) -> list[torch.Tensor]:
+        """The residual stream before the first block and after every block (the logit
+        lens of chapter 13 reads these).
+
+        Shapes: ``(b, t)`` → ``n_layers + 1`` tensors ``(b, t, d)``."""
+        states = [self.embed_ids(ids)]
+        for block in self.blocks:
+            states.append(block(states[-1]))
+        return states
+
+    def step(self, prefixes: torch.Tensor) -> torch.Tensor:
+        """Next-token logits for chapter 10's decoders, from the last seq_len tokens.
+
+        Shapes: ``(b, t)`` → ``(b, v)``."""
+        return self(prefixes[:, -self.config.seq_len :])[:, -1]
+
+
+def n_params(model: GPT, embeddings: bool = False) -> int:
+    """Parameters of ``model``, without the token and position embedding tables unless
+    ``embeddings`` (the ``N`` of the scaling laws counts the non-embedding ones, Kaplan et al.,
+    arXiv:2001.08361). A tied output head is the embedding table and is counted once."""
+    total = sum(p.numel() for p in model.parameters())
+    if embeddings:
+        return total
+    tables = model.embed.weight.numel() + (model.pos.weight.numel() if model.pos else 0)
+    return total - tables
+
+
+def windows(ids: torch.Tensor, batch_size: int, seq_len: int, seed: int = 0):
+    """A function ``step -> (x, y)`` of random windows of the token stream ``ids``.
+
+    Each step's windows come from a generator seeded with ``(seed, step)``, so they are
+    the same in a resumed run and in every process of a distributed one.
+
+    Shapes: ids ``(n,)`` → x, y ``(batch_size, seq_len)``.
+    """
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.is_floating_point():
+        raise ValueError("ids must be a 1-d integer token stream")
+    for name, value in (("batch_size", batch_size), ("seq_len", seq_len)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int; got {value!r}")
+    if len(ids) <= seq_len:
+        raise ValueError(
+            f"the stream ({len(ids)} tokens) must be longer than seq_len={seq_len}"
+        )
+    offsets = torch.arange(seq_len + 1)
+
+    def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        starts = torch.randint(0, len(ids) - seq_len, (batch_size,), generator=g)
+        chunk = ids[starts[:, None] + offsets]  # (b, seq_len + 1)
+        return chunk[:, :-1], chunk[:, 1:]
+
+    return batch
+
+
+@torch.no_grad()
+def evaluate_loss(
+    model: nn.Module, ids: torch.Tensor, seq_len: int, batch_size: int = 64
+) -> float:
+    """Mean next-token cross-entropy over the whole stream ``ids`` cut into consecutive
+    windows of ``seq_len`` (each position predicted once, from up to ``seq_len`` tokens)."""
+    n = (len(ids) - 1) // seq_len
+    if n < 1:
+        raise ValueError(
+            f"the stream ({len(ids)} tokens) is shorter than one window + 1"
+        )
+    device = next(model.parameters()).device
+    x = ids[: n * seq_len].view(n, seq_len)
+    y = ids[1 : n * seq_len + 1].view(n, seq_len)
+    total = 0.0
+    was_training = model.training
+    model.eval()
+    for i in range(0, n, batch_size):
+        xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
+        total += F.cross_entropy(
+            model(xb).flatten(0, 1), yb.flatten(), reduction="sum"
+        ).item()
+    model.train(was_training)
+    return total / (n * seq_len)

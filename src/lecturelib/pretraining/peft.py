@@ -1,0 +1,338 @@
+"""Chapter 13: parameter-efficient finetuning of the chapter 11 GPT.
+
+Four ways to adapt a frozen pretrained :class:`~lecturelib.pretraining.gpt.GPT` by training few new
+parameters:
+
+- LoRA (Hu et al., arXiv:2106.09685): ``h = W_0 x + (alpha/r) B A x`` with ``A`` random
+  and ``B`` zero, so the model starts unchanged; the update merges into ``W_0`` for free
+  inference. Our GPT fuses ``W_Q, W_K, W_V`` into one ``qkv`` Linear, so
+  :class:`LoRALinear` can update a chosen set of output rows only (the ``q`` and ``v``
+  slices, the paper's placement).
+- Adapters (Houlsby et al., arXiv:1902.00751): a bottleneck MLP ``x + U GELU(D x)``
+  after the attention and the MLP of every block, ``U`` zero so the model starts
+  unchanged.
+- Prefix tuning (Li and Liang, arXiv:2101.00190): learned keys and values that every
+  position of every layer can attend to. The paper learns them through an MLP for
+  stability; we learn them directly, initialised from the model's own keys and values of
+  real text.
+- Prompt tuning (Lester et al., arXiv:2104.08691): learned input vectors before the
+  text, initialised from embeddings of real tokens.
+
+Prefix and prompt tuning run the model's own blocks through :func:`run_blocks` (gpt.py
+is untouched). Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``h`` heads, ``e``
+d_head, ``v`` vocabulary, ``p`` prefix or prompt length, ``r`` rank.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from lecturelib.pretraining import gpt
+from lecturelib.validate import check_int, check_number, describe
+
+
+class LoRALinear(nn.Module):
+    """A frozen ``nn.Linear`` plus a rank-``r`` update ``(alpha/r) B A`` on the output
+    rows ``rows`` (all rows when None).
+
+    Shapes: x ``(..., d_in)`` → ``(..., d_out)``; A ``(r, d_in)``, B ``(len(rows), r)``.
+    """
+
+    def __init__(self, base: nn.Linear, r: int, alpha: float, rows=None):
+        super().__init__()
+        if not isinstance(base, nn.Linear):
+            raise TypeError(f"base must be an nn.Linear; got {describe(base)}")
+        d_out, d_in = base.weight.shape
+        check_int(r, "r", 1, min(d_in, d_out))
+        check_number(alpha, "alpha", 0, low_open=True)
+        rows = torch.arange(d_out) if rows is None else torch.as_tensor(rows)
+        if (
+            rows.dim() != 1
+            or rows.is_floating_point()
+            or not len(rows)
+            or (rows.min() < 0 or rows.max() >= d_out)
+        ):
+            raise ValueError(
+                f"rows must be a non-empty 1-d list of output rows in "
+                f"0..{d_out - 1}; got {describe(rows)}"
+            )
+        self.base = base.requires_grad_(False)
+        self.r, self.scale = r, alpha / r
+        self.register_buffer("rows", rows.long(), persistent=False)
+        self.A = nn.Parameter(torch.randn(r, d_in) / math.sqrt(d_in))
+        self.B = nn.Parameter(torch.zeros(len(rows), r))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        update = self.scale * (x @ self.A.T) @ self.B.T  # (..., rows)
+        return self.base(x).index_add(-1, self.rows, update)
+
+    def delta_weight(self) -> torch.Tensor:
+        """``(alpha/r) B A`` scattered into the rows. Shapes: ``(d_out, d_in)``."""
+        delta = torch.zeros_like(self.base.weight)
+        return delta.index_add(0, self.rows, self.scale * self.B @ self.A)
+
+    def merged(self) -> nn.Linear:
+        """An ``nn.Linear`` with ``W = W_0 + (alpha/r) B A``: the same function, no
+        overhead."""
+        base = self.base
+        out = nn.Linear(base.in_features, base.out_features, bias=base.bias is not None)
+        with torch.no_grad():
+            out.weight.copy_(base.weight + self.delta_weight())
+            if base.bias is not None:
+                out.bias.copy_(base.bias)
+        return out.to(base.weight.device)
+
+
+def _check_gpt(model) -> None:
+    if not isinstance(model, gpt.GPT):
+        raise TypeError(
+            f"model must be a lecturelib.pretraining.gpt.GPT; got {describe(model)}"
+        )
+
+
+def freeze(model: nn.Module) -> nn.Module:
+    """Turn off the gradients of every parameter of ``model``; returns it."""
+    return model.requires_grad_(False)
+
+
+def add_lora(
+    model: gpt.GPT, r: int = 4, alpha: float = 8.0, parts: str = "qv"
+) -> gpt.GPT:
+    """Freeze ``model`` and wrap every block's fused ``qkv`` projection in a
+    :class:`LoRALinear` that updates the slices named by ``parts`` (letters of
+    ``"qkv"``). Changes ``model`` in place and returns it."""
+    _check_gpt(model)
+    if (
+        not isinstance(parts, str)
+        or not parts
+        or set(parts) - set("qkv")
+        or len(set(parts)) != len(parts)
+    ):
+        raise ValueError(
+            f"parts must name distinct slices among 'q', 'k', 'v' "
+            f"(e.g. 'qv'); got {parts!r}"
+        )
+    d = model.config.d_model
+    rows = torch.cat([torch.arange(d) + "qkv".index(s) * d for s in parts])
+    freeze(model)
+    for block in model.blocks:
+        if isinstance(block.attn.qkv, LoRALinear):
+            raise ValueError("model already has LoRA on its qkv projections")
+        block.attn.qkv = LoRALinear(block.attn.qkv, r, alpha, rows)
+    return model
+
+
+def merge_lora(model: gpt.GPT) -> gpt.GPT:
+    """Replace every :class:`LoRALinear` of ``model`` by its merged ``nn.Linear``, in
+    place."""
+    _check_gpt(model)
+    merged = 0
+    for block in model.blocks:
+        if isinstance(block.attn.qkv, LoRALinear):
+            block.attn.qkv, merged = block.attn.qkv.merged(), merged + 1
+    if not merged:
+        raise ValueError("model has no LoRA layers to merge (call add_lora first)")
+    return model
+
+
+class Adapter(nn.Module):
+    """Houlsby's bottleneck ``y + U GELU(D y)`` applied to the output ``y`` of
+    ``module``; ``U`` starts at zero. Shapes: ``(b, t, d)`` → ``(b, t, d)``."""
+
+    def __init__(self, module: nn.Module, d_model: int, d_bottleneck: int):
+        super().__init__()
+        check_int(d_bottleneck, "d_bottleneck", 1)
+        self.module = module
+        self.down = nn.Linear(d_model, d_bottleneck)
+        self.up = nn.Linear(d_bottleneck, d_model)
+        nn.init.zeros_(self.up.weight)
+        nn.init.zeros_(self.up.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.module(x)
+        return y + self.up(F.gelu(self.down(y)))
+
+
+def add_adapters(model: gpt.GPT, d_bottleneck: int = 8) -> gpt.GPT:
+    """Freeze ``model`` and put an :class:`Adapter` after the attention and after the
+    MLP of every block (in place; returns ``model``)."""
+    _check_gpt(model)
+    check_int(d_bottleneck, "d_bottleneck", 1)
+    freeze(model)
+    d = model.config.d_model
+    device = model.embed.weight.device
+    for block in model.blocks:
+        block.attn = Adapter(block.attn, d, d_bottleneck).to(device)
+        block.mlp = Adapter(block.mlp, d, d_bottleneck).to(device)
+    return model
+
+
+def attend(
+    attn: gpt.CausalSelfAttention,
+    x: torch.Tensor,
+    prefix: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """The attention of a GPT block, with optional learned keys and values ``prefix``
+    that every position attends to (they carry no position: RoPE rotates the text's
+    only).
+
+    Shapes: x ``(b, t, d)``, prefix ``(h, p, e)`` twice → ``(b, t, d)``."""
+    q, k, v = rearrange(
+        attn.qkv(x), "b t (three h e) -> three b h t e", three=3, h=attn.n_heads
+    )  # (b, h, t, e) each
+    if attn.rope:
+        q, k = attn.rotate(q), attn.rotate(k)
+    if prefix is None:
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        pk, pv = (p.expand(x.shape[0], -1, -1, -1) for p in prefix)  # (b, h, p, e)
+        t, p = x.shape[1], pk.shape[2]
+        mask = torch.ones(t, p + t, dtype=torch.bool, device=x.device).tril(p)
+        y = F.scaled_dot_product_attention(
+            q, torch.cat([pk, k], 2), torch.cat([pv, v], 2), attn_mask=mask
+        )
+    return attn.out(rearrange(y, "b h t e -> b t (h e)"))
+
+
+def run_blocks(model: gpt.GPT, x: torch.Tensor, prefixes=None) -> torch.Tensor:
+    """The GPT from the first block's input ``x`` to the logits, each block's attention
+    given its ``prefixes[layer]`` (a pair of key and value tensors) when there are
+    prefixes.
+
+    Shapes: x ``(b, t, d)`` → logits ``(b, t, v)``."""
+    for i, block in enumerate(model.blocks):
+        prefix = None if prefixes is None else prefixes[i]
+        x = (
+            x + block.attn(block.norm1(x))
+            if prefix is None
+            else (x + attend(block.attn, block.norm1(x), prefix))
+        )
+        x = x + block.mlp(block.norm2(x))
+    return model.head(model.norm(x))
+
+
+class PromptTuned(nn.Module):
+    """A frozen GPT reading ``n_prompt`` learned vectors before its input ids,
+    initialised from the embeddings of ``init_ids``. Shapes: ids ``(b, t)`` with
+    ``t + n_prompt <= seq_len`` → logits ``(b, t, v)``."""
+
+    def __init__(self, model: gpt.GPT, init_ids: torch.Tensor):
+        super().__init__()
+        _check_gpt(model)
+        _check_init_ids(init_ids, model)
+        self.model = freeze(model)
+        self.prompt = nn.Parameter(model.embed(init_ids).detach().clone())  # (p, d)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        p, seq_len = len(self.prompt), self.model.config.seq_len
+        too_long = (
+            isinstance(ids, torch.Tensor)
+            and ids.dim() == 2
+            and (ids.shape[1] + p > seq_len)
+        )
+        if too_long:
+            raise ValueError(
+                f"ids has {ids.shape[1]} positions; with a prompt of {p} "
+                f"the model takes 1 to {seq_len - p}"
+            )
+        x = self.model.embed_ids(ids)  # (b, t, d)
+        prompt = self.prompt.expand(x.shape[0], -1, -1)  # (b, p, d)
+        return run_blocks(self.model, torch.cat([prompt, x], 1))[:, p:]
+
+
+class PrefixTuned(nn.Module):
+    """A frozen GPT whose every layer attends to learned keys and values, initialised
+    from the model's own keys and values of the tokens ``init_ids``.
+    Shapes: ids ``(b, t)`` → logits ``(b, t, v)``."""
+
+    def __init__(self, model: gpt.GPT, init_ids: torch.Tensor):
+        super().__init__()
+        _check_gpt(model)
+        _check_init_ids(init_ids, model)
+        self.model = freeze(model)
+        keys, values = [], []
+        with torch.no_grad():
+            x = model.embed_ids(init_ids[None])  # (1, p, d)
+            for block in model.blocks:
+                qkv = block.attn.qkv(block.norm1(x))
+                _, k, v = rearrange(
+                    qkv,
+                    "1 p (three h e) -> three h p e",
+                    three=3,
+                    h=model.config.n_heads,
+                )
+                keys.append(nn.Parameter(k.clone()))
+                values.append(nn.Parameter(v.clone()))
+                x = block(x)
+        self.keys, self.values = nn.ParameterList(keys), nn.ParameterList(values)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        prefixes = list(zip(self.keys, self.values))
+        return run_blocks(self.model, self.model.embed_ids(ids), prefixes)
+
+
+def _check_init_ids(init_ids, model: gpt.GPT) -> None:
+    c = model.config
+    ok = (
+        isinstance(init_ids, torch.Tensor)
+        and init_ids.dim() == 1
+        and not (init_ids.is_floating_point() or init_ids.dtype == torch.bool)
+    )
+    if (
+        not ok
+        or not 1 <= len(init_ids) < c.seq_len
+        or (init_ids.min() < 0 or init_ids.max() >= c.vocab_size)
+    ):
+        raise ValueError(
+            f"init_ids must be a 1-d tensor of 1 to {c.seq_len - 1} token "
+            f"ids in 0..{c.vocab_size - 1}; got {describe(init_ids)}"
+        )
+
+
+def trainable(model: nn.Module) -> tuple[int, int]:
+    """``(trainable, total)`` parameter counts of ``model`` (a tied head counted
+    once)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module; got {describe(model)}")
+    params = list(model.parameters())  # unique tensors
+    n_trainable = sum(p.numel() for p in params if p.requires_grad)
+    return n_trainable, sum(p.numel() for p in params)
+
+
+def to_vocab(text: str, vocab) -> tuple[str, dict[str, int]]:
+    """``text`` with characters outside ``vocab`` mapped to ASCII (curly quotes to
+    straight ones, double quotes to ``'`` when the vocabulary has no ``"``, dashes to
+    ``-``, accented letters to plain ones) or dropped; returns the text and the count of
+    every dropped character."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str; got {describe(text)}")
+    known = set(vocab.stoi)
+    table = {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u2014": "-",
+        "\u2013": "-",
+        "\u2026": "...",
+        "\r": "",
+    }
+    if '"' not in known:
+        table.update({k: "'" for k, v in table.items() if v == '"'}, **{'"': "'"})
+    out, dropped = [], {}
+    for original in text:
+        ch = table.get(original, original)
+        if ch and ch not in known:
+            plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
+            ch = plain if plain and all(c in known for c in plain) else ""
+        if ch or original == "\r":
+            out.append(ch)
+        else:
+            dropped[original] = dropped.get(original, 0) + 1
+    return "".join(out), dropped

@@ -1,0 +1,255 @@
+"""Chapter 11's pretraining recipe, and the book's one pretrained GPT for later chapters.
+
+:class:`Recipe` is everything that decides a pretraining run: the model's config, batch size,
+accumulation, steps and the optimiser's settings. :data:`RECIPES` holds the book's recipe per
+profile and nanoGPT's published CPU recipe for comparison. :func:`train_gpt` runs a recipe with
+:func:`lecturelib.train.fit`. :func:`pretrained` returns the book's GPT for a profile: it loads
+a cached, checksummed file from the cache directory, or trains the model with the same recipe
+and seed and saves it when the file is missing, so every chapter that needs the model still runs
+alone, top to bottom.
+
+    model, vocab = pretrained("cpu")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from lecturelib import data, train
+from lecturelib.pretraining import gpt
+from lecturelib.recurrence import lm
+from lecturelib.train import checkpoint, optim
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One pretraining run: the model and how it is trained."""
+
+    model: dict = field(default_factory=dict)  # GPTConfig fields except vocab_size
+    batch_size: int = 12  # sequences per micro-batch
+    accumulate: int = 1  # micro-batches per step
+    steps: int = 2000
+    lr: float = 1e-3  # peak learning rate
+    warmup: int = 100
+    final: float = 0.1  # the cosine decays to final × lr
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.99)
+    decay_embeddings: bool = False  # nanoGPT decays every matrix, embeddings too
+    optimizer: str = "adamw"  # or "muon": Muon for the blocks' matrices
+    clip: float = 1.0
+    seed: int = 0
+
+    def config(self, vocab_size: int) -> gpt.GPTConfig:
+        return gpt.GPTConfig(vocab_size=vocab_size, **self.model)
+
+    @property
+    def tokens(self) -> int:
+        """Training tokens: steps × batch × accumulation × context."""
+        seq_len = self.model.get("seq_len", gpt.GPTConfig.seq_len)
+        return self.steps * self.batch_size * self.accumulate * seq_len
+
+    def key(self) -> str:
+        """A short hash of the recipe (the cached model's file name carries it)."""
+        text = json.dumps(asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+NANOGPT = Recipe(  # nanoGPT's README CPU run of config/train_shakespeare_char.py
+    model={
+        "seq_len": 64,
+        "d_model": 128,
+        "n_layers": 4,
+        "n_heads": 4,
+        "norm": "layer",
+        "positions": "learned",
+        "bias": True,
+    },
+    batch_size=12,
+    steps=2000,
+    lr=1e-3,
+    warmup=100,
+    final=0.1,
+    decay_embeddings=True,
+)
+
+RECIPES = {
+    "smoke": Recipe(
+        model={"seq_len": 32, "d_model": 32, "n_layers": 2, "n_heads": 2},
+        batch_size=8,
+        steps=30,
+        lr=6e-3,
+        warmup=5,
+        optimizer="muon",
+    ),
+    # Half nanoGPT's width trained on more tokens in less time, with Muon:
+    # benchmarks/gpt_cpu_recipe.py measures it against nanoGPT's recipe and undoes each change.
+    "cpu": Recipe(
+        model={"seq_len": 64, "d_model": 64, "n_layers": 4, "n_heads": 4},
+        batch_size=32,
+        steps=900,
+        lr=6e-3,
+        warmup=30,
+        optimizer="muon",
+    ),
+    "gpu": Recipe(
+        model={
+            "seq_len": 256,
+            "d_model": 384,
+            "n_layers": 6,
+            "n_heads": 6,
+            "dropout": 0.2,
+        },
+        batch_size=64,
+        steps=3000,
+        lr=1e-3,
+        warmup=100,
+    ),
+    "nanogpt": NANOGPT,
+}
+
+
+def shakespeare() -> tuple[lm.Vocab, torch.Tensor, torch.Tensor]:
+    """Tiny Shakespeare as characters: the vocabulary, the first 90% of the ids for training
+    and the last 10% for validation (nanoGPT's split)."""
+    text = data.read_text("tinyshakespeare")
+    vocab = lm.Vocab(text)
+    ids = vocab.encode(text)
+    n = int(0.9 * len(ids))
+    return vocab, ids[:n], ids[n:]
+
+
+def optimizer(model: gpt.GPT, recipe: Recipe) -> torch.optim.Optimizer:
+    """AdamW (or Muon + AdamW) with the recipe's settings and weight-decay groups."""
+    if recipe.optimizer not in ("adamw", "muon"):
+        raise ValueError(
+            f"recipe.optimizer must be 'adamw' or 'muon'; got {recipe.optimizer!r}"
+        )
+    if recipe.optimizer == "muon":
+        return optim.muon_adamw(model, recipe.lr, recipe.weight_decay, recipe.betas)
+    if not recipe.decay_embeddings:
+        return train.adamw(model, recipe.lr, recipe.weight_decay, recipe.betas)
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW(
+        [
+            {"params": matrices, "weight_decay": recipe.weight_decay},
+            {"params": rest, "weight_decay": 0.0},
+        ],
+        lr=recipe.lr,
+        betas=recipe.betas,
+    )
+
+
+def train_gpt(
+    recipe: Recipe,
+    vocab_size: int,
+    train_ids: torch.Tensor,
+    val_ids: torch.Tensor,
+    *,
+    device: torch.device | str = "cpu",
+    evals: int = 10,
+    eval_tokens: int | None = None,
+    desc: str = "GPT",
+    checkpoint_path: str | Path | None = None,
+    resume: bool = False,
+    progress: bool = True,
+) -> tuple[gpt.GPT, train.History]:
+    """Train a GPT with ``recipe`` on random windows of ``train_ids``; the validation loss on
+    ``val_ids`` (its first ``eval_tokens``, or all) is evaluated ``evals`` times."""
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"recipe must be a Recipe; got {type(recipe).__name__}")
+    torch.manual_seed(recipe.seed)
+    model = gpt.GPT(recipe.config(vocab_size)).to(device)
+    opt = optimizer(model, recipe)
+    schedule = train.warmup_cosine(opt, recipe.steps, recipe.warmup, recipe.final)
+    seq_len = model.config.seq_len
+    batches = gpt.windows(train_ids, recipe.batch_size, seq_len, seed=recipe.seed)
+
+    held_out = val_ids if eval_tokens is None else val_ids[:eval_tokens]
+
+    def validate(m):
+        return {"val_loss": gpt.evaluate_loss(m, held_out, seq_len)}
+
+    hist = train.fit(
+        model,
+        batches,
+        lm.next_token_loss,
+        steps=recipe.steps,
+        optimizer=opt,
+        scheduler=schedule,
+        clip=recipe.clip,
+        accumulate=recipe.accumulate,
+        eval_fn=validate,
+        eval_every=max(1, recipe.steps // evals),
+        checkpoint=checkpoint_path,
+        resume=resume,
+        progress=progress,
+        desc=desc,
+    )
+    return model, hist
+
+
+def model_path(profile: str) -> Path:
+    """Where the cached pretrained GPT of ``profile`` lives (the name carries the recipe's
+    hash, so a changed recipe is trained afresh)."""
+    _check_profile(profile)
+    return (
+        data.cache_dir()
+        / "models"
+        / f"gpt-shakespeare-{profile}-{RECIPES[profile].key()}.pt"
+    )
+
+
+def pretrained(
+    profile: str, device: torch.device | str = "cpu", *, progress: bool = True
+) -> tuple[gpt.GPT, lm.Vocab]:
+    """The book's GPT for ``profile`` in eval mode, with its character vocabulary: loaded from
+    the cache when there (checksum verified), trained and cached otherwise."""
+    path = model_path(profile)
+    vocab, train_ids, val_ids = shakespeare()
+    recipe = RECIPES[profile]
+    if path.exists():
+        state = checkpoint.load(path)
+        model = gpt.GPT(gpt.GPTConfig(**state["config"]))
+        model.load_state_dict(state["model"])
+    else:
+        model, hist = train_gpt(
+            recipe,
+            len(vocab),
+            train_ids,
+            val_ids,
+            progress=progress,
+            desc=f"pretraining the {profile} GPT",
+        )
+        save_pretrained(profile, model, hist)
+    return model.to(device).eval(), vocab
+
+
+def save_pretrained(profile: str, model: gpt.GPT, hist: train.History) -> Path:
+    """Cache ``model`` (trained with ``RECIPES[profile]``) where :func:`pretrained` finds it."""
+    path = model_path(profile)
+    if model.config != RECIPES[profile].config(model.config.vocab_size):
+        raise ValueError(
+            f"model's config is not the {profile} recipe's: {model.config}"
+        )
+    state = {k: v.cpu() for k, v in model.state_dict().items()}
+    checkpoint.save(
+        path,
+        {"config": asdict(model.config), "model": state, "history": hist.to_dict()},
+    )
+    return path
+
+
+def with_steps(recipe: Recipe, steps: int) -> Recipe:
+    """The same recipe trained for ``steps`` (warm-up shortened if it would not fit)."""
+    return replace(recipe, steps=steps, warmup=min(recipe.warmup, steps - 1))
+
+
+def _check_profile(profile: str) -> None:
+    if profile not in RECIPES:
+        raise ValueError(f"profile must be one of {sorted(RECIPES)}; got {profile!r}")

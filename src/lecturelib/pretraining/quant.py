@@ -1,0 +1,203 @@
+"""Chapter 13: weight quantization, round-to-nearest and GPTQ.
+
+- absmax (symmetric) quantization: ``s = max|w| / (2^(b-1) - 1)``, ``q = round(w / s)``;
+- zero-point (asymmetric) quantization: ``s = (max w - min w) / (2^b - 1)``,
+  ``z = round(-min w / s)``, ``q = clamp(round(w / s) + z, 0, 2^b - 1)``,
+  ``w ≈ s (q - z)``;
+- both per output row, or per group of ``group_size`` consecutive inputs of a row;
+- GPTQ (Frantar et al., arXiv:2210.17323): quantize the columns of ``W`` one at a time
+  and spread each column's error over the columns not yet quantized with the inverse
+  Hessian ``H = 2 X Xᵀ`` of the layer's calibration inputs, in the paper's Cholesky form
+  with dampening. We run its column loop without the paper's lazy block updates (the
+  same result, slower on large matrices) and give every layer the full-precision model's
+  inputs, where the paper feeds each layer the outputs of the already quantized layers
+  before it.
+
+Everything here is *fake quantization*: weights are quantized and immediately
+dequantized back to float, which gives the quantized model's exact outputs without
+integer kernels. Shapes: W ``(d_out, d_in)``; calibration inputs X ``(n, d_in)``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from lecturelib.pretraining import gpt
+from lecturelib.validate import check_int, check_number, describe
+
+SCHEMES = ("absmax", "zeropoint")
+
+
+def _check_matrix(w, name: str = "w") -> None:
+    if not isinstance(w, torch.Tensor) or w.dim() != 2 or not w.is_floating_point():
+        raise ValueError(
+            f"{name} must be a 2-d float tensor (d_out, d_in); got {describe(w)}"
+        )
+
+
+def _check_args(bits, group_size, scheme, d_in: int) -> None:
+    check_int(bits, "bits", 2, 16)
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {SCHEMES}; got {scheme!r}")
+    if group_size is not None:
+        check_int(group_size, "group_size", 1)
+        if d_in % group_size:
+            raise ValueError(f"group_size ({group_size}) must divide d_in ({d_in})")
+
+
+def scale_zero(w: torch.Tensor, bits: int, scheme: str = "absmax"):
+    """Scale and zero point of each row of ``w`` (zero is 0 for absmax).
+    Shapes: ``(..., n)`` → ``(..., 1)`` twice."""
+    if scheme == "absmax":
+        scale = w.abs().amax(-1, keepdim=True) / (2 ** (bits - 1) - 1)
+        return scale.clamp_min(1e-12), torch.zeros_like(scale)
+    lo = w.amin(-1, keepdim=True).clamp_max(0)
+    hi = w.amax(-1, keepdim=True).clamp_min(0)
+    scale = ((hi - lo) / (2**bits - 1)).clamp_min(1e-12)
+    return scale, torch.round(-lo / scale)
+
+
+def quantize(
+    w: torch.Tensor,
+    scale: torch.Tensor,
+    zero: torch.Tensor,
+    bits: int,
+    scheme: str = "absmax",
+) -> torch.Tensor:
+    """Integer codes of ``w``: ``round(w / s) (+ z)``, clamped to the ``bits``-bit
+    range."""
+    if scheme == "absmax":
+        qmax = 2 ** (bits - 1) - 1
+        return torch.clamp(torch.round(w / scale), -qmax, qmax)
+    return torch.clamp(torch.round(w / scale) + zero, 0, 2**bits - 1)
+
+
+def fake_quantize(
+    w: torch.Tensor, bits: int, group_size: int | None = None, scheme: str = "absmax"
+) -> torch.Tensor:
+    """Round-to-nearest quantize-dequantize of ``w``, per row or per group of
+    ``group_size`` columns. Shapes: ``(d_out, d_in)`` → ``(d_out, d_in)``."""
+    _check_matrix(w)
+    _check_args(bits, group_size, scheme, w.shape[1])
+    g = group_size or w.shape[1]
+    groups = w.reshape(w.shape[0], -1, g)  # (d_out, d_in/g, g)
+    scale, zero = scale_zero(groups, bits, scheme)
+    q = quantize(groups, scale, zero, bits, scheme)
+    return ((q - zero) * scale).reshape(w.shape)
+
+
+def hessian(x: torch.Tensor) -> torch.Tensor:
+    """GPTQ's ``H = 2 X Xᵀ / n`` of calibration inputs. Shapes: ``(n, d_in)`` →
+    ``(d_in, d_in)``."""
+    _check_matrix(x, "x")
+    x = x.double()
+    return 2 * x.T @ x / len(x)
+
+
+def gptq(
+    w: torch.Tensor,
+    h: torch.Tensor,
+    bits: int,
+    group_size: int | None = None,
+    scheme: str = "absmax",
+    damp: float = 0.01,
+) -> torch.Tensor:
+    """GPTQ quantize-dequantize of ``w`` with the Hessian ``h`` of its inputs; ``damp``
+    times the mean diagonal is added to the diagonal. Shapes: w ``(d_out, d_in)``,
+    h ``(d_in, d_in)`` → ``(d_out, d_in)``."""
+    _check_matrix(w)
+    _check_args(bits, group_size, scheme, w.shape[1])
+    d_in = w.shape[1]
+    if not isinstance(h, torch.Tensor) or h.shape != (d_in, d_in):
+        raise ValueError(
+            f"h must be the ({d_in}, {d_in}) Hessian of w's inputs; got {describe(h)}"
+        )
+    check_number(damp, "damp", 0, low_open=True)
+    w, h = w.double().clone(), h.double().clone()
+    dead = h.diagonal() == 0  # inputs that are always zero
+    h[dead, dead] = 1
+    w[:, dead] = 0
+    h += damp * h.diagonal().mean() * torch.eye(d_in, dtype=h.dtype, device=h.device)
+    # The upper Cholesky factor U of H⁻¹ = UᵀU: row i of U, divided by U[i, i], is how
+    # column i's error is spread over columns i.. once columns < i are fixed.
+    h_inv = torch.cholesky_inverse(torch.linalg.cholesky(h))
+    u = torch.linalg.cholesky(h_inv, upper=True)
+    q = torch.zeros_like(w)
+    g = group_size or d_in
+    for i in range(d_in):
+        if i % g == 0:  # the group's scale from its columns as they are now
+            scale, zero = scale_zero(w[:, i : i + g], bits, scheme)
+        col = w[:, i : i + 1]
+        q[:, i : i + 1] = (quantize(col, scale, zero, bits, scheme) - zero) * scale
+        err = (col - q[:, i : i + 1]) / u[i, i]  # (d_out, 1)
+        w[:, i:] -= err * u[i : i + 1, i:]
+    return q.to(torch.get_default_dtype())
+
+
+def block_linears(model: gpt.GPT) -> dict[str, nn.Linear]:
+    """The Linear layers of the blocks by name (the embedding and tied head stay)."""
+    return {
+        name: m for name, m in model.blocks.named_modules() if isinstance(m, nn.Linear)
+    }
+
+
+@torch.no_grad()
+def calibration_inputs(model: gpt.GPT, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The inputs of every block Linear when ``model`` reads the windows ``ids``.
+    Shapes: ids ``(b, t)`` → ``(b·t, d_in)`` per layer name."""
+    inputs, hooks = {}, []
+
+    def record(name: str):
+        def hook(module, args, out):
+            inputs[name] = args[0].flatten(0, -2)
+
+        return hook
+
+    for name, layer in block_linears(model).items():
+        hooks.append(layer.register_forward_hook(record(name)))
+    try:
+        model(ids)
+    finally:
+        for hk in hooks:
+            hk.remove()
+    return inputs
+
+
+def quantize_model(
+    model: gpt.GPT,
+    bits: int,
+    group_size: int | None = None,
+    method: str = "rtn",
+    calib_ids: torch.Tensor | None = None,
+    scheme: str = "absmax",
+) -> gpt.GPT:
+    """A copy of ``model`` whose block weights are fake-quantized to ``bits`` by
+    ``method`` (``"rtn"`` round-to-nearest or ``"gptq"`` with the calibration windows
+    ``calib_ids``); ``bits=16`` rounds every weight to float16. Embedding and tied head
+    stay in float."""
+    if not isinstance(model, gpt.GPT):
+        raise TypeError(
+            f"model must be a lecturelib.pretraining.gpt.GPT; got {describe(model)}"
+        )
+    check_int(bits, "bits", 2, 16)
+    if method not in ("rtn", "gptq"):
+        raise ValueError(f"method must be 'rtn' or 'gptq'; got {method!r}")
+    if method == "gptq" and calib_ids is None:
+        raise ValueError("method='gptq' needs calib_ids, windows of calibration text")
+    out = copy.deepcopy(model)
+    if bits == 16:
+        for p in out.parameters():
+            p.data = p.data.half().float()
+        return out
+    layers = block_linears(out)
+    inputs = calibration_inputs(model, calib_ids) if method == "gptq" else {}
+    for name, layer in layers.items():
+        w = layer.weight.data
+        if method == "rtn":
+            layer.weight.data = fake_quantize(w, bits, group_size, scheme)
+        else:
+            layer.weight.data = gptq(w, hessian(inputs[name]), bits, group_size, scheme)
+    return out

@@ -1,0 +1,461 @@
+"""Chapter 1: language models and word embeddings.
+
+- :class:`Vocab` maps symbols (characters or words) to ids and back;
+- :func:`split_ids` makes contiguous train/validation splits of a token stream;
+- :class:`BigramLM` counts bigrams with add-k smoothing (Jurafsky & Martin, ch. 3);
+- :class:`WindowLM` is the fixed-window feed-forward neural LM of Bengio et al. (2003),
+  without the direct input-to-output connections of the paper;
+- :func:`next_token_loss` is the cross-entropy of a sequence model's next-token
+  predictions;
+- :func:`sgns_loss` and :class:`SkipGram` are word2vec's skip-gram with negative
+  sampling (Mikolov et al., 2013, arXiv:1310.4546), with frequent-word subsampling and
+  the unigram^0.75 noise distribution, trained with (sparse) Adam instead of plain SGD
+  with a decaying rate, and with both embedding tables initialised at small random
+  values.
+
+Shapes use ``b`` batch, ``t`` time, ``d`` width, ``v`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lecturelib.validate import (
+    check_ids,
+    check_int,
+    check_number,
+    check_sizes,
+    check_tensor,
+    describe,
+)
+
+
+def _as_id(i) -> int:
+    """An int read from ``i`` without rounding (an int, a numpy int, a 0-d integer
+    tensor)."""
+    try:
+        if isinstance(i, bool):
+            raise TypeError
+        return operator.index(i)
+    except TypeError:
+        raise TypeError(f"ids must be int token ids; got {describe(i)}") from None
+
+
+class Vocab:
+    """A bijection between symbols and ids ``0..len-1``, most frequent symbols first.
+
+    >>> v = Vocab("hello")
+    >>> v.decode(v.encode("hole"))
+    'hole'
+    """
+
+    def __init__(
+        self, symbols: Iterable[str], *, min_count: int = 1, unk: str | None = None
+    ):
+        if not isinstance(symbols, Iterable) or isinstance(symbols, torch.Tensor):
+            raise TypeError(
+                f"symbols must be a str or a list of str; got {describe(symbols)}"
+            )
+        check_int(min_count, "min_count", 1)
+        if unk is not None and not isinstance(unk, str):
+            raise TypeError(f"unk must be a str or None; got {describe(unk)}")
+        counts = Counter(symbols)
+        if not all(isinstance(s, str) for s in counts):
+            bad = next(s for s in counts if not isinstance(s, str))
+            raise TypeError(
+                f"symbols must be str (characters or words); got {describe(bad)}"
+            )
+        kept = sorted(
+            (s for s, c in counts.items() if c >= min_count),
+            key=lambda s: (-counts[s], s),
+        )
+        if unk is not None:
+            kept = [unk] + [s for s in kept if s != unk]
+        if not kept:
+            raise ValueError("cannot build a vocabulary from no symbols")
+        self.itos: list[str] = kept
+        self.stoi: dict[str, int] = {s: i for i, s in enumerate(kept)}
+        self.counts = counts
+        self.unk = unk
+        self.of_words = any(len(s) != 1 for s in kept if s != unk)
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, symbols: Iterable[str]) -> torch.Tensor:
+        """Ids of ``symbols`` as a LongTensor ``(t,)``; unknown symbols map to
+        ``unk``."""
+        if isinstance(symbols, str) and self.of_words:
+            raise TypeError(
+                f"symbols must be a list of words for this word "
+                f"vocabulary; got a str, which would be read as "
+                f"characters: {symbols[:20]!r}"
+            )
+        if self.unk is None:
+            try:
+                return torch.tensor([self.stoi[s] for s in symbols], dtype=torch.long)
+            except KeyError as err:
+                raise KeyError(
+                    f"symbol {err.args[0]!r} is not in the vocabulary and "
+                    "there is no unknown symbol"
+                ) from None
+        u = self.stoi[self.unk]
+        return torch.tensor([self.stoi.get(s, u) for s in symbols], dtype=torch.long)
+
+    def decode(self, ids: Iterable[int] | torch.Tensor, sep: str = "") -> str:
+        """The symbols of ``ids`` joined with ``sep`` (``""`` for characters, ``" "``
+        for words)."""
+        if not isinstance(ids, torch.Tensor):
+            if isinstance(ids, str) or not isinstance(ids, Iterable):
+                raise TypeError(
+                    f"ids must be a 1-D tensor or a list of int ids; got "
+                    f"{describe(ids)}"
+                )
+            ids = torch.tensor([_as_id(i) for i in ids], dtype=torch.long)
+        check_ids(ids, "ids", dims=1, vocab_size=len(self), min_len=0)
+        return sep.join(self.itos[i] for i in ids.tolist())
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words and punctuation marks:
+    ``"Don't stop!"`` → ``["don't", "stop", "!"]``."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str; got {describe(text)}")
+    return re.findall(r"[a-z]+(?:'[a-z]+)?|[0-9]+|[^\sa-z0-9]", text.lower())
+
+
+def split_ids(
+    ids: torch.Tensor, val_fraction: float = 0.1
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split a token stream into a training part and the last ``val_fraction`` for
+    validation.
+
+    The split is contiguous, not random: neighbouring windows overlap, so a random split
+    would leak validation text into training.
+    """
+    check_ids(ids, "ids", dims=1, min_len=2)
+    check_number(val_fraction, "val_fraction", 0.0, 1.0, low_open=True)
+    if val_fraction == 1:
+        raise ValueError("val_fraction must be < 1, leaving tokens for training; got 1")
+    n_val = max(1, int(len(ids) * val_fraction))
+    return ids[:-n_val], ids[-n_val:]
+
+
+def random_windows(
+    ids: torch.Tensor,
+    batch_size: int,
+    length: int,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch_size`` random windows of a token stream and the same windows shifted by
+    one.
+
+    Shapes: ids ``(t,)`` → x, y ``(b, length)`` with ``y[:, i] = x[:, i + 1]`` in the
+    stream.
+    """
+    check_ids(ids, "ids", dims=1)
+    check_sizes(batch_size=batch_size, length=length)
+    if len(ids) <= length:
+        raise ValueError(
+            f"the stream ({len(ids)} tokens) must be longer than a window ({length})"
+        )
+    starts = torch.randint(0, len(ids) - length, (batch_size,), generator=generator)
+    offsets = torch.arange(length)
+    x = ids[starts[:, None] + offsets]
+    y = ids[starts[:, None] + offsets + 1]
+    return x, y
+
+
+def context_windows(
+    ids: torch.Tensor, context: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every window of ``context`` tokens and the token that follows it.
+
+    Shapes: ids ``(t,)`` → x ``(t - context, context)``, y ``(t - context,)``.
+    """
+    check_ids(ids, "ids", dims=1)
+    check_int(context, "context", 1)
+    if len(ids) <= context:
+        raise ValueError(
+            f"the stream ({len(ids)} tokens) must be longer than the context"
+        )
+    windows = ids.unfold(0, context + 1, 1)  # (t - context, context + 1), a view
+    return windows[:, :-1], windows[:, -1]
+
+
+class BigramLM:
+    """``P(x_t = j | x_{t-1} = i) = (N_ij + k) / (N_i + k·V)``: counted bigrams, add-k
+    smoothed.
+
+    ``k = 0`` is the maximum-likelihood estimate, which gives probability 0 (infinite
+    perplexity) to any bigram never seen in training.
+    """
+
+    def __init__(self, vocab_size: int, k: float = 1.0):
+        check_int(vocab_size, "vocab_size", 1)
+        check_number(k, "the smoothing constant k", 0.0)
+        self.vocab_size, self.k = vocab_size, k
+        self.counts = torch.zeros(vocab_size, vocab_size)
+
+    def fit(self, ids: torch.Tensor) -> "BigramLM":
+        """Count the bigrams of a token stream ``(t,)``."""
+        check_ids(ids, "ids", dims=1, vocab_size=self.vocab_size, min_len=2)
+        self.counts = torch.zeros(self.vocab_size, self.vocab_size)
+        self.counts.index_put_(
+            (ids[:-1], ids[1:]), torch.ones(len(ids) - 1), accumulate=True
+        )
+        return self
+
+    @property
+    def probs(self) -> torch.Tensor:
+        """The ``(v, v)`` matrix of ``P(next = column | previous = row)``; rows sum
+        to 1."""
+        smoothed = self.counts + self.k
+        total = smoothed.sum(dim=1, keepdim=True)
+        # with k = 0 a context never seen in training has no estimate: probability 0
+        # everywhere
+        return torch.where(total > 0, smoothed / total.clamp_min(1e-30), 0.0)
+
+    def nll(self, ids: torch.Tensor) -> float:
+        """Mean negative log-likelihood (nats per token) of a stream's bigrams."""
+        check_ids(ids, "ids", dims=1, vocab_size=self.vocab_size, min_len=2)
+        prev, nxt = ids[:-1], ids[1:]
+        total = self.counts.sum(dim=1)[prev] + self.k * self.vocab_size
+        p = torch.where(
+            total > 0, (self.counts[prev, nxt] + self.k) / total.clamp_min(1e-30), 0.0
+        )
+        return -p.log().mean().item()
+
+
+class WindowLM(nn.Module):
+    """A fixed-window neural language model (Bengio et al., 2003): embed the previous
+    ``context`` tokens, concatenate, one tanh hidden layer, a softmax over the
+    vocabulary.
+
+    Shapes: x ``(b, context)`` → logits ``(b, v)``.
+    """
+
+    def __init__(self, vocab_size: int, context: int, d_embed: int, d_hidden: int):
+        super().__init__()
+        check_sizes(
+            vocab_size=vocab_size, context=context, d_embed=d_embed, d_hidden=d_hidden
+        )
+        self.context = context
+        self.embed = nn.Embedding(vocab_size, d_embed)
+        self.hidden = nn.Linear(context * d_embed, d_hidden)
+        self.out = nn.Linear(d_hidden, vocab_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_ids(x, "x", dims=2, vocab_size=self.embed.num_embeddings)
+        if x.shape[1] != self.context:
+            raise ValueError(
+                f"x must be (batch, {self.context}) token ids; got {tuple(x.shape)}"
+            )
+        e = self.embed(x)  # (b, context, d_embed)
+        h = torch.tanh(self.hidden(e.flatten(1)))  # (b, d_hidden): window concatenated
+        return self.out(h)  # (b, v)
+
+
+def next_token_loss(
+    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
+) -> torch.Tensor:
+    """Mean cross-entropy of a language model's next-token predictions on
+    ``batch = (x, y)``.
+
+    ``y`` holds the token that follows each position of ``x`` (as :func:`random_windows`
+    makes).
+
+    Shapes: x ``(b, t)``, y ``(b, t)`` integer ids, ``model(x)`` ``(b, t, v)`` → scalar.
+    """
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise TypeError(
+            f"batch must be a pair (x, y); got {type(batch).__name__}"
+            + (f" of length {len(batch)}" if isinstance(batch, (tuple, list)) else "")
+        )
+    x, y = batch
+    if (
+        not isinstance(y, torch.Tensor)
+        or y.dim() != 2
+        or y.is_floating_point()
+        or y.is_complex()
+    ):
+        got = (
+            f"{y.dtype} tensor of shape {tuple(y.shape)}"
+            if isinstance(y, torch.Tensor)
+            else type(y).__name__
+        )
+        raise ValueError(f"batch's y must be (b, t) integer token ids; got {got}")
+    logits = model(x)
+    if (
+        not isinstance(logits, torch.Tensor)
+        or logits.dim() != 3
+        or logits.shape[:2] != y.shape
+    ):
+        got = (
+            f"shape {tuple(logits.shape)}"
+            if isinstance(logits, torch.Tensor)
+            else type(logits).__name__
+        )
+        raise ValueError(
+            f"model(x) must return logits (b, t, v) = "
+            f"({y.shape[0]}, {y.shape[1]}, v) to match y; got {got}"
+        )
+    return F.cross_entropy(logits.flatten(0, 1), y.flatten())
+
+
+def _check_counts(counts: torch.Tensor) -> None:
+    if (
+        not isinstance(counts, torch.Tensor)
+        or counts.dim() != 1
+        or counts.dtype == torch.bool
+    ):
+        raise TypeError(
+            f"counts must be a 1-D tensor of counts per word (v,); "
+            f"got {describe(counts)}"
+        )
+    if (
+        (counts < 0).any()
+        or counts.sum() <= 0
+        or not torch.isfinite(counts.float()).all()
+    ):
+        raise ValueError(
+            f"counts must be finite, >= 0 and not all 0; got {counts.tolist()[:8]}"
+        )
+
+
+def subsample(
+    ids: torch.Tensor,
+    counts: torch.Tensor,
+    t: float = 1e-4,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Drop each occurrence of word ``w`` with probability ``1 - sqrt(t / f(w))``
+    (word2vec's subsampling of frequent words; ``f`` is the relative frequency).
+    Shapes: ``(n,)`` → ``(m,)``."""
+    _check_counts(counts)
+    check_ids(ids, "ids", dims=1, vocab_size=len(counts), min_len=0)
+    check_number(t, "t", 0.0, low_open=True)
+    freq = counts.float() / counts.sum()
+    keep = (t / freq).sqrt().clamp(max=1.0)
+    return ids[torch.rand(len(ids), generator=generator) < keep[ids]]
+
+
+def skipgram_pairs(ids: torch.Tensor, window: int) -> torch.Tensor:
+    """All ``(center, context)`` pairs with the context at most ``window`` positions
+    away.
+
+    Shapes: ids ``(n,)`` → pairs ``(p, 2)``.
+    """
+    check_ids(ids, "ids", dims=1, min_len=0)
+    check_int(window, "window", 1)
+    pairs = []
+    for offset in range(1, window + 1):
+        pairs.append(torch.stack([ids[:-offset], ids[offset:]], dim=1))  # context right
+        pairs.append(torch.stack([ids[offset:], ids[:-offset]], dim=1))  # context left
+    return torch.cat(pairs)
+
+
+def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tensor:
+    """word2vec's distribution for negative samples: unigram counts raised to ``power``,
+    normalised."""
+    _check_counts(counts)
+    check_number(power, "power", 0.0)
+    weights = counts.float() ** power
+    return weights / weights.sum()
+
+
+def _check_sgns(
+    center: torch.Tensor, context: torch.Tensor, negatives: torch.Tensor
+) -> None:
+    check_tensor(center, "center", "(b, d)", 2)
+    check_tensor(context, "context", "(b, d)", 2)
+    check_tensor(negatives, "negatives", "(b, k, d)", 3)
+    b, d = center.shape
+    if context.shape != (b, d) or negatives.shape[0] != b or negatives.shape[2] != d:
+        raise ValueError(
+            f"center (b, d), context (b, d) and negatives (b, k, d) must "
+            f"agree on b and d; got {tuple(center.shape)}, "
+            f"{tuple(context.shape)} and {tuple(negatives.shape)}"
+        )
+
+
+def sgns_loss(
+    center: torch.Tensor, context: torch.Tensor, negatives: torch.Tensor
+) -> torch.Tensor:
+    """Skip-gram negative-sampling loss ``-[log σ(w·c) + Σ_k log σ(-w·c̃_k)]``, batch
+    mean.
+
+    Shapes: center ``(b, d)``, context ``(b, d)``, negatives ``(b, k, d)`` → scalar.
+    """
+    _check_sgns(center, context, negatives)
+    positive = F.logsigmoid((center * context).sum(-1))  # (b,)
+    negative = F.logsigmoid(-torch.einsum("bd,bkd->bk", center, negatives))  # (b, k)
+    return -(positive + negative.sum(-1)).mean()
+
+
+class SkipGram(nn.Module):
+    """Two embedding tables: ``center`` (the word vectors we keep) and ``context``.
+
+    Shapes: center ids ``(b,)``, context ids ``(b,)``, negative ids ``(b, k)`` → scalar
+    loss.
+    """
+
+    def __init__(self, vocab_size: int, d_embed: int, sparse: bool = False):
+        super().__init__()
+        check_sizes(vocab_size=vocab_size, d_embed=d_embed)
+        # sparse=True: each step updates only the rows it used (with
+        # torch.optim.SparseAdam)
+        self.center = nn.Embedding(vocab_size, d_embed, sparse=sparse)
+        self.context = nn.Embedding(vocab_size, d_embed, sparse=sparse)
+        # word2vec starts the context table at zero; with Adam, whose first steps move
+        # every row by about the learning rate whatever its gradient, that start makes
+        # all vectors share one direction, so both tables start small and random here.
+        nn.init.normal_(self.center.weight, std=0.1)
+        nn.init.normal_(self.context.weight, std=0.1)
+
+    def forward(self, center, context, negatives) -> torch.Tensor:
+        v = self.center.num_embeddings
+        check_ids(center, "center", dims=1, vocab_size=v)
+        check_ids(context, "context", dims=1, vocab_size=v)
+        check_ids(negatives, "negatives", dims=2, vocab_size=v)
+        return sgns_loss(
+            self.center(center), self.context(context), self.context(negatives)
+        )
+
+
+def nearest(vectors: torch.Tensor, query: int, k: int = 5) -> list[tuple[int, float]]:
+    """The ``k`` rows most cosine-similar to row ``query`` (itself excluded):
+    ``(id, cosine)``.
+
+    Shapes: vectors ``(v, d)``.
+    """
+    check_tensor(vectors, "vectors", "(v, d)", 2)
+    check_int(query, "query", 0, len(vectors) - 1)
+    check_int(k, "k", 1, len(vectors) - 1)
+    unit = F.normalize(vectors, dim=1)
+    sims = unit @ unit[query]
+    sims[query] = -math.inf
+    top = sims.topk(k)
+    return list(zip(top.indices.tolist(), top.values.tolist()))
+
+
+def project_2d(vectors: torch.Tensor) -> torch.Tensor:
+    """Project rows onto their first two principal components. Shapes: ``(n, d)`` →
+    ``(n, 2)``."""
+    check_tensor(vectors, "vectors", "(n, d)", 2)
+    if min(vectors.shape) < 2:
+        raise ValueError(
+            f"vectors must be (n, d) with n, d >= 2 for two components; "
+            f"got shape {tuple(vectors.shape)}"
+        )
+    centred = vectors - vectors.mean(dim=0)
+    _, _, v = torch.linalg.svd(centred, full_matrices=False)
+    return centred @ v[:2].T

@@ -1,0 +1,465 @@
+"""Chapter 2: recurrent networks and backpropagation through time.
+
+- :class:`ElmanCell` and :class:`ElmanRNN` are the simple recurrent network of Elman
+  (1990), ``h_t = tanh(W_h h_{t-1} + W_x x_t + b)``, written as a plain loop over time
+  steps; it is the reference (oracle) for ``torch.nn.RNN`` and keeps one bias where
+  PyTorch keeps two;
+- :func:`jacobian_norms` measures ``‖∂h_T/∂h_t‖`` by automatic differentiation, the
+  quantity whose exponential decay or growth is the vanishing/exploding gradient problem
+  of Bengio, Simard and Frasconi (1994) and Pascanu, Mikolov and Bengio (2013,
+  arXiv:1211.5063);
+- :func:`init_recurrent_` sets recurrent weights to a chosen spectral radius, an
+  orthogonal matrix, or the identity (the IRNN of Le, Jaitly and Hinton, 2015,
+  arXiv:1504.00941, uses ReLU; here the identity is used with tanh);
+- :func:`clip_grad_norm` is gradient clipping by the global norm (Pascanu et al., 2013);
+- :func:`batchify`, :func:`chunk` and :class:`TruncatedBPTT` lay a long text out as
+  parallel streams and train on consecutive chunks, carrying the hidden state over but
+  not its gradient (truncated backpropagation through time, Werbos 1990; Williams and
+  Peng 1990);
+- :class:`CharRNN`, :func:`stream_nll` and :func:`sample` are a character-level language
+  model (with its validation loss and a sampler) in the spirit of Karpathy's char-rnn
+  (2015), using the fast ``torch.nn.RNN``;
+- :func:`pad_sequences`, :func:`pool` and :class:`RNNClassifier` classify
+  variable-length sequences from one vector per sequence: the last state, or the mean or
+  max of the states over the real (unpadded) positions.
+
+Shapes use ``b`` batch, ``t`` time, ``d`` width, ``v`` vocabulary, ``l`` layers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from lecturelib.validate import (
+    check_ids,
+    check_int,
+    check_number,
+    check_sizes,
+    check_tensor,
+    describe,
+)
+
+POOLINGS = ("last", "mean", "max")
+
+
+class ElmanCell(nn.Module):
+    """One step of an Elman RNN: ``h_t = tanh(W_h h_{t-1} + W_x x_t + b)``.
+
+    Shapes: x_t ``(b, d_in)``, h_prev ``(b, d_model)`` → h_t ``(b, d_model)``.
+    """
+
+    def __init__(self, d_in: int, d_model: int):
+        super().__init__()
+        check_sizes(d_in=d_in, d_model=d_model)
+        bound = 1 / math.sqrt(d_model)  # the uniform initialisation of torch.nn.RNN
+        self.W_x = nn.Parameter(torch.empty(d_model, d_in).uniform_(-bound, bound))
+        self.W_h = nn.Parameter(torch.empty(d_model, d_model).uniform_(-bound, bound))
+        self.b = nn.Parameter(torch.empty(d_model).uniform_(-bound, bound))
+
+    def forward(self, x_t: torch.Tensor, h_prev: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(h_prev @ self.W_h.T + x_t @ self.W_x.T + self.b)
+
+
+class ElmanRNN(nn.Module):
+    """A stack of ``n_layers`` Elman cells, run step by step; the same weights at every
+    step.
+
+    Same interface as ``torch.nn.RNN(d_in, d_model, n_layers, batch_first=True)``.
+
+    Shapes: x ``(b, t, d_in)``, h0 ``(l, b, d_model)`` or None (zeros)
+    → outputs ``(b, t, d_model)`` (the top layer's states), h_last ``(l, b, d_model)``.
+    """
+
+    def __init__(self, d_in: int, d_model: int, n_layers: int = 1):
+        super().__init__()
+        check_sizes(d_in=d_in, d_model=d_model, n_layers=n_layers)
+        self.d_in, self.d_model = d_in, d_model
+        self.cells = nn.ModuleList(
+            [ElmanCell(d_in if i == 0 else d_model, d_model) for i in range(n_layers)]
+        )
+
+    def forward(self, x: torch.Tensor, h0: torch.Tensor | None = None):
+        b, t, _ = self._check(x, h0)
+        inputs, h_last = x, []
+        for layer, cell in enumerate(self.cells):
+            h = x.new_zeros(b, self.d_model) if h0 is None else h0[layer]
+            outputs = []
+            for step in range(t):  # the loop that nn.RNN runs in C++
+                h = cell(inputs[:, step], h)
+                outputs.append(h)
+            inputs = torch.stack(outputs, dim=1)  # (b, t, d_model): next layer's input
+            h_last.append(h)
+        return inputs, torch.stack(h_last)
+
+    def _check(self, x: torch.Tensor, h0: torch.Tensor | None) -> tuple[int, int, int]:
+        check_tensor(x, "x", f"(b, t, d_in={self.d_in})")
+        if h0 is not None:
+            check_tensor(h0, "h0", "(l, b, d_model)")
+        if x.dim() != 3 or x.shape[-1] != self.d_in:
+            raise ValueError(
+                f"x must be (b, t, d_in={self.d_in}); got shape {tuple(x.shape)}"
+            )
+        expected = (len(self.cells), x.shape[0], self.d_model)
+        if h0 is not None and tuple(h0.shape) != expected:
+            raise ValueError(
+                f"h0 must be (l, b, d_model) = {expected}; got {tuple(h0.shape)}"
+            )
+        return tuple(x.shape)
+
+
+@torch.no_grad()
+def from_torch(rnn: nn.RNN) -> ElmanRNN:
+    """An :class:`ElmanRNN` holding the weights of a ``torch.nn.RNN`` (its two biases
+    summed).
+
+    Shapes: ``weight_ih_l{k}`` ``(d_model, d_in)`` → ``W_x``; ``weight_hh_l{k}`` →
+    ``W_h``.
+    """
+    if not isinstance(rnn, nn.RNN):
+        raise TypeError(f"expected a torch.nn.RNN; got {type(rnn).__name__}")
+    if (
+        rnn.nonlinearity != "tanh"
+        or rnn.bidirectional
+        or not rnn.batch_first
+        or not rnn.bias
+    ):
+        raise ValueError(
+            "only tanh, unidirectional, batch_first RNNs with biases "
+            f"can be copied; got {rnn}"
+        )
+    ours = ElmanRNN(rnn.input_size, rnn.hidden_size, rnn.num_layers)
+    for k, cell in enumerate(ours.cells):
+        cell.W_x.copy_(getattr(rnn, f"weight_ih_l{k}"))
+        cell.W_h.copy_(getattr(rnn, f"weight_hh_l{k}"))
+        cell.b.copy_(getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}"))
+    return ours.to(rnn.weight_ih_l0.device)
+
+
+def jacobian_norms(cell: ElmanCell, x: torch.Tensor, h0: torch.Tensor | None = None):
+    """Spectral norms of ``∂h_T/∂h_{T-k}`` for ``k = 0..T`` by autograd (one batched
+    backward).
+
+    Shapes: x ``(t, d_in)`` (one sequence), h0 ``(d_model,)`` → ``(t + 1,)``, indexed by
+    the distance ``k = T - t``; entry 0 is the identity's norm, 1.
+    """
+    if not isinstance(cell, ElmanCell):
+        raise TypeError(f"cell must be an rnn.ElmanCell; got {describe(cell)}")
+    check_tensor(x, "x", "(t, d_in)")
+    if x.dim() != 2 or x.shape[1] != cell.W_x.shape[1]:
+        raise ValueError(
+            f"x must be (t, d_in={cell.W_x.shape[1]}); got {tuple(x.shape)}"
+        )
+    d = cell.W_h.shape[0]
+    h = x.new_zeros(d) if h0 is None else h0
+    states = [h.detach().requires_grad_()]
+    for x_t in x:
+        states.append(cell(x_t[None], states[-1][None])[0])
+    eye = torch.eye(d, dtype=x.dtype, device=x.device)
+    # row i of the output: the gradient of component i of h_T, i.e. row i of each
+    # Jacobian
+    jac = torch.autograd.grad(
+        states[-1], states, grad_outputs=eye, is_grads_batched=True, allow_unused=True
+    )
+    # h_T does not depend on itself through autograd
+    jac = [eye if j is None else j for j in jac]
+    norms = [torch.linalg.matrix_norm(j, ord=2) for j in reversed(jac)]
+    return torch.stack(norms).detach()
+
+
+@torch.no_grad()
+def init_recurrent_(
+    weight: torch.Tensor,
+    scheme: str = "orthogonal",
+    scale: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Overwrite a square recurrent matrix with ``scale`` times an orthogonal matrix,
+    the identity, or a Gaussian matrix rescaled to spectral radius exactly ``scale``.
+
+    Shapes: weight ``(d, d)`` → the same tensor, modified in place.
+    """
+    check_tensor(weight, "weight", "(d, d)")
+    check_number(scale, "scale", 0.0)
+    if weight.dim() != 2 or weight.shape[0] != weight.shape[1]:
+        raise ValueError(
+            f"a recurrent weight must be square (d, d); got {tuple(weight.shape)}"
+        )
+    d = weight.shape[0]
+    if scheme == "identity":
+        new = torch.eye(d)
+    elif scheme in ("orthogonal", "radius"):
+        a = torch.randn(d, d, generator=generator, dtype=torch.float64)
+        new = torch.linalg.qr(a).Q if scheme == "orthogonal" else a
+        new = new / torch.linalg.eigvals(new).abs().max()
+    else:
+        raise ValueError(
+            f"scheme must be 'orthogonal', 'identity' or 'radius'; got {scheme!r}"
+        )
+    return weight.copy_(scale * new)
+
+
+def clip_grad_norm(grads: list[torch.Tensor], max_norm: float) -> float:
+    """Scale all gradients by ``min(1, max_norm / ‖g‖)`` where ``‖g‖`` is their joint L2
+    norm; returns ``‖g‖`` before clipping. The direction of the update is unchanged.
+
+    Shapes: any list of tensors, modified in place.
+    """
+    check_number(max_norm, "max_norm", 0.0, low_open=True)
+    if not isinstance(grads, (list, tuple)) or not all(
+        isinstance(g, torch.Tensor) for g in grads
+    ):
+        raise TypeError(f"grads must be a list of tensors; got {describe(grads)}")
+    norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads)).item()
+    factor = min(1.0, max_norm / (norm + 1e-6))
+    for g in grads:
+        g.mul_(factor)
+    return norm
+
+
+def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """Cut a token stream into ``batch_size`` contiguous streams, one per row (the tail
+    that does not fill a row is dropped), so row ``i`` continues where it left off in
+    every chunk.
+
+    Shapes: ids ``(n_tokens,)`` → ``(b, n)`` with ``n = n_tokens // b``.
+    """
+    check_ids(ids, "ids", dims=1)
+    check_int(batch_size, "batch_size", 1)
+    n = len(ids) // batch_size
+    if n < 2:
+        raise ValueError(f"{len(ids)} tokens are too few for {batch_size} streams")
+    return rearrange(ids[: batch_size * n], "(b n) -> b n", b=batch_size)
+
+
+def chunk(
+    streams: torch.Tensor, k: int, seq_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chunk ``k`` of the streams and its targets (the same positions shifted by one).
+
+    Shapes: streams ``(b, n)`` → x, y ``(b, seq_len)``; there are
+    ``(n - 1) // seq_len`` chunks.
+    """
+    check_ids(streams, "streams", dims=2)
+    check_int(seq_len, "seq_len", 1)
+    n_chunks = (streams.shape[1] - 1) // seq_len
+    check_int(k, "the chunk index k", 0, n_chunks - 1)
+    start = k * seq_len
+    return (
+        streams[:, start : start + seq_len],
+        streams[:, start + 1 : start + seq_len + 1],
+    )
+
+
+class TruncatedBPTT:
+    """Batches and loss for ``train.fit``: step ``s`` reads chunk ``s mod n_chunks``;
+    the hidden state is carried from chunk to chunk, detached, so gradients flow back
+    ``seq_len`` steps.
+
+    Shapes: ids ``(n_tokens,)``; batches are
+    ``(x (b, t), y (b, t), first_chunk: bool)``.
+    """
+
+    def __init__(self, ids: torch.Tensor, batch_size: int, seq_len: int):
+        check_int(seq_len, "seq_len", 1)
+        self.streams, self.seq_len = batchify(ids, batch_size), seq_len
+        self.n_chunks = (self.streams.shape[1] - 1) // seq_len
+        if self.n_chunks < 1:
+            raise ValueError(
+                f"streams of {self.streams.shape[1]} tokens hold no chunk of {seq_len}"
+            )
+        self.h = None
+
+    def batch(self, step: int):
+        check_int(step, "step", 0)
+        k = step % self.n_chunks
+        return (*chunk(self.streams, k, self.seq_len), k == 0)
+
+    def loss(self, model: nn.Module, batch) -> torch.Tensor:
+        x, y, first = batch
+        logits, h = model(x, None if first else self.h)
+        self.h = h.detach()  # keep the state, cut the graph: truncated BPTT
+        return F.cross_entropy(logits.flatten(0, 1), y.flatten())
+
+
+def _check_lm_input(embed: nn.Embedding, rnn: nn.RNNBase, x: torch.Tensor, h) -> None:
+    check_ids(x, "x", dims=2, vocab_size=embed.num_embeddings)
+    if h is not None:
+        expected = (rnn.num_layers, x.shape[0], rnn.hidden_size)
+        if not isinstance(h, torch.Tensor) or tuple(h.shape[-3:]) != expected:
+            raise ValueError(
+                f"the state must be (l, b, d_model) = {expected}; got {describe(h)}"
+            )
+
+
+class CharRNN(nn.Module):
+    """Embedding → ``torch.nn.RNN`` (tanh) → readout ``y_t = W_y h_t + c``: next-token
+    logits.
+
+    Shapes: x ``(b, t)`` ids, h ``(l, b, d_model)`` or None → logits ``(b, t, v)``,
+    h ``(l, b, d)``.
+    """
+
+    def __init__(self, vocab_size: int, d_emb: int, d_model: int, n_layers: int = 1):
+        super().__init__()
+        check_sizes(
+            vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_layers=n_layers
+        )
+        self.embed = nn.Embedding(vocab_size, d_emb)
+        self.rnn = nn.RNN(d_emb, d_model, n_layers, batch_first=True)
+        self.readout = nn.Linear(d_model, vocab_size)
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor | None = None):
+        _check_lm_input(self.embed, self.rnn, x, h)
+        states, h = self.rnn(self.embed(x), h)  # (b, t, d_model), (l, b, d_model)
+        return self.readout(states), h
+
+
+@torch.no_grad()
+def stream_nll(
+    model: nn.Module, ids: torch.Tensor, batch_size: int = 16, seq_len: int = 256
+):
+    """Mean next-token NLL (nats) of a stream read as ``batch_size`` streams, state
+    carried over.
+
+    Shapes: ids ``(n_tokens,)`` → a float.
+    """
+    check_int(seq_len, "seq_len", 1)
+    streams = batchify(ids, batch_size).to(next(model.parameters()).device)
+    n = streams.shape[1] - 1
+    total, h = 0.0, None
+    for start in range(0, n, seq_len):
+        end = min(start + seq_len, n)
+        logits, h = model(streams[:, start:end], h)
+        y = streams[:, start + 1 : end + 1]
+        total += F.cross_entropy(
+            logits.flatten(0, 1), y.flatten(), reduction="sum"
+        ).item()
+    return total / (n * batch_size)
+
+
+@torch.no_grad()
+def sample(
+    model: nn.Module,
+    prompt: torch.Tensor,
+    n_new: int,
+    temperature: float = 1.0,
+    stop_id: int | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Continue ``prompt`` by drawing from ``softmax(logits / temperature)`` one token
+    at a time, until ``n_new`` tokens or ``stop_id``; temperature 0 takes the argmax
+    (greedy).
+
+    Shapes: prompt ``(t,)`` ids → ``(t + n_generated,)``.
+    """
+    check_ids(prompt, "prompt", dims=1)
+    check_int(n_new, "n_new", 0)
+    check_number(temperature, "temperature", 0.0)
+    if stop_id is not None:
+        check_int(stop_id, "stop_id", 0)
+    out = prompt.tolist()
+    logits, h = model(prompt[None].to(next(model.parameters()).device))
+    for _ in range(n_new):
+        last = logits[0, -1].float().cpu()
+        if temperature == 0:
+            token = int(last.argmax())
+        else:
+            probs = F.softmax(last / temperature, -1)
+            token = int(torch.multinomial(probs, 1, generator=generator))
+        out.append(token)
+        if token == stop_id:
+            break
+        logits, h = model(torch.tensor([[token]], device=h.device), h)
+    return torch.tensor(out)
+
+
+def pad_sequences(
+    seqs: list[torch.Tensor], pad_id: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad id sequences of different lengths into one batch, with the mask of real
+    tokens.
+
+    Shapes: ``b`` tensors ``(t_i,)`` → x ``(b, max t_i)`` long, mask ``(b, max t_i)``
+    bool.
+    """
+    if not isinstance(seqs, (list, tuple)) or not seqs:
+        raise TypeError(
+            f"seqs must be a non-empty list of 1-D id tensors; got {describe(seqs)}"
+        )
+    for s in seqs:
+        check_ids(s, "each of seqs", dims=1)
+    check_int(pad_id, "pad_id", 0)
+    x = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=torch.long)
+    mask = torch.zeros(x.shape, dtype=torch.bool)
+    for i, s in enumerate(seqs):
+        x[i, : len(s)], mask[i, : len(s)] = s, True
+    return x, mask
+
+
+def pool(states: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    """One vector per sequence from the states at the real positions (``mask`` True):
+    the last real state, their mean, or their elementwise max. Padded positions never
+    count.
+
+    Shapes: states ``(b, t, d)``, mask ``(b, t)`` bool → ``(b, d)``.
+    """
+    check_tensor(states, "states", "(b, t, d)", 3)
+    if (
+        not isinstance(mask, torch.Tensor)
+        or mask.shape != states.shape[:2]
+        or mask.dtype != torch.bool
+    ):
+        raise ValueError(
+            f"mask must be bool (b, t) = {tuple(states.shape[:2])}; "
+            f"got {mask.dtype} {tuple(mask.shape)}"
+        )
+    if not mask.any(1).all():
+        raise ValueError("every sequence needs at least one real (unmasked) position")
+    if how == "last":
+        positions = torch.arange(mask.shape[1], device=mask.device)  # (t,)
+        last = (mask * positions).argmax(1)  # (b,)
+        return states[torch.arange(len(states)), last]
+    if how == "mean":
+        return (states * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+    if how == "max":
+        return states.masked_fill(~mask[..., None], float("-inf")).amax(1)
+    raise ValueError(f"how must be one of {POOLINGS}; got {how!r}")
+
+
+class RNNClassifier(nn.Module):
+    """Embedding → ``torch.nn.RNN`` → :func:`pool` → linear layer: class logits per
+    sequence.
+
+    Shapes: x ``(b, t)`` ids, mask ``(b, t)`` bool (True at real tokens) → logits
+    ``(b, n_classes)``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_emb: int,
+        d_model: int,
+        n_classes: int,
+        pooling: str = "last",
+    ):
+        super().__init__()
+        check_sizes(
+            vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_classes=n_classes
+        )
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}; got {pooling!r}")
+        self.pooling = pooling
+        self.embed = nn.Embedding(vocab_size, d_emb)
+        self.rnn = nn.RNN(d_emb, d_model, batch_first=True)
+        self.classify = nn.Linear(d_model, n_classes)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        check_ids(x, "x", dims=2, vocab_size=self.embed.num_embeddings)
+        # right padding leaves the states at the real positions unchanged
+        states, _ = self.rnn(self.embed(x))  # (b, t, d_model)
+        return self.classify(pool(states, mask, self.pooling))

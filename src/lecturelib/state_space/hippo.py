@@ -1,0 +1,117 @@
+"""Chapter 19: HiPPO-LegS, a state that summarises a signal's whole history online.
+
+HiPPO (Gu, Dao et al., arXiv:2008.07069) keeps the coefficients ``c(t)`` of the best
+approximation of the history ``f(s), 0 ≤ s ≤ t`` by ``N`` scaled Legendre polynomials,
+``f(s) ≈ Σ_n c_n(t) g_n(s, t)`` with ``g_n(s, t) = √(2n+1) P_n(2s/t - 1)`` (LegS: the
+measure is uniform on ``[0, t]``; it *scales* with ``t``). The coefficients obey the
+linear ODE
+
+    ``c'(t) = -(1/t) A c(t) + (1/t) B f(t)``,
+
+with ``A_nk = √(2n+1)√(2k+1)`` for ``n > k``, ``n + 1`` for ``n = k``, ``0`` for
+``n < k``, and ``B_n = √(2n+1)``. Sign convention: :func:`legs_matrices` returns this
+*positive* ``A``, as the paper writes it; the state matrix of the SSM is ``-A`` (stable:
+its eigenvalues are ``-(n+1)``). :func:`legs_scan` integrates the ODE over a sampled
+signal with the bilinear rule (step ``1/k`` at sample ``k``); :func:`legs_reconstruct`
+evaluates the approximation.
+
+S4 (Gu, Goel, Ré, arXiv:2111.00396) writes ``-A`` as *normal plus low rank*:
+``-A = S - P Pᵀ`` with ``P_n = √(n + 1/2)`` and ``S = -I/2 + (skew-symmetric)``
+(:func:`legs_nplr`), so ``S`` is diagonalised by a unitary matrix and its eigenvalues
+have real part ``-1/2``; S4D keeps a diagonal state only.
+
+Shapes: ``N`` the state size, ``L`` the number of samples, ``P`` evaluation points.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lecturelib.validate import check_int, describe
+
+
+def legs_matrices(N: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+    """HiPPO-LegS ``(A, B)`` in the paper's sign convention,
+    ``c' = -(1/t) A c + (1/t) B f``.
+
+    Shapes: ``A (N, N)`` lower triangular, ``B (N,)``.
+    """
+    check_int(N, "N", 1)
+    q = torch.sqrt(2 * torch.arange(N, dtype=dtype) + 1)
+    A = torch.tril(q[:, None] * q[None, :], diagonal=-1)
+    A = A + torch.diag(torch.arange(N, dtype=dtype) + 1)
+    return A, q.clone()
+
+
+def legs_nplr(N: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+    """The normal plus low-rank form of S4: ``(S, P)`` with ``-A = S - P Pᵀ``,
+    ``P_n = √(n + 1/2)`` and ``S + Sᵀ = -I`` (``S`` is normal). Shapes: ``S (N, N)``,
+    ``P (N,)``."""
+    A, _ = legs_matrices(N, dtype)
+    P = torch.sqrt(torch.arange(N, dtype=dtype) + 0.5)
+    return -A + P[:, None] * P[None, :], P
+
+
+def check_signal(f) -> None:
+    if not isinstance(f, torch.Tensor) or not f.is_floating_point() or f.dim() != 1:
+        raise ValueError(
+            f"f must be a 1-D float tensor of samples (L,); got {describe(f)}"
+        )
+    if f.numel() < 1:
+        raise ValueError("f must hold at least one sample; got an empty tensor")
+
+
+def legs_scan(f: torch.Tensor, N: int) -> torch.Tensor:
+    """The LegS coefficients after each sample: ``c_k`` summarises ``f_1 … f_k``.
+
+    Bilinear step ``Δ = 1/k`` of ``c' = -(1/t) A c + (1/t) B f`` with ``t = kΔ``:
+    ``c_k = (I + A/(2k))^{-1} ((I - A/(2k)) c_{k-1} + B f_k / k)``.
+
+    Shapes: f ``(L,)`` → ``(L, N)``.
+    """
+    check_signal(f)
+    A, B = legs_matrices(N, torch.float64)
+    eye = torch.eye(N, dtype=torch.float64)
+    c = torch.zeros(N, dtype=torch.float64)
+    out = []
+    for k, value in enumerate(f.double().tolist(), start=1):
+        rhs = (eye - A / (2 * k)) @ c + B * value / k
+        c = torch.linalg.solve_triangular(eye + A / (2 * k), rhs[:, None], upper=False)[
+            :, 0
+        ]
+        out.append(c)
+    return torch.stack(out).to(f.dtype)
+
+
+def legendre(n_max: int, x: torch.Tensor) -> torch.Tensor:
+    """Legendre polynomials ``P_0 … P_{n_max-1}`` at ``x`` (Bonnet's recurrence
+    ``(n+1)P_{n+1} = (2n+1)x P_n - n P_{n-1}``). Shapes: x ``(P,)`` → ``(n_max, P)``."""
+    check_int(n_max, "n_max", 1)
+    P = [torch.ones_like(x), x]
+    for n in range(1, n_max - 1):
+        P.append(((2 * n + 1) * x * P[n] - n * P[n - 1]) / (n + 1))
+    return torch.stack(P[:n_max])
+
+
+def legs_reconstruct(c: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """Evaluate ``Σ_n c_n √(2n+1) P_n(2s - 1)`` at relative times ``s`` in ``[0, 1]``
+    (``s = 1`` is now, ``s = 0`` the start of the history).
+
+    Shapes: c ``(N,)``, s ``(P,)`` → ``(P,)``.
+    """
+    if not isinstance(c, torch.Tensor) or not c.is_floating_point() or c.dim() != 1:
+        raise ValueError(
+            f"c must be a 1-D float tensor of N coefficients; got {describe(c)}"
+        )
+    if not isinstance(s, torch.Tensor) or not s.is_floating_point() or s.dim() != 1:
+        raise ValueError(
+            f"s must be a 1-D float tensor of relative times; got {describe(s)}"
+        )
+    if s.numel() and (s.min() < 0 or s.max() > 1):
+        raise ValueError(
+            f"s must lie in [0, 1] (a fraction of the history); got "
+            f"values from {s.min().item():g} to {s.max().item():g}"
+        )
+    N = c.shape[0]
+    q = torch.sqrt(2 * torch.arange(N, dtype=c.dtype) + 1)
+    return (c * q) @ legendre(N, 2 * s.to(c.dtype) - 1)

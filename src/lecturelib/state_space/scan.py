@@ -1,0 +1,323 @@
+"""Chapter 20: the selective scan of Mamba, three ways, and a Triton kernel.
+
+A selective SSM (Gu & Dao, 2023, arXiv:2312.00752) runs, for every channel ``d`` and
+state index ``n``, the linear recurrence
+
+    h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t u_t,        y_t = C_t · h_t + D u_t,
+
+whose step ``Δ_t`` and matrices ``B_t``, ``C_t`` depend on the input.
+:func:`selective_scan_ref` is the plain loop over time, written like
+``selective_scan_ref`` of the ``mamba_ssm`` package (the oracle). The recurrence ``h_t =
+a_t h_{t-1} + x_t`` is associative in the pairs ``(a, x)``, so it can also be computed
+by a parallel scan (:func:`linear_scan_parallel`, Hillis & Steele, 1986: ``log2 t``
+vectorised steps) or by chunks (:func:`linear_scan_chunked`: a short loop inside all
+chunks at once, then a short loop that carries the state from chunk to chunk).
+:func:`selective_scan` uses either of them. :func:`triton_scan` returns a fused Triton
+kernel (forward only), interpreted on a CPU.
+
+Simplifications: ``A`` is real and diagonal (``(d, n)``, as in Mamba), the axes are
+``(b, t, d)`` as everywhere in this book (``mamba_ssm`` uses ``(b, d, t)``), and the
+fused kernel does not recompute states in a backward pass (it has none).
+
+Shapes: u, Δ, z ``(b, t, d)``; A ``(d, n)``; B, C ``(b, t, n)``; D ``(d,)``;
+states ``(b, t, d, n)``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+from einops import einsum
+
+from lecturelib.validate import check_int, describe
+
+METHODS = ("loop", "parallel", "chunked")
+
+
+def _float(value, name: str, shape: str, dims: int) -> None:
+    if (
+        not isinstance(value, torch.Tensor)
+        or not value.is_floating_point()
+        or value.dim() != dims
+    ):
+        raise ValueError(
+            f"{name} must be a floating {shape} tensor; got {describe(value)}"
+        )
+
+
+def check_inputs(u, delta, A, B, C, D=None, z=None) -> None:
+    """Validate the inputs of a selective scan: shapes that agree, and ``Δ > 0``."""
+    _float(u, "u", "(b, t, d)", 3)
+    _float(delta, "delta", "(b, t, d)", 3)
+    _float(A, "A", "(d, n)", 2)
+    _float(B, "B", "(b, t, n)", 3)
+    _float(C, "C", "(b, t, n)", 3)
+    b, t, d = u.shape
+    if delta.shape != u.shape:
+        raise ValueError(
+            f"delta must have u's shape {tuple(u.shape)}; got {tuple(delta.shape)}"
+        )
+    if A.shape[0] != d:
+        raise ValueError(
+            f"A must have one row per channel, ({d}, n); got {tuple(A.shape)}"
+        )
+    n = A.shape[1]
+    for name, value in (("B", B), ("C", C)):
+        if value.shape != (b, t, n):
+            raise ValueError(
+                f"mismatched state sizes: {name} must be (b, t, n) = "
+                f"{(b, t, n)} (n from A); got {tuple(value.shape)}"
+            )
+    if D is not None and (not isinstance(D, torch.Tensor) or D.shape != (d,)):
+        raise ValueError(f"D must be a ({d},) tensor or None; got {describe(D)}")
+    if z is not None and (not isinstance(z, torch.Tensor) or z.shape != u.shape):
+        raise ValueError(
+            f"z must have u's shape {tuple(u.shape)} or be None; got {describe(z)}"
+        )
+    if t and not bool((delta > 0).all()):
+        raise ValueError(
+            f"delta (Δ) must be > 0 everywhere; got a minimum of "
+            f"{delta.min().item():.3g}"
+        )
+
+
+def _check_state(h0, b: int, d: int, n: int) -> None:
+    if h0 is not None and (not isinstance(h0, torch.Tensor) or h0.shape != (b, d, n)):
+        raise ValueError(
+            f"mismatched state sizes: h0 must be (b, d, n) = {(b, d, n)}; "
+            f"got {describe(h0)}"
+        )
+
+
+def selective_scan_ref(u, delta, A, B, C, D=None, z=None, h0=None, return_state=False):
+    """The selective scan as a plain loop over time: the reference.
+
+    Shapes: u, delta, z ``(b, t, d)``; A ``(d, n)``; B, C ``(b, t, n)``; D ``(d,)``;
+    h0 ``(b, d, n)`` → y ``(b, t, d)`` (and the last state ``(b, d, n)``).
+    """
+    check_inputs(u, delta, A, B, C, D, z)
+    b, t, d = u.shape
+    _check_state(h0, b, d, A.shape[1])
+    deltaA = torch.exp(einsum(delta, A, "b t d, d n -> b t d n"))
+    deltaB_u = einsum(delta, B, u, "b t d, b t n, b t d -> b t d n")
+    h = u.new_zeros(b, d, A.shape[1]) if h0 is None else h0
+    ys = []
+    for i in range(t):
+        h = deltaA[:, i] * h + deltaB_u[:, i]  # (b, d, n)
+        ys.append(einsum(h, C[:, i], "b d n, b n -> b d"))
+    y = torch.stack(ys, dim=1) if ys else u.new_zeros(b, 0, d)  # (b, t, d)
+    if D is not None:
+        y = y + u * D
+    if z is not None:
+        y = y * F.silu(z)
+    return (y, h) if return_state else y
+
+
+def _check_pairs(a, x, h0) -> None:
+    _float(a, "a", "(b, t, d, n)", 4)
+    _float(x, "x", "(b, t, d, n)", 4)
+    if a.shape != x.shape:
+        raise ValueError(
+            f"a and x must have the same shape; got {tuple(a.shape)} "
+            f"and {tuple(x.shape)}"
+        )
+    b, _, d, n = x.shape
+    _check_state(h0, b, d, n)
+
+
+def linear_scan_loop(a, x, h0=None):
+    """All states of ``h_t = a_t h_{t-1} + x_t`` (``h_0`` given or zero) by a loop.
+
+    Shapes: a, x ``(b, t, d, n)``, h0 ``(b, d, n)`` → h ``(b, t, d, n)``.
+    """
+    _check_pairs(a, x, h0)
+    h = torch.zeros_like(x[:, 0]) if h0 is None else h0
+    hs = []
+    for a_i, x_i in zip(a.unbind(1), x.unbind(1)):
+        h = a_i * h + x_i
+        hs.append(h)
+    return torch.stack(hs, dim=1) if hs else x.clone()
+
+
+def linear_scan_parallel(a, x, h0=None):
+    """All states of ``h_t = a_t h_{t-1} + x_t`` by a Hillis–Steele scan.
+
+    After the step with offset ``k``, position ``i`` holds the pair ``(a, x)`` that maps
+    the state before step ``i - 2k + 1`` to ``h_i``; ``log2 t`` steps suffice.
+
+    Shapes: a, x ``(b, t, d, n)``, h0 ``(b, d, n)`` → h ``(b, t, d, n)``.
+    """
+    _check_pairs(a, x, h0)
+    if h0 is not None:  # fold the initial state into the first input
+        x = torch.cat([x[:, :1] + a[:, :1] * h0[:, None], x[:, 1:]], dim=1)
+    k = 1
+    while k < x.shape[1]:
+        # (a_i, x_i) after (a_{i-k}, x_{i-k}): (a_i a_{i-k}, a_i x_{i-k} + x_i)
+        x = torch.cat([x[:, :k], a[:, k:] * x[:, :-k] + x[:, k:]], dim=1)
+        a = torch.cat([a[:, :k], a[:, k:] * a[:, :-k]], dim=1)
+        k *= 2
+    return x
+
+
+def linear_scan_chunked(a, x, h0=None, chunk: int = 32):
+    """All states of ``h_t = a_t h_{t-1} + x_t`` in chunks of ``chunk`` steps.
+
+    1. scan every chunk from a zero state, all chunks at once (``chunk`` steps);
+    2. carry the state from chunk to chunk (``t / chunk`` steps);
+    3. add the carried state, decayed by the products of ``a`` inside the chunk.
+
+    Shapes: a, x ``(b, t, d, n)``, h0 ``(b, d, n)`` → h ``(b, t, d, n)``.
+    """
+    _check_pairs(a, x, h0)
+    check_int(chunk, "chunk", 1)
+    b, t, d, n = x.shape
+    pad = -t % chunk
+    if pad:  # a = 1, x = 0 after the end leave the states unchanged
+        a, x = F.pad(a, (0, 0, 0, 0, 0, pad), value=1.0), F.pad(x, (0, 0, 0, 0, 0, pad))
+    a, x = a.unflatten(1, (-1, chunk)), x.unflatten(1, (-1, chunk))  # (b, c, T, d, n)
+    local = linear_scan_loop(a.flatten(0, 1), x.flatten(0, 1)).unflatten(0, (b, -1))
+    decay = torch.cumprod(a, dim=2)  # (b, c, T, d, n)
+    carry = x.new_zeros(b, d, n) if h0 is None else h0
+    starts = []
+    for decay_j, local_j in zip(decay[:, :, -1].unbind(1), local[:, :, -1].unbind(1)):
+        starts.append(carry)
+        carry = decay_j * carry + local_j
+    h = local + decay * torch.stack(starts, dim=1)[:, :, None]
+    return h.flatten(1, 2)[:, :t]
+
+
+SCANS = {
+    "loop": linear_scan_loop,
+    "parallel": linear_scan_parallel,
+    "chunked": linear_scan_chunked,
+}
+
+
+def selective_scan(
+    u,
+    delta,
+    A,
+    B,
+    C,
+    D=None,
+    z=None,
+    h0=None,
+    method: str = "chunked",
+    return_state: bool = False,
+):
+    """The selective scan through one of :data:`SCANS` (``loop``, ``parallel``,
+    ``chunked``); equal to :func:`selective_scan_ref`.
+
+    Shapes: as :func:`selective_scan_ref`.
+    """
+    if method not in SCANS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+    check_inputs(u, delta, A, B, C, D, z)
+    _check_state(h0, u.shape[0], u.shape[2], A.shape[1])
+    deltaA = torch.exp(delta[..., None] * A)  # (b, t, d, n)
+    deltaB_u = (delta * u)[..., None] * B[:, :, None, :]  # (b, t, d, n)
+    h = SCANS[method](deltaA, deltaB_u, h0)  # (b, t, d, n)
+    y = einsum(h, C, "b t d n, b t n -> b t d")
+    if D is not None:
+        y = y + u * D
+    if z is not None:
+        y = y * F.silu(z)
+    if not return_state:
+        return y
+    return y, (
+        h[:, -1] if u.shape[1] else torch.zeros_like(deltaA[:, 0]) if h0 is None else h0
+    )
+
+
+_TRITON: dict[bool, object] = {}
+
+
+def triton_scan(interpret: bool | None = None):
+    """A fused selective-scan forward kernel in Triton: ``(function, message)``.
+
+    The kernel keeps the state ``(BLOCK_D, n)`` of a block of channels in registers and
+    walks along time, reading ``u, Δ, B, C`` once and writing ``y`` once. It is compiled
+    on CUDA and interpreted on a CPU (``TRITON_INTERPRET=1`` is set before the kernel is
+    defined). The function is None, and the message says why, where Triton is missing or
+    the process already defined the kernel in the other mode.
+    """
+    if interpret is None:
+        interpret = not torch.cuda.is_available()
+    if not isinstance(interpret, bool):
+        raise TypeError(f"interpret must be a bool or None; got {interpret!r}")
+    if interpret in _TRITON:
+        return _TRITON[interpret], "the Triton scan kernel is ready"
+    if _TRITON:
+        return None, (
+            "the Triton scan kernel was defined "
+            f"{'compiled' if interpret else 'interpreted'}; restart to change mode"
+        )
+    if interpret:
+        os.environ["TRITON_INTERPRET"] = (
+            "1"  # read when @triton.jit decorates the kernel
+        )
+    try:
+        function = _define_triton_scan()
+    except ImportError as error:
+        return None, (
+            f"Triton is not available ({error}); install lecturelib[triton] "
+            "to run the kernel"
+        )
+    _TRITON[interpret] = function
+    mode = "interpreted on the CPU" if interpret else "compiled for CUDA"
+    return function, f"the Triton scan kernel is {mode}"
+
+
+def _define_triton_scan():
+    global triton, tl
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _scan_forward(
+        U, DELTA, A, B, C, Dskip, Y, t, d, N: tl.constexpr, BLOCK_D: tl.constexpr
+    ):
+        pid_b = tl.program_id(0)
+        offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+        offs_n = tl.arange(0, N)
+        mask_d = offs_d < d
+        a = tl.load(
+            A + offs_d[:, None] * N + offs_n[None, :], mask=mask_d[:, None], other=0.0
+        )  # (BLOCK_D, N)
+        skip = tl.load(Dskip + offs_d, mask=mask_d, other=0.0)
+        h = tl.zeros([BLOCK_D, N], tl.float32)
+        for i in range(0, t):
+            row = pid_b * t * d + i * d
+            u = tl.load(U + row + offs_d, mask=mask_d, other=0.0).to(tl.float32)
+            dt = tl.load(DELTA + row + offs_d, mask=mask_d, other=0.0).to(tl.float32)
+            bt = tl.load(B + (pid_b * t + i) * N + offs_n).to(tl.float32)
+            ct = tl.load(C + (pid_b * t + i) * N + offs_n).to(tl.float32)
+            h = tl.exp(dt[:, None] * a) * h + (dt * u)[:, None] * bt[None, :]
+            y = tl.sum(h * ct[None, :], axis=1) + skip * u
+            tl.store(Y + row + offs_d, y, mask=mask_d)
+
+    def scan_triton(u, delta, A, B, C, D=None, block_d: int = 16):
+        """The selective scan forward, fused (no ``z`` gate; fp32 state).
+
+        Shapes: as :func:`selective_scan_ref`; ``n`` a power of two >= 2.
+        """
+        check_inputs(u, delta, A, B, C, D)
+        b, t, d = u.shape
+        n = A.shape[1]
+        if n < 2 or n & (n - 1):
+            raise ValueError(
+                f"the Triton scan needs d_state a power of two >= 2; got {n}"
+            )
+        check_int(block_d, "block_d", 1)
+        if block_d & (block_d - 1):
+            raise ValueError(f"block_d must be a power of two; got {block_d}")
+        D = torch.zeros(d, device=u.device) if D is None else D
+        args = [v.contiguous().float() for v in (u, delta, A, B, C, D)]
+        y = torch.empty(b, t, d, device=u.device, dtype=torch.float32)
+        _scan_forward[(b, math.ceil(d / block_d))](*args, y, t, d, N=n, BLOCK_D=block_d)
+        return y.to(u.dtype)
+
+    return scan_triton

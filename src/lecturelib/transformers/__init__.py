@@ -1,0 +1,8 @@
+"""Part II. Transformers: chapters 6–10.
+
+- chapter 6, self-attention: ``self_attention``;
+- chapter 7, positions: ``positions`` and ``positional_lm``;
+- chapter 8, the Transformer: ``transformer``;
+- chapter 9, tokenization: ``bpe``;
+- chapter 10, decoding: ``decoding`` and ``sampling``.
+"""

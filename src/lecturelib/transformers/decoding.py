@@ -1,0 +1,432 @@
+"""Chapter 10, search: how a language model's next-token distributions become the most
+probable text, and why that text is not the best.
+
+Every algorithm of the chapter talks to a model through one function, a *step*:
+``step(prefixes)`` takes token ids ``(b, t)`` (long, on the CPU) and returns the logits
+``(b, v)`` of the token that follows each prefix. Any autoregressive model fits: a table
+of n-gram counts, an RNN (:class:`RecurrentStep` keeps its state, so a call costs one
+time step) or a Transformer. :func:`pipe` passes a step's logits through processors
+(functions from logits to logits), and :class:`TreeLM` is a toy model whose every prefix
+has its own random distribution.
+
+- :func:`generate` is the loop shared by :func:`greedy` decoding and sampling
+  (:mod:`lecturelib.transformers.sampling`); :func:`sequence_logprobs` scores given continuations.
+- :func:`greedy`, :func:`beam_search` and the oracle :func:`exhaustive_search` look for
+  likely sequences; beam search keeps finished hypotheses aside and ranks them by
+  ``log p / length^alpha``, a simpler length normalisation than GNMT's
+  ``((5 + length) / 6)^alpha`` (Wu et al., 2016, arXiv:1609.08144).
+- :func:`repetition` and :func:`distinct_n` measure repeated n-grams (Welleck et al.,
+  2020, arXiv:1908.04319; Li et al., 2016, arXiv:1510.03055).
+
+Shapes use ``b`` batch, ``t`` time, ``v`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lecturelib.validate import check_callable, check_int, check_number, describe
+from lecturelib.recurrence.seq2seq import ngrams
+
+Step = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _check_logits(logits: torch.Tensor, what: str = "logits") -> None:
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
+        raise TypeError(
+            f"{what} must be a float tensor (..., v); got {describe(logits)}"
+        )
+    if logits.dim() == 0 or logits.shape[-1] == 0:
+        raise ValueError(
+            f"{what} must be (..., v) with a non-empty vocabulary v >= 1; "
+            f"got shape {tuple(logits.shape)}"
+        )
+    if torch.isnan(logits).any():
+        n_nan = int(torch.isnan(logits).sum())
+        raise ValueError(
+            f"{what} must not hold nan; got {n_nan} nan of {logits.numel()}"
+        )
+
+
+def _check_prefixes(prefixes: torch.Tensor, what: str = "prefixes") -> None:
+    if not isinstance(prefixes, torch.Tensor) or prefixes.dtype != torch.long:
+        raise TypeError(
+            f"{what} must be a long tensor of token ids (b, t); "
+            f"got {describe(prefixes)}"
+        )
+    if prefixes.dim() != 2 or prefixes.shape[0] == 0 or prefixes.shape[1] == 0:
+        raise ValueError(
+            f"{what} must be (b, t) with b, t >= 1; got {tuple(prefixes.shape)}"
+        )
+    if (prefixes < 0).any():
+        raise ValueError(
+            f"{what} must hold token ids >= 0; got {prefixes.min().item()}"
+        )
+
+
+def _check_step_output(logits: torch.Tensor, n: int) -> None:
+    _check_logits(logits, "step(prefixes)")
+    if logits.dim() != 2 or logits.shape[0] != n:
+        raise ValueError(
+            f"step(prefixes) must return logits (b, v) with b = {n}, "
+            f"one row per prefix; got shape {tuple(logits.shape)}"
+        )
+
+
+def _check_eos(eos: int | None, v: int | None = None) -> None:
+    if eos is not None:
+        check_int(eos, "eos", 0, None if v is None else v - 1)
+
+
+@torch.no_grad()
+def generate(
+    step: Step,
+    prompts: torch.Tensor,
+    max_new: int,
+    choose: Callable[[torch.Tensor], torch.Tensor],
+    eos: int | None = None,
+):
+    """Extend every prompt by ``choose(logits)`` until ``max_new`` tokens; a row that
+    has produced ``eos`` is filled with ``eos``, and generation stops when every row
+    has.
+
+    Shapes: prompts ``(b, t)`` → ``(b, t + n)`` with ``n <= max_new``.
+    """
+    check_callable(step, "step")
+    _check_prefixes(prompts, "prompts")
+    check_int(max_new, "max_new", 0)
+    _check_eos(eos)
+    ids, done = prompts, torch.zeros(len(prompts), dtype=torch.bool)
+    for _ in range(max_new):
+        logits = step(ids)  # (b, v)
+        _check_step_output(logits, len(ids))
+        _check_eos(eos, logits.shape[1])
+        token = choose(logits)  # (b,)
+        if eos is not None:
+            token = token.masked_fill(done, eos)
+            done = done | (token == eos)
+        ids = torch.cat([ids, token[:, None]], dim=1)
+        if done.all():
+            break
+    return ids
+
+
+def greedy(step: Step, prompts: torch.Tensor, max_new: int, eos: int | None = None):
+    """Greedy decoding: append the most probable token, ``argmax_x p(x | prefix)``.
+
+    Shapes: prompts ``(b, t)`` → ``(b, t + n)``.
+    """
+    return generate(step, prompts, max_new, lambda logits: logits.argmax(-1), eos)
+
+
+class TreeLM:
+    """A toy language model in which every prefix has its own next-token distribution,
+    with logits drawn once as ``scale * N(0, 1)``. The first token of a prefix is a
+    start symbol and is ignored, so prefixes hold 1 to ``depth + 1`` tokens.
+
+    Shapes: prefixes ``(b, t)`` → logits ``(b, v)`` (float64).
+    """
+
+    MAX_LOGITS = 50_000_000  # 400 MB of float64
+
+    def __init__(self, vocab_size: int, depth: int, seed: int = 0, scale: float = 1.0):
+        check_int(vocab_size, "vocab_size", 1)
+        check_int(depth, "depth", 1)
+        check_int(seed, "seed", 0)
+        check_number(scale, "scale", 0.0)
+        n_nodes = sum(vocab_size**d for d in range(depth + 1))
+        if n_nodes * vocab_size > self.MAX_LOGITS:
+            raise ValueError(
+                f"vocab_size {vocab_size} and depth {depth} need "
+                f"{n_nodes * vocab_size:,} logits; "
+                f"at most {self.MAX_LOGITS:,}"
+            )
+        self.vocab_size, self.depth = vocab_size, depth
+        g = torch.Generator().manual_seed(seed)
+        self.logits = scale * torch.randn(
+            n_nodes, vocab_size, generator=g, dtype=torch.float64
+        )
+
+    def __call__(self, prefixes: torch.Tensor) -> torch.Tensor:
+        _check_prefixes(prefixes)
+        path = prefixes[:, 1:]  # (b, d): the tokens after the start symbol
+        d, v = path.shape[1], self.vocab_size
+        if d > self.depth or (path >= v).any():
+            raise ValueError(
+                f"prefixes must hold a start symbol and at most "
+                f"{self.depth} tokens in 0..{v - 1}; "
+                f"got shape {tuple(prefixes.shape)} with "
+                f"largest id {prefixes.max().item()}"
+            )
+        weights = torch.tensor([v ** (d - 1 - i) for i in range(d)], dtype=torch.long)
+        node = sum(v**j for j in range(d)) + (path * weights).sum(1)  # nodes of depth d
+        return self.logits[node]
+
+
+@dataclass
+class Hypothesis:
+    """A continuation found by search: its tokens (the prompt excluded, ``eos`` included
+    when produced), the sum of their log-probabilities, and whether it ended with
+    ``eos``."""
+
+    tokens: list[int]
+    logprob: float
+    finished: bool = False
+
+    def score(self, alpha: float = 0.0) -> float:
+        """``logprob / length^alpha``: ``alpha = 0`` ranks by probability, ``alpha = 1``
+        by the mean log-probability per token."""
+        return self.logprob / max(1, len(self.tokens)) ** alpha
+
+
+def _extend(step: Step, prompt: torch.Tensor, live: list[Hypothesis]) -> torch.Tensor:
+    """Log-probabilities ``(n, v)`` of the next token after each live hypothesis
+    (float64)."""
+    # (n, t + len): all hypotheses have one length
+    prefixes = torch.stack(
+        [torch.cat([prompt, torch.tensor(h.tokens, dtype=torch.long)]) for h in live]
+    )
+    logits = step(prefixes)
+    _check_step_output(logits, len(live))
+    return F.log_softmax(logits.double(), dim=-1)
+
+
+def _check_search(
+    step: Step, prompt: torch.Tensor, max_new: int, eos: int | None, alpha: float
+) -> None:
+    check_callable(step, "step")
+    if not isinstance(prompt, torch.Tensor) or prompt.dtype != torch.long:
+        raise TypeError(
+            f"prompt must be a long tensor of token ids (t,); got {describe(prompt)}"
+        )
+    if prompt.dim() != 1 or len(prompt) == 0:
+        raise ValueError(
+            f"prompt must be one sequence of token ids (t,) with t >= 1; "
+            f"got shape {tuple(prompt.shape)} "
+            f"(for a batch, search each row: prompts[i])"
+        )
+    if (prompt < 0).any():
+        raise ValueError(f"prompt must hold token ids >= 0; got {prompt.min().item()}")
+    check_int(max_new, "max_new", 1)
+    _check_eos(eos)
+    check_number(alpha, "the length-normalisation exponent alpha", 0.0)
+
+
+@torch.no_grad()
+def beam_search(
+    step: Step,
+    prompt: torch.Tensor,
+    beam_size: int,
+    max_new: int,
+    eos: int | None = None,
+    alpha: float = 0.0,
+) -> list[Hypothesis]:
+    """Beam search: keep the ``beam_size`` most probable unfinished continuations,
+    extend each by every token, and keep the best ``beam_size`` of the extensions. An
+    extension that ends with ``eos`` and ranks among them is finished and set aside.
+    Returns the finished hypotheses (and those cut at ``max_new``), best first by
+    ``score(alpha)``.
+
+    With ``alpha = 0`` the search stops as soon as the best finished hypothesis is at
+    least as probable as the best live one: log-probabilities only fall as a sequence
+    grows.
+
+    Shapes: prompt ``(t,)``.
+    """
+    _check_search(step, prompt, max_new, eos, alpha)
+    check_int(beam_size, "beam_size", 1)
+    live, done = [Hypothesis([], 0.0)], []
+    for _ in range(max_new):
+        logp = _extend(step, prompt, live)  # (n, v)
+        v = logp.shape[1]
+        _check_eos(eos, v)
+        past = torch.tensor([h.logprob for h in live], dtype=torch.float64)  # (n,)
+        total = past[:, None] + logp  # (n, v)
+        # each live hypothesis has one eos extension, so the 2k best hold k that go on
+        scores, flat = total.flatten().topk(min(2 * beam_size, total.numel()))
+        live_next = []
+        for rank, (s, f) in enumerate(zip(scores.tolist(), flat.tolist())):
+            if s == -math.inf or len(live_next) == beam_size:
+                break
+            parent, token = divmod(f, v)
+            h = Hypothesis(live[parent].tokens + [token], s, token == eos)
+            if not h.finished:
+                live_next.append(h)
+            elif rank < beam_size:  # eos among the beam_size best: finished
+                done.append(h)
+        live = live_next
+        if not live or (
+            alpha == 0 and done and max(h.logprob for h in done) >= live[0].logprob
+        ):
+            break
+    else:
+        done += live  # cut at max_new
+    return sorted(done, key=lambda h: h.score(alpha), reverse=True)
+
+
+@torch.no_grad()
+def exhaustive_search(
+    step: Step,
+    prompt: torch.Tensor,
+    max_new: int,
+    eos: int | None = None,
+    alpha: float = 0.0,
+    limit: int = 1_000_000,
+) -> list[Hypothesis]:
+    """Every continuation of up to ``max_new`` tokens (ending at ``eos`` or at
+    ``max_new``), best first by ``score(alpha)``: the oracle for search, feasible only
+    for tiny ``v^max_new``.
+
+    Shapes: prompt ``(t,)``.
+    """
+    _check_search(step, prompt, max_new, eos, alpha)
+    check_int(limit, "limit", 1)
+    frontier, done = [Hypothesis([], 0.0)], []
+    for _ in range(max_new):
+        logp = _extend(step, prompt, frontier)  # (n, v)
+        _check_eos(eos, logp.shape[1])
+        if logp.numel() > limit:
+            raise ValueError(
+                f"{logp.numel():,} continuations exceed the limit of {limit:,}"
+            )
+        children = [
+            Hypothesis(h.tokens + [tok], h.logprob + lp, tok == eos)
+            for h, row in zip(frontier, logp.tolist())
+            for tok, lp in enumerate(row)
+            if lp > -math.inf
+        ]
+        done += [h for h in children if h.finished]
+        frontier = [h for h in children if not h.finished]
+        if not frontier:
+            break
+    done += frontier
+    return sorted(done, key=lambda h: h.score(alpha), reverse=True)
+
+
+class RecurrentStep:
+    """The step of a recurrent model
+    ``model(x (b, t), state) -> (logits (b, t, v), state)`` such as ``rnn.CharRNN`` or
+    ``gated.CharLSTM``. It remembers the state after each prefix of its last call, so a
+    prefix that extends one of them by a token costs one time step; any other prefix is
+    read from the start. Put the model in eval mode first.
+
+    Shapes: prefixes ``(b, t)`` → logits ``(b, v)`` (CPU, float32); the model's state
+    has its batch axis at ``batch_dim``.
+    """
+
+    def __init__(self, model: nn.Module, batch_dim: int = -2):
+        if not isinstance(model, nn.Module) or next(model.parameters(), None) is None:
+            raise TypeError(
+                f"model must be a torch.nn.Module with parameters; got "
+                f"{describe(model)}"
+            )
+        check_int(batch_dim, "batch_dim", -8, 7)
+        self.model, self.batch_dim, self.cache = model, batch_dim, {}
+
+    @torch.no_grad()
+    def __call__(self, prefixes: torch.Tensor) -> torch.Tensor:
+        _check_prefixes(prefixes)
+        device = next(self.model.parameters()).device
+        keys = [tuple(row) for row in prefixes.tolist()]
+        parents = [self.cache.get(key[:-1]) for key in keys]
+        if prefixes.shape[1] > 1 and all(p is not None for p in parents):
+            state = torch.stack(parents, dim=self.batch_dim)
+            logits, state = self.model(prefixes[:, -1:].to(device), state)  # one step
+        else:
+            logits, state = self.model(prefixes.to(device))  # the whole prefix
+        self.cache = dict(zip(keys, state.unbind(self.batch_dim)))
+        return logits[:, -1].float().cpu()
+
+
+def pipe(step: Step, *processors: Callable[[torch.Tensor], torch.Tensor]) -> Step:
+    """A step whose logits pass through ``processors`` in order, e.g.
+    ``pipe(step, lambda z: temperature(z, 0.8), lambda z: top_p(z, 0.9))``."""
+    check_callable(step, "step")
+    for i, process in enumerate(processors):
+        check_callable(process, f"processor {i}")
+
+    def processed(prefixes: torch.Tensor) -> torch.Tensor:
+        logits = step(prefixes)
+        for process in processors:
+            logits = process(logits)
+        return logits
+
+    return processed
+
+
+@torch.no_grad()
+def sequence_logprobs(step: Step, ids: torch.Tensor, n_prompt: int) -> torch.Tensor:
+    """The log-probability of every token after the first ``n_prompt``, given those
+    before it.
+
+    Shapes: ids ``(b, t)`` → ``(b, t - n_prompt)``.
+    """
+    check_callable(step, "step")
+    _check_prefixes(ids, "ids")
+    if ids.shape[1] < 2:
+        raise ValueError(
+            f"ids must hold a prompt and at least one token to score "
+            f"(t >= 2); got shape {tuple(ids.shape)}"
+        )
+    check_int(n_prompt, "n_prompt", 1, ids.shape[1] - 1)
+    out = []
+    for t in range(n_prompt, ids.shape[1]):
+        logits = step(ids[:, :t])
+        _check_step_output(logits, len(ids))
+        check_int(ids[:, t].max().item(), "every id of ids", 0, logits.shape[1] - 1)
+        logp = F.log_softmax(logits.double(), dim=-1)  # (b, v)
+        out.append(logp.gather(1, ids[:, t : t + 1]))
+    return torch.cat(out, dim=1)
+
+
+def _check_tokens(tokens: Sequence[int], name: str = "tokens") -> list[int]:
+    if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
+        raise TypeError(
+            f"{name} must be a list of int token ids "
+            f"(e.g. tensor.tolist()); got {describe(tokens)}"
+        )
+    bad = [t for t in tokens if isinstance(t, bool) or not isinstance(t, int)]
+    if bad:
+        raise TypeError(
+            f"{name} must be a list of int token ids "
+            f"(e.g. tensor.tolist()); got an element {describe(bad[0])}"
+        )
+    return list(tokens)
+
+
+def repetition(tokens: Sequence[int], n: int = 4) -> float:
+    """The fraction of a sequence's n-grams that already occurred earlier in it,
+    ``1 - unique / total`` (0.0 when it has no n-gram).
+
+    >>> repetition([1, 2, 1, 2, 1, 2], n=2)
+    0.6
+    """
+    check_int(n, "n", 1)
+    counts = ngrams(_check_tokens(tokens), n)
+    total = sum(counts.values())
+    return 0.0 if total == 0 else 1 - len(counts) / total
+
+
+def distinct_n(sequences: Sequence[Sequence[int]], n: int = 2) -> float:
+    """Distinct n-grams of a set of sequences over their total number of n-grams.
+
+    >>> distinct_n([[1, 2, 3], [1, 2, 4]], n=2)
+    0.75
+    """
+    check_int(n, "n", 1)
+    if isinstance(sequences, (str, bytes)) or not isinstance(sequences, Sequence):
+        raise TypeError(
+            f"sequences must be a list of token-id lists; got {describe(sequences)}"
+        )
+    seqs = [_check_tokens(s, "each of sequences") for s in sequences]
+    counts = sum((ngrams(s, n) for s in seqs), start=ngrams([], n))
+    total = sum(counts.values())
+    if total == 0:
+        raise ValueError(f"the sequences hold no {n}-gram")
+    return len(counts) / total

@@ -1,0 +1,241 @@
+"""Chapter 7's experiment: which position scheme lets a model read sequences longer than
+those it was trained on.
+
+:class:`PositionalLM` is one small causal language model that takes any of
+``positions.SCHEMES``: ``"none"``, ``"sinusoidal"`` or ``"learned"`` (added to the
+embeddings), ``"shaw"`` (``positions.RelativeAttention``), ``"alibi"``
+(``positions.alibi_bias`` on the scores) or ``"rope"`` (``positions.Rotary``);
+:class:`PositionalLMConfig` holds its sizes. Its blocks are :class:`PreLNBlock` s,
+chapter 6's attention followed by a feed-forward network, each with a residual
+connection around a LayerNorm: the Pre-LN Transformer block that chapter 8 derives
+(``transformer.Block`` computes the same), or any other block built around an attention
+module. :func:`loss_by_position` evaluates a model on windows of any length.
+
+Shapes use ``b`` batch, ``t`` positions, ``d`` width, ``h`` heads, ``v`` vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lecturelib.transformers.positions import (
+    SCHEMES,
+    LearnedPositions,
+    RelativeAttention,
+    Rotary,
+    SinusoidalPositions,
+    alibi_bias,
+    check_embeddings,
+    check_even,
+)
+from lecturelib.transformers.self_attention import MultiHeadAttention, causal_mask
+from lecturelib.recurrence.seq2seq import check_ids, check_sizes
+
+
+def check_dropout(p) -> None:
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+        raise ValueError(f"dropout must be a number in [0, 1); got {p!r}")
+
+
+class PreLNBlock(nn.Module):
+    """``x = x + attn(LN(x))``, then ``x = x + FFN(LN(x))`` with
+    ``FFN(x) = W_2 GELU(W_1 x)`` of width ``4d``: the Pre-LN block of chapter 8 around
+    any attention module with the call of ``self_attention.MultiHeadAttention``.
+
+    Shapes: x ``(b, t, d)``, mask bool ``(b, t, t)`` with ``b``, ``t`` possibly 1, bias
+    broadcastable to ``(b, h, t, t)`` → ``(b, t, d)``.
+    """
+
+    def __init__(self, d_model: int, attn: nn.Module, dropout: float = 0.0):
+        super().__init__()
+        check_sizes("PreLNBlock", d_model=d_model)
+        check_dropout(dropout)
+        if not isinstance(attn, nn.Module):
+            raise TypeError(
+                f"attn must be an attention nn.Module "
+                f"(e.g. MultiHeadAttention); got {type(attn).__name__}"
+            )
+        self.d_model = d_model
+        self.attn = attn
+        self.norm1 = nn.LayerNorm(d_model)
+        self.ffn = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model),
+            nn.GELU(),
+            nn.Dropout(dropout),
+            nn.Linear(4 * d_model, d_model),
+        )
+        self.norm2 = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        check_embeddings(x, self.d_model)
+        x = x + self.drop(self.attn(self.norm1(x), mask=mask, bias=bias)[0])
+        return x + self.drop(self.ffn(self.norm2(x)))
+
+
+@dataclass(kw_only=True)
+class PositionalLMConfig:
+    """The sizes of a :class:`PositionalLM` and its position scheme (one of
+    ``positions.SCHEMES``); ``max_len`` is the length of a learned table,
+    ``max_distance`` Shaw's clipping distance."""
+
+    vocab_size: int
+    scheme: str
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    max_len: int = 64
+    max_distance: int = 16
+    dropout: float = 0.0
+
+    def __post_init__(self):
+        if self.scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}; got {self.scheme!r}")
+        check_sizes(
+            "PositionalLMConfig",
+            vocab_size=self.vocab_size,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            n_layers=self.n_layers,
+            max_len=self.max_len,
+            max_distance=self.max_distance,
+        )
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model must be divisible by n_heads; got d_model="
+                f"{self.d_model}, n_heads={self.n_heads}"
+            )
+        if self.scheme == "rope":
+            check_even(self.d_model // self.n_heads, "d_head = d_model / n_heads")
+        check_dropout(self.dropout)
+
+
+class PositionalLM(nn.Module):
+    """A small causal (decoder-only) language model, the same for every position scheme:
+    ``"none"``, ``"sinusoidal"`` or ``"learned"`` (added to the embeddings), ``"shaw"``
+    (``positions.RelativeAttention``), ``"alibi"`` (``positions.alibi_bias`` on the
+    scores) or ``"rope"`` (``positions.Rotary``). ``block(attn)`` builds one block
+    around the scheme's attention module (default: a :class:`PreLNBlock`).
+
+    Shapes: ids ``(b, t)`` → logits ``(b, t, v)``.
+    """
+
+    def __init__(
+        self,
+        config: PositionalLMConfig,
+        block: Callable[[nn.Module], nn.Module] | None = None,
+    ):
+        super().__init__()
+        if not isinstance(config, PositionalLMConfig):
+            raise TypeError(
+                f"config must be a PositionalLMConfig; got {type(config).__name__}"
+            )
+        if block is not None and not callable(block):
+            raise TypeError(
+                f"block must be callable, block(attn) -> nn.Module; got "
+                f"{type(block).__name__}"
+            )
+        self.config = c = config
+        self.embed = nn.Embedding(c.vocab_size, c.d_model)
+        self.pos = {
+            "sinusoidal": lambda: SinusoidalPositions(c.d_model),
+            "learned": lambda: LearnedPositions(c.max_len, c.d_model),
+        }.get(c.scheme, nn.Identity)()
+        if block is None:
+
+            def block(attn):
+                return PreLNBlock(c.d_model, attn, c.dropout)
+
+        self.blocks = nn.ModuleList(block(self.attention()) for _ in range(c.n_layers))
+        self.norm = nn.LayerNorm(c.d_model)
+        self.head = nn.Linear(c.d_model, c.vocab_size)
+
+    def attention(self) -> nn.Module:
+        c = self.config
+        if c.scheme == "shaw":
+            return RelativeAttention(
+                c.d_model, c.n_heads, c.max_distance, dropout=c.dropout
+            )
+        rotary = Rotary(c.d_model // c.n_heads) if c.scheme == "rope" else None
+        return MultiHeadAttention(
+            c.d_model, c.n_heads, dropout=c.dropout, rotary=rotary
+        )
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        check_ids(ids, self.config.vocab_size, "ids")
+        t = ids.shape[1]
+        x = self.pos(self.embed(ids))  # (b, t, d)
+        mask = causal_mask(t, device=ids.device)  # (1, t, t)
+        bias = (
+            alibi_bias(self.config.n_heads, t, device=ids.device)
+            if self.config.scheme == "alibi"
+            else None
+        )  # (h, t, t)
+        for block in self.blocks:
+            x = block(x, mask, bias)
+        return self.head(self.norm(x))  # (b, t, v)
+
+
+@torch.no_grad()
+def loss_by_position(
+    model: nn.Module,
+    ids: torch.Tensor,
+    length: int,
+    batch_size: int = 16,
+    max_windows: int | None = None,
+) -> torch.Tensor:
+    """Mean next-token loss (nats) at each position of the non-overlapping windows of
+    ``length + 1`` tokens of a stream (at most ``max_windows`` of them).
+
+    Shapes: ids ``(n,)`` → ``(length,)``.
+    """
+    if not isinstance(model, nn.Module) or next(model.parameters(), None) is None:
+        raise TypeError(
+            f"model must be an nn.Module with parameters; got {type(model).__name__}"
+        )
+    if (
+        not isinstance(ids, torch.Tensor)
+        or ids.dim() != 1
+        or ids.is_floating_point()
+        or ids.is_complex()
+        or ids.dtype == torch.bool
+    ):
+        got = (
+            f"{ids.dtype} {tuple(ids.shape)}"
+            if isinstance(ids, torch.Tensor)
+            else type(ids).__name__
+        )
+        raise ValueError(
+            f"ids must be a 1-d integer tensor (n,) of token ids; got {got}"
+        )
+    check_sizes("loss_by_position", length=length, batch_size=batch_size)
+    if max_windows is not None:
+        check_sizes("loss_by_position", max_windows=max_windows)
+    n = (len(ids) - 1) // length
+    n = n if max_windows is None else min(n, max_windows)
+    if n < 1:
+        raise ValueError(
+            f"the stream ({len(ids)} tokens) is shorter than one window of {length + 1}"
+        )
+    device = next(model.parameters()).device
+    starts = torch.arange(n) * length
+    total = torch.zeros(length, dtype=torch.float64)
+    for chunk in starts.split(batch_size):
+        idx = chunk[:, None] + torch.arange(length + 1)  # (b, length + 1)
+        window = ids[idx].to(device)
+        logits = model(window[:, :-1])  # (b, length, v)
+        loss = F.cross_entropy(
+            logits.transpose(1, 2).float(), window[:, 1:], reduction="none"
+        )  # (b, length)
+        total += loss.sum(0).double().cpu()
+    return (total / n).float()

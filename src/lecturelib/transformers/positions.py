@@ -1,0 +1,405 @@
+"""Chapter 7: positions. Attention treats its keys as a set; these are the ways to tell
+it where each token is.
+
+Absolute positions, added to the token embeddings:
+
+- :func:`sinusoidal` (Vaswani et al., 2017, arXiv:1706.03762):
+  ``PE(pos, 2i) = sin(pos/10000^{2i/d})``, ``PE(pos, 2i+1) = cos(pos/10000^{2i/d})``;
+  :func:`shift_matrix` is the rotation ``M_k`` with ``PE(pos + k) = M_k PE(pos)`` for
+  every ``pos``;
+- :class:`LearnedPositions`: one trained vector per position ``0..max_len-1``.
+
+:func:`score_terms` splits ``(x_m + p_m)·(x_n + p_n)`` into content, position and cross
+terms.
+
+Relative positions, inside attention:
+
+- :class:`RelativeAttention` (Shaw, Uszkoreit and Vaswani, 2018, arXiv:1803.02155):
+  learned vectors for the clipped distance ``clip(j - i, -k, k)`` added to the keys and
+  the values; one table shared by all heads of a layer, as in the paper;
+- :func:`alibi_slopes`, :func:`alibi_bias` (Press, Smith and Lewis, 2022,
+  arXiv:2108.12409): a fixed penalty ``-m_h |i - j|`` on the scores, with a geometric
+  sequence of slopes;
+- RoPE (Su et al., 2021, arXiv:2104.09864): :func:`rope_rotate` turns each pair of
+  dimensions ``(2i, 2i+1)`` of a query or key at position ``m`` by ``m θ_i``,
+  ``θ_i = base^{-2i/d}`` (``i`` from 0), with the rotation formula; :func:`rope_complex`
+  does the same as a complex multiplication; :class:`Rotary` plugs into
+  ``self_attention.MultiHeadAttention(rotary=...)``. Pairs are adjacent dimensions as in
+  the paper; many codebases pair dimension ``i`` with ``i + d/2`` instead, which is the
+  same rotation of permuted dimensions.
+
+:data:`SCHEMES` names the six ways of the chapter's extrapolation experiment
+(``positional_lm``).
+
+Shapes use ``b`` batch, ``t`` query positions, ``s`` key positions, ``d`` width, ``h``
+heads, ``v`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from einops import einsum
+from torch import nn
+
+from lecturelib.recurrence.attention import check_float
+from lecturelib.transformers.self_attention import (
+    MultiHeadAttention,
+    scaled_dot_product,
+)
+from lecturelib.recurrence.seq2seq import check_sizes
+
+SCHEMES = ("none", "sinusoidal", "learned", "shaw", "alibi", "rope")
+
+
+def check_even(d: int, what: str = "d_model") -> None:
+    if isinstance(d, bool) or not isinstance(d, int) or d < 2 or d % 2:
+        raise ValueError(
+            f"{what} must be a positive even int (dimensions come in pairs); got {d!r}"
+        )
+
+
+def check_base(base: float) -> None:
+    if (
+        isinstance(base, bool)
+        or not isinstance(base, (int, float))
+        or not math.isfinite(base)
+        or base <= 1
+    ):
+        raise ValueError(
+            f"base must be a finite number > 1 (frequencies base^(-2i/d) "
+            f"from 1 down to 1/base); got {base!r}"
+        )
+
+
+def check_int(n, what: str) -> None:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise ValueError(f"{what} must be an int; got {n!r}")
+
+
+def frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
+    """The angular frequencies ``ω_i = base^{-2i/d}``, ``i = 0..d/2-1``, of the
+    sinusoids and of RoPE (where they are called ``θ``): from 1 radian per position down
+    to almost ``1/base``.
+
+    Shapes: → ``(d/2,)``.
+    """
+    check_even(d, "d")
+    check_base(base)
+    return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+
+
+def sinusoidal(seq_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """``PE[pos, 2i] = sin(pos ω_i)``, ``PE[pos, 2i+1] = cos(pos ω_i)``.
+
+    Shapes: → ``(seq_len, d_model)``.
+    """
+    check_sizes("sinusoidal", seq_len=seq_len)
+    pos = torch.arange(seq_len, dtype=torch.float64)[:, None]  # (t, 1)
+    angles = pos * frequencies(d_model, base)  # (t, d/2)
+    pe = torch.stack([angles.sin(), angles.cos()], -1)  # (t, d/2, 2)
+    return pe.flatten(1).float()  # (t, d): sin, cos, ...
+
+
+def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The block-diagonal ``M_k`` with ``PE(pos + k) = M_k PE(pos)`` for every ``pos``:
+    by the addition formulas, each pair ``(sin a, cos a)`` becomes
+    ``(sin(a + kω_i), cos(a + kω_i))`` through the 2×2 block
+    ``[[cos kω_i, sin kω_i], [-sin kω_i, cos kω_i]]``.
+
+    Shapes: → ``(d_model, d_model)``.
+    """
+    check_int(k, "k")
+    angle = k * frequencies(d_model, base)
+    c, s = angle.cos(), angle.sin()
+    blocks = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)
+    return torch.block_diag(*blocks).float()  # (d, d)
+
+
+def check_embeddings(x, d_model: int) -> None:
+    check_float(x, "x", f"(b, t, {d_model})")
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(
+            f"x must be (b, t, d_model) = (b, t, {d_model}); got {tuple(x.shape)}"
+        )
+
+
+class SinusoidalPositions(nn.Module):
+    """Adds :func:`sinusoidal` encodings to the embeddings; defined for any length.
+
+    Shapes: x ``(b, t, d)`` → ``(b, t, d)``.
+    """
+
+    def __init__(self, d_model: int, base: float = 10000.0):
+        super().__init__()
+        check_even(d_model)
+        check_base(base)
+        self.d_model, self.base = d_model, base
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_embeddings(x, self.d_model)
+        return x + sinusoidal(x.shape[1], self.d_model, self.base).to(x.device, x.dtype)
+
+
+class LearnedPositions(nn.Module):
+    """Adds a trained vector per position. Beyond ``max_len`` there is no vector: that
+    raises a ValueError, or with ``clamp=True`` every later position reuses the last
+    one.
+
+    Shapes: x ``(b, t, d)`` → ``(b, t, d)``.
+    """
+
+    def __init__(self, max_len: int, d_model: int, clamp: bool = False):
+        super().__init__()
+        check_sizes("LearnedPositions", max_len=max_len, d_model=d_model)
+        self.max_len, self.clamp, self.d_model = max_len, clamp, d_model
+        self.table = nn.Embedding(max_len, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_embeddings(x, self.d_model)
+        t = x.shape[1]
+        if t > self.max_len and not self.clamp:
+            raise ValueError(
+                f"learned positions exist for 0..{self.max_len - 1} only; "
+                f"got a sequence of {t} "
+                f"(pass clamp=True to reuse the last one)"
+            )
+        pos = torch.arange(t, device=x.device).clamp(max=self.max_len - 1)
+        return x + self.table(pos)
+
+
+def score_terms(
+    x: torch.Tensor,
+    p: torch.Tensor,
+    W_q: torch.Tensor | None = None,
+    W_k: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """The four terms of ``q_m·k_n`` with ``q_m = W_q(x_m + p_m)``,
+    ``k_n = W_k(x_n + p_n)`` (identity weights by default): content–content,
+    content–position, position–content and position–position. They sum to the full
+    scores.
+
+    Shapes: x ``(..., t, d)``, p ``(t, d)``, W_q, W_k ``(d_k, d)`` → four
+    ``(..., t, t)``.
+    """
+    check_float(x, "x", "(..., t, d)")
+    check_float(p, "p", "(t, d)")
+    if x.dim() < 2 or x.shape[-2:] != p.shape:
+        raise ValueError(
+            f"x must be (..., t, d) and p (t, d) with one t and d; got "
+            f"{tuple(x.shape)} and {tuple(p.shape)}"
+        )
+    for name, W in (("W_q", W_q), ("W_k", W_k)):
+        if W is not None and (
+            not isinstance(W, torch.Tensor) or W.dim() != 2 or W.shape[1] != x.shape[-1]
+        ):
+            got = tuple(W.shape) if isinstance(W, torch.Tensor) else type(W).__name__
+            raise ValueError(
+                f"{name} must be (d_k, d) = (d_k, {x.shape[-1]}); got {got}"
+            )
+    if W_q is not None and W_k is not None and W_q.shape != W_k.shape:
+        raise ValueError(
+            f"W_q and W_k must have one shape (d_k, d); got "
+            f"{tuple(W_q.shape)} and {tuple(W_k.shape)}"
+        )
+    eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+    W_q, W_k = (eye if W_q is None else W_q), (eye if W_k is None else W_k)
+
+    def dot(a, b):
+        return einsum(a @ W_q.T, b @ W_k.T, "... m e, ... n e -> ... m n")
+
+    position = dot(p, p).expand(*x.shape[:-1], x.shape[-2])  # the same for every x
+    return {
+        "content": dot(x, x),
+        "content-position": dot(x, p),
+        "position-content": dot(p, x),
+        "position": position,
+    }
+
+
+def relative_distances(
+    t: int, s: int | None = None, max_distance: int = 16, device=None
+) -> torch.Tensor:
+    """``clip(j - i, -k, k) + k``: the index of the relative-position vector of query
+    ``i`` and key ``j``, with query ``i`` at position ``i + s - t`` (the last ``t`` of
+    ``s`` positions, as in ``self_attention.causal_mask``).
+
+    Shapes: → ``(t, s)`` long, values in ``0..2k``.
+    """
+    s = t if s is None else s
+    check_sizes("relative_distances", t=t, s=s, max_distance=max_distance)
+    i = torch.arange(t, device=device)[:, None] + (s - t)
+    j = torch.arange(s, device=device)[None, :]
+    return (j - i).clamp(-max_distance, max_distance) + max_distance
+
+
+class RelativeAttention(MultiHeadAttention):
+    """Multi-head attention with the relative positions of Shaw et al. (2018):
+    ``e_ij = q_i·(k_j + a^K_{ij}) / √d_h`` and ``z_i = Σ_j α_ij (v_j + a^V_{ij})``,
+    where ``a_{ij}`` is the learned vector of distance ``clip(j - i, -k, k)``. The same
+    call as ``MultiHeadAttention``, so it plugs into ``transformer.Block(attn=...)``.
+
+    Shapes: x ``(b, t, d)``, context ``(b, s, d)``, mask bool ``(b, t, s)`` with ``b``,
+    ``t`` possibly 1, bias broadcastable to ``(b, h, t, s)`` → out ``(b, t, d)``,
+    weights ``(b, h, t, s)``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        max_distance: int = 16,
+        bias: bool = True,
+        dropout: float = 0.0,
+    ):
+        super().__init__(d_model, n_heads, bias, dropout)
+        check_sizes("RelativeAttention", max_distance=max_distance)
+        self.max_distance = max_distance
+        self.rel_k = nn.Embedding(2 * max_distance + 1, self.d_head)
+        self.rel_v = nn.Embedding(2 * max_distance + 1, self.d_head)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None,
+    ):
+        q, k, v = self.project(x, context)  # (b, h, t|s, d_h)
+        dist = relative_distances(
+            q.shape[2], k.shape[2], self.max_distance, x.device
+        )  # (t, s)
+        a_k, a_v = self.rel_k(dist), self.rel_v(dist)  # (t, s, d_h)
+        rel = einsum(q, a_k, "b h t e, t s e -> b h t s") / math.sqrt(self.d_head)
+        heads, weights = scaled_dot_product(
+            q, k, v, mask, rel if bias is None else rel + bias
+        )
+        heads = heads + einsum(weights, a_v, "b h t s, t s e -> b h t e")
+        return self.merge_heads(heads), weights  # (b, t, d)
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """The ALiBi slope of each head: for ``n`` a power of two the geometric sequence
+    ``2^{-8/n}, 2^{-16/n}, ..., 2^{-8}``; otherwise the slopes of the power of two ``m``
+    below ``n``, then every other slope of ``2m`` heads (Press et al.'s reference code).
+
+    Shapes: → ``(n_heads,)``.
+    """
+    if not isinstance(n_heads, int) or n_heads < 1:
+        raise ValueError(f"n_heads must be a positive int; got {n_heads!r}")
+
+    def power_of_two(n):
+        return [2 ** (-8 * (i + 1) / n) for i in range(n)]
+
+    m = 2 ** math.floor(math.log2(n_heads))
+    slopes = power_of_two(m) + power_of_two(2 * m)[::2][: n_heads - m]
+    return torch.tensor(slopes)
+
+
+def alibi_bias(n_heads: int, t: int, s: int | None = None, device=None) -> torch.Tensor:
+    """``-m_h |i - j|`` for query ``i`` (at position ``i + s - t``) and key ``j``; with
+    a causal mask only ``j <= i`` is used, where it is ``-m_h (i - j)``.
+
+    Shapes: → ``(h, t, s)``, to pass as ``bias`` to attention.
+    """
+    s = t if s is None else s
+    check_sizes("alibi_bias", t=t, s=s)
+    i = torch.arange(t, device=device)[:, None] + (s - t)
+    j = torch.arange(s, device=device)[None, :]
+    return -alibi_slopes(n_heads).to(device)[:, None, None] * (i - j).abs()
+
+
+def rope_angles(
+    t: int,
+    d_head: int,
+    base: float = 10000.0,
+    offset: int = 0,
+    device=None,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """``m θ_i`` for positions ``m = offset..offset+t-1`` and the ``d_head/2`` pairs,
+    computed in float64 and returned in ``dtype``.
+
+    Shapes: → ``(t, d_head/2)``.
+    """
+    check_sizes("rope_angles", t=t)
+    check_int(offset, "offset")
+    if offset < 0:
+        raise ValueError(
+            f"offset must be >= 0 (the position of the first query); got {offset}"
+        )
+    m = torch.arange(offset, offset + t, dtype=torch.float64)
+    return (m[:, None] * frequencies(d_head, base)).to(device=device, dtype=dtype)
+
+
+def check_rope_input(x, angles) -> None:
+    check_float(x, "x", "(..., t, d)")
+    check_float(angles, "angles", "(t, d/2)")
+    if (
+        x.dim() < 2
+        or angles.dim() != 2
+        or x.shape[-1] != 2 * angles.shape[-1]
+        or x.shape[-2] != angles.shape[0]
+    ):
+        raise ValueError(
+            f"x must be (..., t, d) and angles (t, d/2); "
+            f"got {tuple(x.shape)} and {tuple(angles.shape)}"
+        )
+
+
+def rope_rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """Rotate each pair ``(x_{2i}, x_{2i+1})`` at position ``m`` by ``angles[m, i]``:
+    ``(x_{2i} cos - x_{2i+1} sin, x_{2i} sin + x_{2i+1} cos)``.
+
+    Shapes: x ``(..., t, d)``, angles ``(t, d/2)`` → ``(..., t, d)``.
+    """
+    check_rope_input(x, angles)
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., t, d/2) each
+    cos, sin = angles.cos(), angles.sin()
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+def rope_complex(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """The same rotation as :func:`rope_rotate`, read as complex numbers: the pair is
+    ``z = x_{2i} + i x_{2i+1}`` and the rotation is ``z e^{i m θ_i}``.
+
+    Shapes: x ``(..., t, d)``, angles ``(t, d/2)`` → ``(..., t, d)``.
+    """
+    check_rope_input(x, angles)
+    real = torch.float64 if x.dtype == torch.float64 else torch.float32  # complex64/128
+    z = torch.view_as_complex(x.to(real).reshape(*x.shape[:-1], -1, 2).contiguous())
+    angles = angles.to(real)
+    rotated = z * torch.polar(torch.ones_like(angles), angles)  # e^{i m θ}
+    return torch.view_as_real(rotated).flatten(-2).to(x.dtype)
+
+
+class Rotary(nn.Module):
+    """RoPE as the ``rotary`` of ``self_attention.MultiHeadAttention``: rotates queries
+    or keys of positions ``offset..offset+t-1``.
+
+    Shapes: x ``(b, h, t, d_head)`` → ``(b, h, t, d_head)``.
+    """
+
+    def __init__(self, d_head: int, base: float = 10000.0):
+        super().__init__()
+        check_even(d_head, "d_head")
+        check_base(base)
+        self.d_head, self.base = d_head, base
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        check_float(x, "x", f"(..., t, {self.d_head})")
+        if x.dim() < 2 or x.shape[-1] != self.d_head:
+            raise ValueError(
+                f"x must be (..., t, d_head) = (..., t, {self.d_head}); "
+                f"got {tuple(x.shape)}"
+            )
+        angles = rope_angles(
+            x.shape[-2],
+            self.d_head,
+            self.base,
+            offset,
+            x.device,
+            dtype=torch.float64 if x.dtype == torch.float64 else torch.float32,
+        )
+        return rope_rotate(x, angles)

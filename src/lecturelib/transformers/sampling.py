@@ -1,0 +1,293 @@
+"""Chapter 10, sampling and steering: drawing text from a language model, reshaping its
+next-token distributions, and testing that a sampler draws from the distribution it
+claims.
+
+Steps, prefixes and logits are those of :mod:`lecturelib.transformers.decoding`.
+
+- :func:`sample` is ancestral sampling, and :func:`chi_square` Pearson's test that draws
+  come from a given distribution (the check of every sampler).
+- :func:`temperature`, :func:`top_k` (Fan, Lewis and Dauphin, 2018, arXiv:1805.04833)
+  and :func:`top_p`, nucleus sampling (Holtzman et al., 2020, arXiv:1904.09751), map
+  logits to logits; ``decoding.pipe`` applies them to a step's output, so a sampler is
+  ancestral sampling of a transformed model. :func:`top_k` keeps ties with the k-th
+  logit.
+- :func:`contrastive` scores ``log p_strong - log p_weak`` on the tokens with
+  ``p_strong >= alpha * max p_strong`` (Li et al., 2023, arXiv:2210.15097), searched
+  greedily here where the paper uses beam search.
+- :func:`constrain` masks the tokens that a rule forbids after a prefix;
+  :func:`regex_allowed` builds the rule from a regular expression by partial matching.
+  Guided-generation libraries compile the expression into an automaton over tokens
+  instead (Willard and Louf, 2023, arXiv:2307.09702), which is faster but allows the
+  same tokens.
+
+Shapes use ``b`` batch, ``t`` time, ``v`` vocabulary, ``n`` draws.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import regex
+import torch
+import torch.nn.functional as F
+
+from lecturelib.validate import check_callable, check_int, check_number, describe
+from lecturelib.transformers.decoding import (
+    Step,
+    _check_logits,
+    _check_prefixes,
+    generate,
+)
+
+
+def sample(
+    step: Step,
+    prompts: torch.Tensor,
+    max_new: int,
+    eos: int | None = None,
+    generator: torch.Generator | None = None,
+):
+    """Ancestral sampling: draw each token from ``softmax(logits)``, the model's
+    conditional distribution; truncate or reshape it first with ``decoding.pipe``.
+
+    Shapes: prompts ``(b, t)`` → ``(b, t + n)``.
+    """
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            f"generator must be a torch.Generator or None; got {describe(generator)}"
+        )
+
+    def draw(logits: torch.Tensor) -> torch.Tensor:
+        _check_logits(logits)
+        if not torch.isfinite(logits).any(-1).all():
+            raise ValueError(
+                "every logit of some row is -inf: there is nothing to sample"
+            )
+        probs = logits.double().softmax(-1)  # (b, v)
+        return torch.multinomial(probs, 1, generator=generator)[:, 0]  # (b,)
+
+    return generate(step, prompts, max_new, draw, eos)
+
+
+def _check_draws(draws: torch.Tensor, probs: torch.Tensor) -> None:
+    if (
+        not isinstance(probs, torch.Tensor)
+        or not probs.is_floating_point()
+        or probs.dim() != 1
+    ):
+        raise TypeError(f"probs must be a 1-D float tensor (v,); got {describe(probs)}")
+    if not torch.isfinite(probs).all() or (probs < 0).any() or probs.sum() <= 0:
+        raise ValueError(
+            f"probs must be finite, >= 0 and not all 0; got {probs.tolist()[:8]}"
+        )
+    if (
+        not isinstance(draws, torch.Tensor)
+        or draws.dim() != 1
+        or len(draws) == 0
+        or draws.dtype != torch.long
+    ):
+        raise TypeError(
+            f"draws must be a non-empty 1-D long tensor of token ids (n,); "
+            f"got {describe(draws)}"
+        )
+    if draws.min() < 0 or draws.max() >= len(probs):
+        raise ValueError(
+            f"draws must be ids in 0..{len(probs) - 1} (the length of "
+            f"probs); got ids from {draws.min().item()} to "
+            f"{draws.max().item()}"
+        )
+
+
+def chi_square(draws: torch.Tensor, probs: torch.Tensor) -> float:
+    """p-value of Pearson's chi-square test that ``draws`` come from ``probs``
+    (normalised here). Bins expected fewer than five times are pooled into one, as the
+    test requires; a draw of a token of probability 0 gives 0.0.
+
+    Shapes: draws ``(n,)`` ids, probs ``(v,)``.
+    """
+    _check_draws(draws, probs)
+    counts = torch.bincount(draws, minlength=len(probs)).double()
+    if counts[probs == 0].sum() > 0:
+        return 0.0
+    expected = probs.double() / probs.sum() * len(draws)
+    big = expected >= 5
+    observed = torch.cat([counts[big], counts[~big].sum().view(1)])
+    expected = torch.cat([expected[big], expected[~big].sum().view(1)])
+    keep = expected > 0
+    observed, expected = observed[keep], expected[keep]
+    if len(expected) < 2:
+        return 1.0  # one bin holds every draw, as it should: nothing to test
+    statistic = ((observed - expected) ** 2 / expected).sum()
+    dof = torch.tensor(len(expected) - 1, dtype=torch.float64)
+    # the upper tail P(chi2_dof >= statistic)
+    return float(torch.special.gammaincc(dof / 2, statistic / 2))
+
+
+def temperature(logits: torch.Tensor, T: float) -> torch.Tensor:
+    """``logits / T``: sampling from their softmax sharpens (``T < 1``) or flattens
+    (``T > 1``) the distribution and never changes the order of the tokens.
+
+    >>> temperature(torch.tensor([2.0, 0.0]), 2.0)
+    tensor([1., 0.])
+
+    Shapes: ``(..., v)`` → ``(..., v)``.
+    """
+    _check_logits(logits)
+    check_number(T, "the temperature T", 0.0, low_open=True)
+    return logits / T
+
+
+def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the ``k`` largest logits (and any tied with the k-th), set the rest to
+    ``-inf``.
+
+    >>> top_k(torch.tensor([1.0, 3.0, 2.0]), 2)
+    tensor([-inf, 3., 2.])
+
+    Shapes: ``(..., v)`` → ``(..., v)``.
+    """
+    _check_logits(logits)
+    check_int(k, "k", 1)
+    if k >= logits.shape[-1]:
+        return logits
+    kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest logit
+    return logits.masked_fill(logits < kth, -math.inf)
+
+
+def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Nucleus filtering: keep the smallest set of most probable tokens whose
+    probability reaches ``p``, set the rest to ``-inf``. A token is kept when the tokens
+    ranked above it hold less than ``p``, so the most probable token is always kept.
+
+    >>> top_p(torch.tensor([0.5, 0.3, 0.2]).log(), 0.7).exp()
+    tensor([0.5000, 0.3000, 0.0000])
+
+    Shapes: ``(..., v)`` → ``(..., v)``.
+    """
+    _check_logits(logits)
+    check_number(p, "p", 0.0, 1.0, low_open=True)
+    if p == 1:
+        return logits
+    probs, order = logits.softmax(-1).sort(dim=-1, descending=True)
+    above = probs.cumsum(-1) - probs  # (..., v): mass of the tokens ranked above
+    drop = torch.zeros_like(above, dtype=torch.bool).scatter(-1, order, above >= p)
+    return logits.masked_fill(drop, -math.inf)
+
+
+def contrastive(
+    strong: torch.Tensor, weak: torch.Tensor, alpha: float = 0.1
+) -> torch.Tensor:
+    """Contrastive scores ``log p_strong - log p_weak`` on the plausible tokens,
+    ``p_strong >= alpha * max p_strong``, and ``-inf`` elsewhere.
+
+    Shapes: strong, weak logits ``(..., v)`` → scores ``(..., v)``.
+    """
+    _check_logits(strong, "strong")
+    _check_logits(weak, "weak")
+    if weak.shape != strong.shape:
+        raise ValueError(
+            f"strong and weak logits must have one shape; got "
+            f"{tuple(strong.shape)} and {tuple(weak.shape)}"
+        )
+    check_number(alpha, "alpha", 0.0, 1.0)
+    log_s, log_w = F.log_softmax(strong.double(), -1), F.log_softmax(weak.double(), -1)
+    floor = math.log(alpha) if alpha > 0 else -math.inf
+    plausible = log_s >= log_s.max(-1, keepdim=True).values + floor
+    return (log_s - log_w).masked_fill(~plausible, -math.inf)
+
+
+def contrastive_step(strong: Step, weak: Step, alpha: float = 0.1) -> Step:
+    """A step whose "logits" are the :func:`contrastive` scores, for
+    ``decoding.greedy``."""
+    check_callable(strong, "strong")
+    check_callable(weak, "weak")
+    check_number(alpha, "alpha", 0.0, 1.0)
+    return lambda prefixes: contrastive(strong(prefixes), weak(prefixes), alpha)
+
+
+def constrain(step: Step, allowed: Callable[[torch.Tensor], torch.Tensor]) -> Step:
+    """A step that sets the logits of forbidden tokens to ``-inf``;
+    ``allowed(prefixes)`` returns a bool mask ``(b, v)``, True where the token may
+    follow the prefix.
+
+    Shapes: prefixes ``(b, t)`` → logits ``(b, v)``.
+    """
+    check_callable(step, "step")
+    check_callable(allowed, "allowed")
+
+    def constrained(prefixes: torch.Tensor) -> torch.Tensor:
+        logits, ok = step(prefixes), allowed(prefixes)
+        if (
+            not isinstance(ok, torch.Tensor)
+            or ok.dtype != torch.bool
+            or ok.shape != logits.shape
+        ):
+            raise ValueError(
+                f"allowed(prefixes) must be a bool mask of shape "
+                f"{tuple(logits.shape)}; got {describe(ok)}"
+            )
+        if not ok.any(-1).all():
+            raise ValueError("the constraint allows no token after some prefix")
+        return logits.masked_fill(~ok, -math.inf)
+
+    return constrained
+
+
+def _check_rule(pattern: str, tokens: Sequence[str], eos: int, n_prompt: int, sep: str):
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be a str; got {describe(pattern)}")
+    if (
+        isinstance(tokens, str)
+        or not isinstance(tokens, Sequence)
+        or not all(isinstance(s, str) for s in tokens)
+    ):
+        raise TypeError(
+            f"tokens must be a list of str, the text of each token id; got "
+            f"{describe(tokens)}"
+        )
+    check_int(eos, "eos", 0, len(tokens) - 1)
+    check_int(n_prompt, "n_prompt", 0)
+    if not isinstance(sep, str):
+        raise TypeError(f"sep must be a str; got {describe(sep)}")
+    try:
+        return regex.compile(pattern)
+    except regex.error as err:
+        raise ValueError(
+            f"pattern must be a valid regular expression; got {pattern!r} ({err})"
+        ) from None
+
+
+def regex_allowed(
+    pattern: str, tokens: Sequence[str], eos: int, n_prompt: int, sep: str = ""
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The rule "the generated text must match ``pattern``" as a mask for
+    :func:`constrain`.
+
+    The text is ``sep.join`` of the strings of the tokens after the first ``n_prompt``.
+    A token may follow when the text with it can still be completed to a full match (a
+    partial match); ``eos`` may follow only a full match, and after ``eos`` only
+    ``eos``.
+
+    Shapes: prefixes ``(b, t)`` → mask ``(b, v)`` with ``v = len(tokens)``.
+    """
+    compiled = _check_rule(pattern, tokens, eos, n_prompt, sep)
+
+    def allowed(prefixes: torch.Tensor) -> torch.Tensor:
+        _check_prefixes(prefixes)
+        check_int(prefixes.max().item(), "every id of prefixes", 0, len(tokens) - 1)
+        mask = torch.zeros(prefixes.shape[0], len(tokens), dtype=torch.bool)
+        for i, row in enumerate(prefixes[:, n_prompt:].tolist()):
+            if eos in row:
+                mask[i, eos] = True
+                continue
+            words = [tokens[t] for t in row]
+            for j, s in enumerate(tokens):
+                if j == eos:
+                    mask[i, j] = compiled.fullmatch(sep.join(words)) is not None
+                else:
+                    text = sep.join([*words, s])
+                    mask[i, j] = compiled.fullmatch(text, partial=True) is not None
+        return mask
+
+    return allowed

@@ -1,0 +1,398 @@
+"""Chapter 6: self-attention, chapter 5's soft lookup with queries, keys and values all
+computed from one sequence.
+
+:func:`scaled_dot_product` is ``softmax(QK^T/√d_k + B) V`` (Vaswani et al., 2017,
+arXiv:1706.03762) on any axes between batch and time (heads), with a boolean mask
+(True = may attend; :func:`causal_mask`, :func:`padding_mask`) and an optional additive
+score bias ``B`` (ALiBi, relative positions). :class:`MultiHeadAttention` projects to
+``h`` heads of width ``d/h``, attends in every head at once, concatenates and applies
+``W_O``;
+:func:`from_torch` copies the weights of a ``torch.nn.MultiheadAttention`` into it, so
+the two can be compared. :func:`order_mask` generalises the causal mask to any
+generation order (XLNet); :func:`dot_product_statistics` is the √d_k experiment;
+:func:`neighbour_retrieval` and :class:`SetAttention` are the chapter's set task and its
+one-layer model.
+
+Masks follow ``attention.check_mask``: bool, True = may attend, ``(b, t, s)`` where
+``b`` and ``t`` may be 1; :func:`causal_mask` is ``(1, t, s)``, :func:`padding_mask`
+``(b, 1, s)``, and they combine with ``&``. :class:`MultiHeadAttention` adds the head
+axis itself.
+
+Shapes use ``b`` batch, ``t`` queries, ``s`` keys, ``d`` width, ``h`` heads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from einops import einsum, rearrange
+from torch import nn
+
+from lecturelib.recurrence.attention import check_float, masked_softmax
+from lecturelib.recurrence.seq2seq import check_ids, check_sizes
+
+
+def scaled_dot_product(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    scale: float | None = None,
+):
+    """``softmax(q k^T · scale + bias) v`` with ``scale = 1/√d_k`` unless given; keys
+    where ``mask`` is False get weight exactly 0.
+
+    Shapes: q ``(b, ..., t, d_k)``, k ``(b, ..., s, d_k)``, v ``(b, ..., s, d_v)`` (any
+    axes, e.g. heads, between b and t); mask bool ``(b, t, s)`` with ``b``, ``t``
+    possibly 1; bias (float) broadcastable to ``(b, ..., t, s)`` → out
+    ``(b, ..., t, d_v)``, weights ``(b, ..., t, s)``.
+    """
+    for name, a, shape in (
+        ("q", q, "(..., t, d_k)"),
+        ("k", k, "(..., s, d_k)"),
+        ("v", v, "(..., s, d_v)"),
+    ):
+        check_float(a, name, shape)
+    if (
+        q.dim() < 2
+        or q.dim() != k.dim()
+        or k.dim() != v.dim()
+        or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+    ):
+        raise ValueError(
+            f"q, k, v must be (..., t, d_k), (..., s, d_k), (..., s, d_v) "
+            f"with the same leading axes; got {tuple(q.shape)}, "
+            f"{tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"q and k need one d_k, k and v one number of keys s; got "
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if scale is not None and (
+        isinstance(scale, bool)
+        or not isinstance(scale, (int, float))
+        or not math.isfinite(scale)
+        or scale <= 0
+    ):
+        raise ValueError(
+            f"scale must be a positive finite number or None; got {scale!r}"
+        )
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = einsum(q, k, "... t d, ... s d -> ... t s") * scale
+    if bias is not None:
+        check_float(bias, "bias", f"broadcastable to the scores {tuple(scores.shape)}")
+        try:
+            grows = torch.broadcast_shapes(bias.shape, scores.shape) != scores.shape
+        except RuntimeError:
+            grows = True
+        if grows:
+            raise ValueError(
+                f"bias must broadcast to the scores (..., t, s) = "
+                f"{tuple(scores.shape)}; got {tuple(bias.shape)}"
+            )
+        scores = scores + bias
+    weights = masked_softmax(scores, mask)
+    return einsum(weights, v, "... t s, ... s d -> ... t d"), weights
+
+
+def causal_mask(t: int, s: int | None = None, device=None) -> torch.Tensor:
+    """True where query ``i`` may attend key ``j``: ``j <= i + (s - t)``, so with
+    ``s = t`` (the default) every position sees itself and the past. One mask for the
+    whole batch.
+
+    Shapes: → ``(1, t, s)`` bool.
+    """
+    s = t if s is None else s
+    for name, n in (("t", t), ("s", s)):
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise TypeError(f"{name} must be an int; got {n!r}")
+    if t < 1 or s < t:
+        raise ValueError(
+            f"need 1 <= t <= s (queries are the last t of s positions); "
+            f"got t={t}, s={s}"
+        )
+    i = torch.arange(t, device=device)[:, None] + (s - t)
+    j = torch.arange(s, device=device)[None, :]
+    return (j <= i)[None]  # (1, t, s)
+
+
+def padding_mask(lengths: torch.Tensor, s: int | None = None) -> torch.Tensor:
+    """True for the real (non-padded) keys of each sequence, the same for every query.
+
+    Shapes: lengths ``(b,)`` → ``(b, 1, s)`` bool with ``s = max(lengths)`` by default.
+    """
+    if (
+        not isinstance(lengths, torch.Tensor)
+        or lengths.dim() != 1
+        or lengths.dtype.is_floating_point
+        or lengths.dtype == torch.bool
+    ):
+        got = (
+            f"{lengths.dtype} {tuple(lengths.shape)}"
+            if isinstance(lengths, torch.Tensor)
+            else type(lengths).__name__
+        )
+        raise ValueError(f"lengths must be a 1-d integer tensor (b,); got {got}")
+    if len(lengths) == 0 or lengths.min() < 1:
+        raise ValueError(
+            f"lengths must be at least 1 (a sequence needs a key to "
+            f"attend to); got {lengths.tolist()}"
+        )
+    longest = int(lengths.max())
+    s = longest if s is None else s
+    if not isinstance(s, int) or isinstance(s, bool) or s < longest:
+        raise ValueError(f"s must be an int >= max(lengths) = {longest}; got {s!r}")
+    keep = torch.arange(s, device=lengths.device)[None, :] < lengths[:, None]
+    return keep[:, None, :]  # (b, 1, s)
+
+
+class MultiHeadAttention(nn.Module):
+    """``MHA(X_q, X_kv) = concat_h(attention(X_q W_Q^h, X_kv W_K^h, X_kv W_V^h)) W_O``
+    with ``h`` heads of width ``d_h = d/h``: the same ``4d²`` weights as one head of
+    width ``d``. ``rotary``, if given, rotates queries and keys per head (chapter 7).
+
+    Shapes: x ``(b, t, d)``, context ``(b, s, d)`` (default: x, self-attention), mask
+    bool ``(b, t, s)`` with ``b``, ``t`` possibly 1 (True = may attend; the same for
+    every head: a ``(1, t, s)`` causal mask, a ``(b, 1, s)`` padding mask), bias
+    broadcastable to ``(b, h, t, s)`` → out ``(b, t, d)``, weights ``(b, h, t, s)``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        bias: bool = True,
+        dropout: float = 0.0,
+        rotary: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ):
+        super().__init__()
+        check_sizes("MultiHeadAttention", d_model=d_model, n_heads=n_heads)
+        if d_model % n_heads:
+            raise ValueError(
+                f"d_model must be divisible by n_heads; got {d_model} and {n_heads}"
+            )
+        if (
+            isinstance(dropout, bool)
+            or not isinstance(dropout, (int, float))
+            or not 0 <= dropout < 1
+        ):
+            raise ValueError(f"dropout must be a number in [0, 1); got {dropout!r}")
+        if rotary is not None and not callable(rotary):
+            raise TypeError(
+                f"rotary must be callable (e.g. positions.Rotary) or None; "
+                f"got {type(rotary).__name__}"
+            )
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        self.rotary = rotary
+
+    def project(self, x: torch.Tensor, context: torch.Tensor | None = None):
+        """Queries from ``x``, keys and values from ``context`` (default: ``x``), each
+        split into ``h`` heads, queries and keys rotated by ``rotary`` if there is one.
+
+        Shapes: x ``(b, t, d)``, context ``(b, s, d)`` → q ``(b, h, t, d_h)``, k and v
+        ``(b, h, s, d_h)``.
+        """
+        context = x if context is None else context
+        for name, a in (("x", x), ("context", context)):
+            if not isinstance(a, torch.Tensor) or not a.is_floating_point():
+                got = a.dtype if isinstance(a, torch.Tensor) else type(a).__name__
+                raise TypeError(f"{name} must be a floating-point tensor; got {got}")
+        if (
+            x.dim() != 3
+            or context.dim() != 3
+            or x.shape[-1] != self.d_model
+            or context.shape[-1] != self.d_model
+            or x.shape[0] != context.shape[0]
+        ):
+            raise ValueError(
+                f"x and context must be (b, t, {self.d_model}) and "
+                f"(b, s, {self.d_model}); got {tuple(x.shape)} and "
+                f"{tuple(context.shape)}"
+            )
+        q, k, v = (
+            rearrange(W(a), "b t (h e) -> b h t e", h=self.n_heads)
+            for W, a in ((self.W_q, x), (self.W_k, context), (self.W_v, context))
+        )
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        return q, k, v
+
+    def merge_heads(self, heads: torch.Tensor) -> torch.Tensor:
+        """``concat_h(head_h) W_O``: the heads side by side, then the output projection.
+
+        Shapes: heads ``(b, h, t, d_h)`` → ``(b, t, d)``.
+        """
+        check_float(heads, "heads", "(b, h, t, d_h)")
+        if (
+            heads.dim() != 4
+            or heads.shape[1] != self.n_heads
+            or heads.shape[3] != self.d_head
+        ):
+            raise ValueError(
+                f"heads must be (b, h, t, d_h) = (b, {self.n_heads}, t, "
+                f"{self.d_head}); got {tuple(heads.shape)}"
+            )
+        return self.W_o(self.dropout(rearrange(heads, "b h t e -> b t (h e)")))
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None,
+    ):
+        q, k, v = self.project(x, context)  # (b, h, t|s, d_h)
+        heads, weights = scaled_dot_product(q, k, v, mask, bias)  # (b, h, t, d_h)
+        return self.merge_heads(heads), weights  # (b, t, d)
+
+
+def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
+    """Our :class:`MultiHeadAttention` with the weights of a ``batch_first``
+    ``nn.MultiheadAttention`` (whose fused ``in_proj_weight`` stacks W_Q, W_K, W_V)."""
+    if not isinstance(mha, nn.MultiheadAttention):
+        raise TypeError(
+            f"mha must be an nn.MultiheadAttention; got {type(mha).__name__}"
+        )
+    if not mha.batch_first or not mha._qkv_same_embed_dim:
+        raise ValueError(
+            "expected nn.MultiheadAttention(..., batch_first=True) with "
+            "kdim = vdim = embed_dim"
+        )
+    has_bias = mha.in_proj_bias is not None
+    ours = MultiHeadAttention(mha.embed_dim, mha.num_heads, bias=has_bias)
+    with torch.no_grad():
+        for i, lin in enumerate((ours.W_q, ours.W_k, ours.W_v)):
+            lin.weight.copy_(mha.in_proj_weight.chunk(3)[i])
+            if has_bias:
+                lin.bias.copy_(mha.in_proj_bias.chunk(3)[i])
+        ours.W_o.weight.copy_(mha.out_proj.weight)
+        if has_bias:
+            ours.W_o.bias.copy_(mha.out_proj.bias)
+    return ours
+
+
+def order_mask(order: torch.Tensor) -> torch.Tensor:
+    """The causal mask of an arbitrary generation order: ``order[r]`` is the position
+    generated at step ``r``, and position ``i`` may attend ``j`` when ``j`` is generated
+    no later than ``i``. ``order = arange(t)`` gives :func:`causal_mask`.
+
+    Shapes: order ``(t,)``, a permutation of ``0..t-1`` → ``(1, t, t)`` bool.
+    """
+    if not isinstance(order, torch.Tensor):
+        raise TypeError(
+            f"order must be a tensor (t,) of positions; got {type(order).__name__}"
+        )
+    t = order.numel()
+    if (
+        order.dim() != 1
+        or t == 0
+        or order.is_floating_point()
+        or order.is_complex()
+        or order.dtype == torch.bool
+        or not torch.equal(order.sort().values, torch.arange(t, device=order.device))
+    ):
+        raise ValueError(
+            f"order must be a 1-d integer permutation of 0..t-1; got "
+            f"{order.dtype} {order.tolist()}"
+        )
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(t, device=order.device)  # the step that writes each i
+    return (rank[None, :] <= rank[:, None])[None]  # (1, t, t)
+
+
+def dot_product_statistics(
+    d_k: int, scaled: bool, n_keys: int = 64, n: int = 1000, seed: int = 0
+) -> dict[str, float]:
+    """One query against ``n_keys`` keys, all with independent N(0, 1) components, in
+    ``n`` trials: the variance of ``q·k``, the mean entropy (nats) of the attention
+    weights, the fraction of queries whose largest weight exceeds 0.99, and the median
+    norm of the gradient, with respect to the scores, of a loss ``Σ_j u_j α_j`` with
+    random ``u ~ N(0, I)``. Scores are ``q·k/√d_k`` if ``scaled``, else ``q·k``.
+    """
+    check_sizes("dot_product_statistics", d_k=d_k, n_keys=n_keys, n=n)
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(n, 1, d_k, generator=g)
+    k = torch.randn(n, n_keys, d_k, generator=g)
+    dots = einsum(q, k, "n t d, n s d -> n t s")  # (n, 1, n_keys)
+    scores = (dots * d_k**-0.5 if scaled else dots).requires_grad_()
+    weights = F.softmax(scores, -1)
+    (weights * torch.randn(n, 1, n_keys, generator=g)).sum().backward()
+    return {
+        "variance": dots.var().item(),
+        "entropy": -torch.xlogy(weights, weights).sum(-1).mean().item(),
+        "saturated": (weights.max(-1).values > 0.99).float().mean().item(),
+        "grad_norm": scores.grad.norm(dim=-1).median().item(),
+    }
+
+
+def neighbour_retrieval(n: int, n_items: int, n_values: int = 16, seed: int = 0):
+    """A set of ``n_items`` items, each a key (a permutation of ``0..n_items-1``, so the
+    items arrive in random order) and a random value; every item must output the values
+    of the items with keys ``key + 1`` and ``key - 1`` (mod ``n_items``). The order of
+    the items carries no information, so the task needs no positions.
+
+    Shapes: → keys, values ``(n, n_items)``, targets ``(n, n_items, 2)`` (next,
+    previous).
+    """
+    check_sizes("neighbour_retrieval", n=n, n_items=n_items, n_values=n_values)
+    if n < 1 or n_items < 3 or n_values < 2:
+        raise ValueError(
+            f"need n >= 1, n_items >= 3, n_values >= 2; got {n}, {n_items}, {n_values}"
+        )
+    g = torch.Generator().manual_seed(seed)
+    keys = torch.rand(n, n_items, generator=g).argsort(1)
+    values = torch.randint(0, n_values, (n, n_items), generator=g)
+    # by_key[:, k]: the value of the item with key k
+    by_key = torch.empty_like(values).scatter_(1, keys, values)
+    targets = [by_key.gather(1, (keys + shift) % n_items) for shift in (1, -1)]
+    return keys, values, torch.stack(targets, -1)
+
+
+class SetAttention(nn.Module):
+    """Embed each item as ``E_key[key] + E_value[value]`` (no positions), one layer of
+    :class:`MultiHeadAttention`, and a linear read-out of ``n_out`` values per item.
+
+    Shapes: keys, values ``(b, t)`` → logits ``(b, t, n_out, n_values)``, weights
+    ``(b, h, t, t)``.
+    """
+
+    def __init__(
+        self, n_keys: int, n_values: int, d_model: int, n_heads: int, n_out: int = 2
+    ):
+        super().__init__()
+        check_sizes(
+            "SetAttention",
+            n_keys=n_keys,
+            n_values=n_values,
+            d_model=d_model,
+            n_heads=n_heads,
+            n_out=n_out,
+        )
+        self.n_keys, self.n_out, self.n_values = n_keys, n_out, n_values
+        self.key_embed = nn.Embedding(n_keys, d_model)
+        self.value_embed = nn.Embedding(n_values, d_model)
+        self.attn = MultiHeadAttention(d_model, n_heads)
+        self.readout = nn.Linear(d_model, n_out * n_values)
+
+    def forward(self, keys: torch.Tensor, values: torch.Tensor):
+        check_ids(keys, self.n_keys, "keys")
+        check_ids(values, self.n_values, "values")
+        if keys.shape != values.shape:
+            raise ValueError(
+                f"keys and values must both be (b, t); "
+                f"got {tuple(keys.shape)} and {tuple(values.shape)}"
+            )
+        x = self.key_embed(keys) + self.value_embed(values)  # (b, t, d)
+        out, weights = self.attn(x)  # (b, t, d)
+        logits = rearrange(self.readout(out), "b t (o v) -> b t o v", o=self.n_out)
+        return logits, weights
