@@ -120,11 +120,11 @@ def cpu_runs(lengths, naive_max: int, repeats: int) -> list[dict]:
 
 def gpu_runs(lengths) -> list[dict]:
     """TFLOP/s of the Triton kernel and SDPA on CUDA (empty without CUDA or Triton)."""
-    from lecturelib.efficiency import flash
+    from lecturelib.efficiency import flash_triton
 
     if not torch.cuda.is_available():
         return []
-    kernel, message = flash.triton_kernel(interpret=False)
+    kernel, message = flash_triton.triton_kernel(interpret=False)
     print(message)
     if kernel is None:
         return []
@@ -139,7 +139,7 @@ def gpu_runs(lengths) -> list[dict]:
                 for _ in range(3)
             )
             methods = {
-                "triton": lambda: kernel.flash_attention(q, k, v, causal, 128, 64),
+                "triton": lambda: kernel(q, k, v, causal, 128, 64),
                 "sdpa": lambda: F.scaled_dot_product_attention(
                     q, k, v, is_causal=causal
                 ),
@@ -158,7 +158,7 @@ def gpu_runs(lengths) -> list[dict]:
                         "causal": causal,
                         "dtype": "float16",
                         "seconds": ms / 1e3,
-                        "tflops": kernel.tflops(length, d, h, b, causal, ms / 1e3),
+                        "tflops": flash_triton.tflops(length, d, h, b, causal, ms / 1e3),
                     }
                 )
                 print(

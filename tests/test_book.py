@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "lecturelib"
-PLUMBING = {"runtime", "data", "tasks", "train", "metrics", "plot", "check", "records"}
+PLUMBING = {"runtime", "data", "tasks", "train", "metrics", "plot", "check", "records", "validate"}
 
 
 def imported(path: Path) -> set[str]:

@@ -147,3 +147,9 @@ def test_nan_is_matched_element_by_element():
     """NaN in both at one place, NaN against a number at another: only the second differs."""
     with pytest.raises(AssertionError, match=r"^tensors: 1 of 2 elements differ.*index \(1,\)"):
         check.close(torch.tensor([math.nan, math.nan]), torch.tensor([math.nan, 1.0]))
+
+
+def test_shape_takes_numpy_integer_sizes():
+    import numpy as np
+
+    assert check.shape(torch.zeros(2, 3), "b t", b=np.int64(2), t=3) == {"b": 2, "t": 3}

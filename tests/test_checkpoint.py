@@ -71,7 +71,7 @@ def test_a_directory_is_refused_before_training(tmp_path):
 
     with pytest.raises(ValueError, match="is a directory"):
         train.fit(torch.nn.Linear(1, 1), batch, lambda m, b: (m(b[0]) - b[1]).pow(2).mean(),
-                  steps=2, checkpoint=tmp_path, progress=False)
+                  steps=2, checkpointing=train.Checkpointing(tmp_path), progress=False)
     assert calls == []
 
 
@@ -80,5 +80,4 @@ def test_a_corrupt_checkpoint_stops_resume(tmp_path):
     path.write_bytes(b"")
     with pytest.raises(CheckpointError, match="is corrupt"):
         train.fit(torch.nn.Linear(1, 1), lambda s: (torch.ones(2, 1), torch.ones(2, 1)),
-                  lambda m, b: (m(b[0]) - b[1]).pow(2).mean(), steps=2, checkpoint=path,
-                  resume=True, progress=False)
+                  lambda m, b: (m(b[0]) - b[1]).pow(2).mean(), steps=2, checkpointing=train.Checkpointing(path, resume=True), progress=False)

@@ -1,4 +1,5 @@
-"""lecturelib.data: the registry, local look-up, checksums, downloads (faked), the readers."""
+"""lecturelib.data (its registry, store and readers): the registry, local look-up, checksums,
+downloads (faked), the readers."""
 
 from __future__ import annotations
 
@@ -33,13 +34,13 @@ def _offline(monkeypatch, tmp_path):
     def refuse(url, timeout=60):
         raise AssertionError(f"a test tried to download {url}")
 
-    monkeypatch.setattr(data, "_urlopen", refuse)
+    monkeypatch.setattr(data.store, "_urlopen", refuse)
     monkeypatch.setenv(data.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.delenv(data.DATA_ENV, raising=False)
 
 
 def register(monkeypatch, ds: Dataset) -> Dataset:
-    monkeypatch.setattr(data, "DATASETS", {ds.name: ds})
+    monkeypatch.setattr(data.registry, "DATASETS", {ds.name: ds})
     return ds
 
 
@@ -71,7 +72,7 @@ def serve(monkeypatch, payload: bytes, calls: list | None = None):
             calls.append(url)
         return Response(payload)
 
-    monkeypatch.setattr(data, "_urlopen", urlopen)
+    monkeypatch.setattr(data.store, "_urlopen", urlopen)
 
 
 # --- the registry --------------------------------------------------------------------------------
@@ -261,7 +262,7 @@ def test_a_failed_write_leaves_nothing_half_written(monkeypatch, tmp_path, failu
     def replace(src, dst):
         raise failure
 
-    monkeypatch.setattr(data.os, "replace", replace)
+    monkeypatch.setattr(data.store.os, "replace", replace)
     expected = DataError if isinstance(failure, OSError) else KeyboardInterrupt
     with pytest.raises(expected) as err:
         data.path("fake")
@@ -272,7 +273,7 @@ def test_a_failed_write_leaves_nothing_half_written(monkeypatch, tmp_path, failu
 
 def test_download_without_content_length(monkeypatch):
     register(monkeypatch, fake())
-    monkeypatch.setattr(data, "_urlopen", lambda url, timeout=60: Response(RAW, length=False))
+    monkeypatch.setattr(data.store, "_urlopen", lambda url, timeout=60: Response(RAW, length=False))
     assert data.read_bytes("fake") == RAW
 
 
@@ -292,7 +293,7 @@ def test_offline_error_says_what_to_do(monkeypatch, tmp_path):
     def offline(url, timeout=60):
         raise urllib.error.URLError("Name or service not known")
 
-    monkeypatch.setattr(data, "_urlopen", offline)
+    monkeypatch.setattr(data.store, "_urlopen", offline)
     with pytest.raises(DataError) as err:
         data.read_text("fake")
     msg = str(err.value)
@@ -379,3 +380,13 @@ def test_gutenberg_text_strips_the_licence(real_data):
     assert "PROJECT GUTENBERG EBOOK" not in text.upper()
     assert "\r" not in text and "\ufeff" not in text
     assert len(text) > 100_000
+
+
+def test_the_package_re_exports_its_modules():
+    """lecturelib.data is a package (registry, store, readers); every public name is reached
+    as data.<name>, the one object of its module."""
+    assert data.DATASETS is data.registry.DATASETS and data.dataset is data.registry.dataset
+    assert data.read_text is data.store.read_text and data.DataError is data.store.DataError
+    assert data.gutenberg_text is data.readers.gutenberg_text
+    assert all(hasattr(data, name) for name in data.__all__)
+    assert data.gutenberg_title("alice") == data.GUTENBERG_TITLES["alice"]

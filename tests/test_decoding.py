@@ -10,7 +10,7 @@ import torch
 
 from lecturelib import check
 from lecturelib.recurrence import lstm_gru, rnn
-from lecturelib.transformers import decoding
+from lecturelib.transformers import decoding, degeneration
 
 START = torch.zeros(1, 1, dtype=torch.long)
 
@@ -123,11 +123,11 @@ def test_one_sequence_overfit_then_greedy_and_beam_reproduce_it():
 # ---- metrics ------------------------------------------------------------------------------
 
 def test_repetition_and_distinct_n_known_answers():
-    assert decoding.repetition([1, 2, 3, 4, 5], 2) == 0.0
-    assert decoding.repetition([1, 2, 1, 2, 1, 2], 2) == pytest.approx(0.6)
-    assert decoding.repetition([7, 7, 7, 7, 7], 4) == pytest.approx(0.5)
-    assert decoding.repetition([1, 2], 4) == 0.0
-    assert decoding.distinct_n([[1, 2, 3], [1, 2, 4]], 2) == pytest.approx(0.75)
-    assert decoding.distinct_n([[1, 1, 1, 1]], 1) == pytest.approx(0.25)
+    assert degeneration.repetition([1, 2, 3, 4, 5], 2) == 0.0
+    assert degeneration.repetition([1, 2, 1, 2, 1, 2], 2) == pytest.approx(0.6)
+    assert degeneration.repetition([7, 7, 7, 7, 7], 4) == pytest.approx(0.5)
+    assert degeneration.repetition([1, 2], 4) == 0.0
+    assert degeneration.distinct_n([[1, 2, 3], [1, 2, 4]], 2) == pytest.approx(0.75)
+    assert degeneration.distinct_n([[1, 1, 1, 1]], 1) == pytest.approx(0.25)
     with pytest.raises(ValueError, match="no 2-gram"):
-        decoding.distinct_n([[1], [2]], 2)
+        degeneration.distinct_n([[1], [2]], 2)

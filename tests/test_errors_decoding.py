@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lecturelib.recurrence import lstm_gru
-from lecturelib.transformers import decoding
+from lecturelib.transformers import decoding, degeneration
 
 TREE = decoding.TreeLM(3, 2)
 START = torch.zeros(1, 1, dtype=torch.long)
@@ -119,18 +119,18 @@ CASES = [
     (lambda: decoding.sequence_logprobs(TREE, torch.tensor([[0.0, 1.0]]), 1), TypeError,
      r"ids must be a long tensor of token ids"),
     # repetition, distinct_n: strings are not token lists
-    (lambda: decoding.repetition("abcabc", 2), TypeError,
+    (lambda: degeneration.repetition("abcabc", 2), TypeError,
      r"tokens must be a list of int token ids \(e.g. tensor.tolist\(\)\); got str 'abcabc'"),
-    (lambda: decoding.repetition(torch.tensor([1, 2, 1, 2]), 2), TypeError,
+    (lambda: degeneration.repetition(torch.tensor([1, 2, 1, 2]), 2), TypeError,
      r"tokens must be a list of int token ids .*got torch.int64 tensor"),
-    (lambda: decoding.repetition([1.0, 2.0, 1.0], 2), TypeError, r"got an element float 1.0"),
-    (lambda: decoding.repetition([1, 2, 1], 0), ValueError, r"n must be an int >= 1; got int 0"),
-    (lambda: decoding.distinct_n(["ab", "cd"], 2), TypeError,
+    (lambda: degeneration.repetition([1.0, 2.0, 1.0], 2), TypeError, r"got an element float 1.0"),
+    (lambda: degeneration.repetition([1, 2, 1], 0), ValueError, r"n must be an int >= 1; got int 0"),
+    (lambda: degeneration.distinct_n(["ab", "cd"], 2), TypeError,
      r"each of sequences must be a list of int token ids .*got str 'ab'"),
-    (lambda: decoding.distinct_n("abcd", 2), TypeError, r"sequences must be a list of token-id lists"),
-    (lambda: decoding.distinct_n([1, 2, 3], 2), TypeError, r"each of sequences .*got int 1"),
-    (lambda: decoding.distinct_n([[1, 2]], -1), ValueError, r"n must be an int >= 1; got int -1"),
-    (lambda: decoding.distinct_n([[1], [2]], 2), ValueError, r"the sequences hold no 2-gram"),
+    (lambda: degeneration.distinct_n("abcd", 2), TypeError, r"sequences must be a list of token-id lists"),
+    (lambda: degeneration.distinct_n([1, 2, 3], 2), TypeError, r"each of sequences .*got int 1"),
+    (lambda: degeneration.distinct_n([[1, 2]], -1), ValueError, r"n must be an int >= 1; got int -1"),
+    (lambda: degeneration.distinct_n([[1], [2]], 2), ValueError, r"the sequences hold no 2-gram"),
 ]
 
 

@@ -22,7 +22,7 @@ def classifier():
 
 
 CASES = [
-    (lambda: finetune.format_input("ab", None, max_len=5, **F), ValueError,
+    (lambda: finetune.format_input("ab", None, max_len=5, **F), TypeError,
      r"text_a must be a list of token ids \(ints >= 0\); got str 'ab'"),
     (lambda: finetune.format_input([1], [-1], max_len=5, **F), ValueError,
      r"text_b must be a list of token ids \(ints >= 0\); got list \[-1\]"),
@@ -42,7 +42,7 @@ CASES = [
      r"model must be a gpt.GPT; got str"),
     (lambda: classifier()(IDS, torch.tensor([1, 5])), ValueError,
      r"lengths must be \(b,\) = \(2,\) integer lengths in 1..4; got torch.int64"),
-    (lambda: classifier()(IDS, torch.tensor([1.0, 2.0])), ValueError,
+    (lambda: classifier()(IDS, torch.tensor([1.0, 2.0])), TypeError,
      r"lengths must be \(b,\) = \(2,\) integer lengths in 1..4; got torch.float32"),
     (lambda: finetune.classifier_loss(
         classifier(), (IDS[:1, :3], torch.tensor([3]), torch.tensor([0])),
@@ -60,7 +60,7 @@ CASES = [
     (lambda: t5.span_corrupt(list(range(40)), [90], rate=0.5), ValueError,
      r"sentinels: 1 are too few for the spans \(one per span, plus one to end the "
      r"target\)"),
-    (lambda: t5.span_corrupt("abc", [90]), ValueError,
+    (lambda: t5.span_corrupt("abc", [90]), TypeError,
      r"ids must be a list of token ids \(ints >= 0\); got str 'abc'"),
     (lambda: t5.span_restore([1, 90], [2], [90]), ValueError,
      r"targets must start with a sentinel"),

@@ -14,7 +14,7 @@ CASES = [
     (lambda: hippo.legs_scan(torch.ones(3, 2), 4), ValueError,
      r"f must be a 1-D float tensor of samples \(L,\); got torch.float32 tensor of shape "
      r"\(3, 2\)"),
-    (lambda: hippo.legs_scan(torch.arange(5), 4), ValueError,
+    (lambda: hippo.legs_scan(torch.arange(5), 4), TypeError,
      r"f must be a 1-D float tensor of samples \(L,\); got torch.int64"),
     (lambda: hippo.legs_scan(torch.ones(0), 4), ValueError,
      r"f must hold at least one sample; got an empty tensor"),
@@ -24,7 +24,7 @@ CASES = [
     (lambda: hippo.legs_reconstruct(torch.ones(2, 3), torch.zeros(4)), ValueError,
      r"c must be a 1-D float tensor of N coefficients; got torch.float32 tensor of shape "
      r"\(2, 3\)"),
-    (lambda: hippo.legs_reconstruct(torch.ones(3), [0.5]), ValueError,
+    (lambda: hippo.legs_reconstruct(torch.ones(3), [0.5]), TypeError,
      r"s must be a 1-D float tensor of relative times; got list"),
     (lambda: hippo.legs_reconstruct(torch.ones(3), torch.tensor([0.0, 1.5])), ValueError,
      r"s must lie in \[0, 1\] \(a fraction of the history\); got values from 0 to 1.5"),

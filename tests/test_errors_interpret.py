@@ -15,15 +15,15 @@ def model():
 
 CASES = [
     (lambda: interpret.logit_lens(torch.nn.Linear(2, 2), torch.zeros(1, 2, dtype=torch.long)),
-     TypeError, r"model must be a lecturelib.pretraining.gpt.GPT; got Linear"),
+     TypeError, r"model must be a gpt.GPT; got Linear"),
     (lambda: interpret.logit_lens(model(), torch.zeros(1, 9, dtype=torch.long)), ValueError,
      r"ids has 9 positions; the model takes 1 to seq_len = 8"),
-    (lambda: interpret.logit_lens(model(), torch.zeros(2, 3)), ValueError,
-     r"ids must be a \(b, t\) integer tensor of token ids; got torch.float32"),
+    (lambda: interpret.logit_lens(model(), torch.zeros(2, 3)), TypeError,
+     r"ids must be an integer \(long\) tensor of token ids; got torch.float32"),
     (lambda: interpret.lens_loss_rank(model(), torch.zeros(2, 1, dtype=torch.long)),
      ValueError, r"ids needs at least 2 positions \(a next token\); got shape \(2, 1\)"),
     (lambda: interpret.lens_loss_rank("gpt", torch.zeros(2, 3, dtype=torch.long)),
-     TypeError, r"model must be a lecturelib.pretraining.gpt.GPT; got str"),
+     TypeError, r"model must be a gpt.GPT; got str"),
     (lambda: interpret.attention(model().blocks[0], torch.randn(1, 3, 16)), TypeError,
      r"attn must be a gpt.CausalSelfAttention; got Block"),
     (lambda: interpret.attention(model().blocks[0].attn, torch.randn(1, 3, 12)), ValueError,
@@ -31,7 +31,7 @@ CASES = [
     (lambda: interpret.attention(model().blocks[0].attn, torch.randn(3, 16)), ValueError,
      r"x must be a \(b, t, 16\) tensor; got .*shape \(3, 16\)"),
     (lambda: interpret.attention_maps(model(), torch.tensor([[7]])), ValueError,
-     r"ids must lie in 0..6; got values from 7 to 7"),
+     r"ids must hold token ids in 0..6; got ids from 7 to 7"),
 ]
 
 

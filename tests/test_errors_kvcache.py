@@ -26,17 +26,17 @@ CASES = [
     (
         lambda: kvcache.cache_bytes_per_token(0, 8, 128),
         ValueError,
-        r"n_layers must be a positive int; got 0",
+        r"n_layers must be an int >= 1; got int 0",
     ),
     (
         lambda: kvcache.cache_bytes_per_token(32, 8, 128, 1.5),
         ValueError,
-        r"bytes_per_value must be a positive int; got 1.5",
+        r"bytes_per_value must be an int >= 1; got float 1.5",
     ),
     (
         lambda: kvcache.mla_bytes_per_token(60, 512, -1),
         ValueError,
-        r"d_rope must be a positive int; got -1",
+        r"d_rope must be an int >= 1; got int -1",
     ),
     (
         lambda: kvcache.published_bytes_per_token("GPT-5"),
@@ -51,19 +51,19 @@ CASES = [
     (
         lambda: kvcache.KVCache(2, 1, 8, {"k": (0, 4)}),
         ValueError,
-        r"entries\['k'\] heads must be a positive int; got 0",
+        r"entries\['k'\] heads must be an int >= 1; got int 0",
     ),
     (
         lambda: kvcache.kv_cache(2, 1, 0, 2, 4),
         ValueError,
-        r"max_len must be a positive int; got 0",
+        r"max_len must be an int >= 1; got int 0",
     ),
     (
         lambda: kvcache.kv_cache(2, 1, 8, 2, 4).write(
             2, k=torch.zeros(1, 2, 1, 4), v=torch.zeros(1, 2, 1, 4)
         ),
         ValueError,
-        r"layer must be in 0..1; got 2",
+        r"layer must be an int in 0..1; got int 2",
     ),
     (
         lambda: kvcache.kv_cache(2, 1, 8, 2, 4).write(0, k=torch.zeros(1, 2, 1, 4)),
@@ -151,13 +151,13 @@ CASES = [
     ),
     (
         lambda: kvcache.recompute_logits(model(), [[1, 2]]),
-        ValueError,
-        r"ids must be a \(b, t\) tensor of token ids",
+        TypeError,
+        r"ids must be an integer \(long\) tensor of token ids; got list",
     ),
     (
         lambda: kvcache.generate(model(), torch.zeros(1, 2, dtype=torch.long), 0),
         ValueError,
-        r"n_new must be a positive int; got 0",
+        r"n_new must be an int >= 1; got int 0",
     ),
     (
         lambda: kvcache.generate(model(), torch.zeros(1, 2, dtype=torch.long), 2,

@@ -30,9 +30,9 @@ CASES = [
     (
         lambda: la.linear_attention_recurrent(Q, K, V),
         ValueError,
-        r"the recurrent form needs t = s; got t=8, s=6",
+        r"causal linear attention needs t = s; got t=8, s=6",
     ),
-    (lambda: la.random_features(4, 0), ValueError, r"m must be an int >= 1; got 0"),
+    (lambda: la.random_features(4, 0), ValueError, r"m must be an int >= 1; got int 0"),
     (
         lambda: la.performer_features(Q, torch.zeros(3, 5)),
         ValueError,
@@ -57,7 +57,7 @@ CASES = [
     (
         lambda: la.sliding_window_mask(8, 0),
         ValueError,
-        r"window must be an int >= 1; got 0",
+        r"window must be an int >= 1; got int 0",
     ),
     (
         lambda: la.bigbird_mask(8, 2, 9, 1),
@@ -67,17 +67,17 @@ CASES = [
     (
         lambda: la.bigbird_mask(8, 2, -1, 1),
         ValueError,
-        r"n_global must be an int >= 0; got -1",
+        r"n_global must be an int >= 0; got int -1",
     ),
     (
         lambda: la.RecallModel("flash", 8, 16, 4),
         ValueError,
-        r"variant must be one of \('softmax', .*\); got 'flash'",
+        r"variant must be one of \('softmax', .*\); got str 'flash'",
     ),
     (
         lambda: la.RecallModel("linear", 8, 16, 0),
         ValueError,
-        r"n_values must be an int >= 1; got 0",
+        r"n_values must be an int >= 1; got int 0",
     ),
     (
         lambda: la.RecallModel("linear", 8, 16, 4)(
@@ -90,7 +90,7 @@ CASES = [
     (
         lambda: la.recall_batch(4, 8, 6, 4),
         ValueError,
-        r"n_keys must be an int >= 8; got 6",
+        r"n_keys must be an int >= 8; got int 6",
     ),
 ]
 

@@ -8,14 +8,14 @@ import math
 import pytest
 import torch
 
-from lecturelib.recurrence import lm
+from lecturelib.recurrence import lm, word2vec
 
 CHARS = lm.Vocab("hello")  # 4 symbols: l, e, h, o
 WORDS = lm.Vocab(["the", "cat", "sat"])
 IDS = torch.tensor([0, 1, 2, 3, 0, 1])
 BIGRAM = lm.BigramLM(4).fit(IDS)
 WINDOW = lm.WindowLM(vocab_size=5, context=2, d_embed=3, d_hidden=4)
-SKIPGRAM = lm.SkipGram(5, 3)
+SKIPGRAM = word2vec.SkipGram(5, 3)
 COUNTS = torch.tensor([3, 2, 1, 1])
 VECTORS = torch.randn(4, 3)
 W, C, NEG = torch.randn(2, 3), torch.randn(2, 3), torch.randn(2, 4, 3)
@@ -100,20 +100,20 @@ CASES = [
     (lambda: lm.next_token_loss(logits_of((3, 2, 5)), (Y, Y)), ValueError,
      r"model\(x\) must return logits .*got shape \(3, 2, 5\)"),
     # subsample, skipgram_pairs, noise_distribution
-    (lambda: lm.subsample(IDS, COUNTS, t=0.0), ValueError, r"t must be a finite number in \(0"),
-    (lambda: lm.subsample(IDS, COUNTS[:2]), ValueError, r"ids must hold token ids in 0\.\.1"),
-    (lambda: lm.subsample(IDS, torch.zeros(4)), ValueError, r"counts must be finite, >= 0 and not"),
-    (lambda: lm.subsample(IDS, COUNTS.view(2, 2)), TypeError, r"counts must be a 1-D tensor"),
-    (lambda: lm.skipgram_pairs(IDS, 0), ValueError, r"window must be an int >= 1; got int 0"),
-    (lambda: lm.skipgram_pairs(IDS.float(), 1), TypeError, r"ids must be an integer"),
-    (lambda: lm.noise_distribution(-COUNTS), ValueError, r"counts must be finite, >= 0"),
-    (lambda: lm.noise_distribution(COUNTS, math.nan), ValueError, r"power must be .*got float nan"),
+    (lambda: word2vec.subsample(IDS, COUNTS, t=0.0), ValueError, r"t must be a finite number in \(0"),
+    (lambda: word2vec.subsample(IDS, COUNTS[:2]), ValueError, r"ids must hold token ids in 0\.\.1"),
+    (lambda: word2vec.subsample(IDS, torch.zeros(4)), ValueError, r"counts must be finite, >= 0 and not"),
+    (lambda: word2vec.subsample(IDS, COUNTS.view(2, 2)), TypeError, r"counts must be a 1-D tensor"),
+    (lambda: word2vec.skipgram_pairs(IDS, 0), ValueError, r"window must be an int >= 1; got int 0"),
+    (lambda: word2vec.skipgram_pairs(IDS.float(), 1), TypeError, r"ids must be an integer"),
+    (lambda: word2vec.noise_distribution(-COUNTS), ValueError, r"counts must be finite, >= 0"),
+    (lambda: word2vec.noise_distribution(COUNTS, math.nan), ValueError, r"power must be .*got float nan"),
     # sgns_loss, SkipGram
-    (lambda: lm.sgns_loss(W, C, NEG[0]), ValueError, r"negatives must be \(b, k, d\); got shape"),
-    (lambda: lm.sgns_loss(W, C[:1], NEG), ValueError,
+    (lambda: word2vec.sgns_loss(W, C, NEG[0]), ValueError, r"negatives must be \(b, k, d\); got shape"),
+    (lambda: word2vec.sgns_loss(W, C[:1], NEG), ValueError,
      r"center \(b, d\), context \(b, d\) and negatives \(b, k, d\) must agree on b and d"),
-    (lambda: lm.sgns_loss(W.long(), C, NEG), TypeError, r"center must be a float tensor \(b, d\)"),
-    (lambda: lm.SkipGram(5, 0), ValueError, r"d_embed must be an int >= 1; got int 0"),
+    (lambda: word2vec.sgns_loss(W.long(), C, NEG), TypeError, r"center must be a float tensor \(b, d\)"),
+    (lambda: word2vec.SkipGram(5, 0), ValueError, r"d_embed must be an int >= 1; got int 0"),
     (lambda: SKIPGRAM(torch.tensor([5]), torch.tensor([0]), torch.tensor([[1]])), ValueError,
      r"center must hold token ids in 0\.\.4; got ids from 5 to 5"),
     (lambda: SKIPGRAM(torch.tensor([0]), torch.tensor([-1]), torch.tensor([[1]])), ValueError,
@@ -121,12 +121,12 @@ CASES = [
     (lambda: SKIPGRAM(torch.tensor([0]), torch.tensor([1]), torch.tensor([1])), ValueError,
      r"negatives must be 2-D \(b, t\) token ids"),
     # nearest, project_2d
-    (lambda: lm.nearest(VECTORS, -1), ValueError, r"query must be an int in 0\.\.3; got int -1"),
-    (lambda: lm.nearest(VECTORS, 4), ValueError, r"query must be an int in 0\.\.3; got int 4"),
-    (lambda: lm.nearest(VECTORS, 0, k=4), ValueError, r"k must be an int in 1\.\.3; got int 4"),
-    (lambda: lm.nearest(VECTORS[0], 0), ValueError, r"vectors must be \(v, d\); got shape \(3,\)"),
-    (lambda: lm.project_2d(VECTORS[:, :1]), ValueError, r"n, d >= 2 .*got shape \(4, 1\)"),
-    (lambda: lm.project_2d(VECTORS.long()), TypeError, r"vectors must be a float tensor"),
+    (lambda: word2vec.nearest(VECTORS, -1), ValueError, r"query must be an int in 0\.\.3; got int -1"),
+    (lambda: word2vec.nearest(VECTORS, 4), ValueError, r"query must be an int in 0\.\.3; got int 4"),
+    (lambda: word2vec.nearest(VECTORS, 0, k=4), ValueError, r"k must be an int in 1\.\.3; got int 4"),
+    (lambda: word2vec.nearest(VECTORS[0], 0), ValueError, r"vectors must be \(v, d\); got shape \(3,\)"),
+    (lambda: word2vec.project_2d(VECTORS[:, :1]), ValueError, r"n, d >= 2 .*got shape \(4, 1\)"),
+    (lambda: word2vec.project_2d(VECTORS.long()), TypeError, r"vectors must be a float tensor"),
 ]
 
 

@@ -80,7 +80,7 @@ CASES = [
     (lambda: moe.dispatch_sorted(X, W, E, KEEP[:, :1], experts()), ValueError,
      r"weights, experts and keep must all be \(n, k\) with n = 3 rows of x; got \(3, 2\), "
      r"\(3, 2\) and \(3, 1\)"),
-    (lambda: moe.dispatch_sorted(X, W, E, KEEP.int(), experts()), ValueError,
+    (lambda: moe.dispatch_sorted(X, W, E, KEEP.int(), experts()), TypeError,
      r"keep must be an \(n, k\) bool tensor; got torch.int32 tensor of shape \(3, 2\)"),
     (lambda: moe.dispatch_sorted(X, W, E, KEEP, experts(3)), ValueError,
      r"experts must hold expert ids in 0..2; got ids from 0 to 3"),
@@ -106,7 +106,7 @@ CASES = [
     (lambda: moe.moe_lm_loss(gpt.GPT(gpt_config()), (torch.zeros(1, 4, dtype=torch.long),
                                                      torch.zeros(1, 4, dtype=torch.long))),
      TypeError, r"model must be a MoEGPT; got GPT"),
-    (lambda: moe.n_params(nn.Linear(2, 2)), TypeError,
+    (lambda: moe.param_counts(nn.Linear(2, 2)), TypeError,
      r"model must be a gpt.GPT or MoEGPT; got Linear"),
 ]
 

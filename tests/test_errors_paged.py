@@ -35,15 +35,20 @@ CASES = [
     (
         lambda: paged.PagedKVCache(64, 0, 2, 4),
         ValueError,
-        r"block_size must be a positive int; got 0",
+        r"block_size must be an int >= 1; got int 0",
     ),
     (
         lambda: paged.BlockAllocator(0),
         ValueError,
-        r"n_blocks must be a positive int; got 0",
+        r"n_blocks must be an int >= 1; got int 0",
     ),
     (overfill, RuntimeError, r"the cache is full: all 1 blocks are in use"),
     (double_release, ValueError, r"block 0 is not in use"),
+    (lambda: paged.BlockAllocator(4).release(-1), ValueError,
+     r"block must be an int in 0..3; got int -1"),
+    (lambda: paged.BlockAllocator(4).share(0), ValueError, r"block 0 is not in use"),
+    (lambda: paged.BlockAllocator(4).release(1.0), ValueError,
+     r"block must be an int in 0..3; got float 1.0"),
     (
         lambda: cache().append(0, torch.zeros(3, 4), torch.zeros(2, 4)),
         ValueError,
@@ -51,8 +56,8 @@ CASES = [
     ),
     (
         lambda: cache().append(0, torch.zeros(2, 4), [0.0]),
-        ValueError,
-        r"v must be one token's \(2, 4\); got list",
+        TypeError,
+        r"v must be a float tensor \(2, 4\); got list",
     ),
     (
         lambda: cache().append(5, torch.zeros(2, 4), torch.zeros(2, 4)),

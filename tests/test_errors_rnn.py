@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from lecturelib.recurrence import rnn
+from lecturelib.recurrence import gradients, rnn
 
 ELMAN = rnn.ElmanRNN(2, 3)
 CELL = rnn.ElmanCell(2, 3)
@@ -38,21 +38,21 @@ CASES = [
      ValueError, r"only tanh, unidirectional, batch_first"),
     (lambda: rnn.from_torch(torch.nn.RNN(2, 3)), ValueError, r"batch_first"),
     # jacobian_norms, init_recurrent_, clip_grad_norm
-    (lambda: rnn.jacobian_norms(torch.nn.RNNCell(2, 3), torch.zeros(4, 2)), TypeError,
+    (lambda: gradients.jacobian_norms(torch.nn.RNNCell(2, 3), torch.zeros(4, 2)), TypeError,
      r"cell must be an rnn.ElmanCell; got RNNCell"),
-    (lambda: rnn.jacobian_norms(CELL, torch.zeros(4, 3)), ValueError, r"x must be \(t, d_in=2\)"),
-    (lambda: rnn.jacobian_norms(CELL, torch.zeros(4, 2, dtype=torch.long)), TypeError,
+    (lambda: gradients.jacobian_norms(CELL, torch.zeros(4, 3)), ValueError, r"x must be \(t, d_in=2\)"),
+    (lambda: gradients.jacobian_norms(CELL, torch.zeros(4, 2, dtype=torch.long)), TypeError,
      r"x must be a float tensor"),
-    (lambda: rnn.init_recurrent_(torch.zeros(3, 4)), ValueError, r"must be square \(d, d\)"),
-    (lambda: rnn.init_recurrent_(torch.zeros(3, 3), "xavier"), ValueError,
+    (lambda: gradients.init_recurrent_(torch.zeros(3, 4)), ValueError, r"must be square \(d, d\)"),
+    (lambda: gradients.init_recurrent_(torch.zeros(3, 3), "xavier"), ValueError,
      r"scheme must be 'orthogonal', 'identity' or 'radius'; got 'xavier'"),
-    (lambda: rnn.init_recurrent_(torch.zeros(3, 3), scale=math.nan), ValueError,
+    (lambda: gradients.init_recurrent_(torch.zeros(3, 3), scale=math.nan), ValueError,
      r"scale must be a finite number .*got float nan"),
-    (lambda: rnn.init_recurrent_([[0.0]]), TypeError, r"weight must be a float tensor"),
-    (lambda: rnn.clip_grad_norm([torch.ones(2)], 0.0), ValueError,
+    (lambda: gradients.init_recurrent_([[0.0]]), TypeError, r"weight must be a float tensor"),
+    (lambda: gradients.clip_grad_norm([torch.ones(2)], 0.0), ValueError,
      r"max_norm must be a finite number in \(0, inf\); got float 0.0"),
-    (lambda: rnn.clip_grad_norm([torch.ones(2)], math.nan), ValueError, r"max_norm .*got float nan"),
-    (lambda: rnn.clip_grad_norm(torch.ones(2), 1.0), TypeError, r"grads must be a list of tensors"),
+    (lambda: gradients.clip_grad_norm([torch.ones(2)], math.nan), ValueError, r"max_norm .*got float nan"),
+    (lambda: gradients.clip_grad_norm(torch.ones(2), 1.0), TypeError, r"grads must be a list of tensors"),
     # batchify, chunk, TruncatedBPTT
     (lambda: rnn.batchify(IDS.view(4, 5), 2), ValueError, r"ids must be 1-D \(t,\) token ids"),
     (lambda: rnn.batchify(IDS.float(), 2), TypeError, r"ids must be an integer \(long\) tensor"),

@@ -29,7 +29,7 @@ CASES = [
     (lambda: rope_scaling.scaled_frequencies("pi", 7, 2.0, 10), ValueError,
      r"d must be a positive even int"),
     (lambda: rope_scaling.scaled_frequencies("yarn", 8, 2.0, 0), ValueError,
-     r"train_len must be >= 1; got 0"),
+     r"train_len must be an int >= 1; got int 0"),
     (lambda: rope_scaling.scaled_frequencies("yarn", 8, 2.0, 10, alpha=32, beta=1),
      ValueError, r"the ramp needs 0 <= alpha < beta; got alpha=32, beta=1"),
     (lambda: rope_scaling.yarn_mscale(0.9), ValueError,
@@ -37,7 +37,7 @@ CASES = [
     (lambda: rope_scaling.extend(model(), 4, "pi"), ValueError,
      r"scale must be a finite number >= 1 .*got 0.5"),
     (lambda: rope_scaling.extend(model(), 16.0, "pi"), ValueError,
-     r"seq_len must be an int; got 16.0"),
+     r"seq_len must be an int >= 1; got float 16.0"),
     (lambda: rope_scaling.extend(model(), 16, "alibi"), ValueError,
      r"method must be one of .*got 'alibi'"),
     (lambda: rope_scaling.extend(torch.nn.Linear(2, 2), 16), TypeError,
@@ -47,11 +47,11 @@ CASES = [
     (lambda: rope_scaling.loss_by_position(model(), torch.arange(5), 8), ValueError,
      r"the stream \(5 tokens\) is shorter than one window of seq_len=8 \+ 1"),
     (lambda: rope_scaling.loss_by_position(model(), torch.arange(20), 0), ValueError,
-     r"seq_len must be >= 1; got 0"),
-    (lambda: rope_scaling.loss_by_position(model(), torch.zeros(20), 8), ValueError,
-     r"ids must be a 1-d integer token stream"),
+     r"seq_len must be an int >= 1; got int 0"),
+    (lambda: rope_scaling.loss_by_position(model(), torch.zeros(20), 8), TypeError,
+     r"ids must be an integer \(long\) tensor of token ids; got torch.float32"),
     (lambda: rope_scaling.loss_by_position(model(), torch.zeros(2, 20).long(), 8),
-     ValueError, r"ids must be a 1-d integer token stream"),
+     ValueError, r"ids must be 1-D \(t,\) token ids; got shape \(2, 20\)"),
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.efficiency import speculative
+from lecturelib.efficiency import ngram_draft, speculative
 from lecturelib.pretraining import gpt
 
 
@@ -30,22 +30,9 @@ CASES = [
     (lambda: speculative.speculative_generate(None, model(), PROMPT, 4, 2),
      TypeError, r"target must be a gpt.GPT; got NoneType"),
     (lambda: speculative.speculative_generate(
-        model(), speculative.NGramDraft(torch.tensor([0, 1, 2]), 2, 5), PROMPT, 4, 2),
+        model(), ngram_draft.NGramDraft(torch.tensor([0, 1, 2]), 2, 5), PROMPT, 4, 2),
      ValueError, r"draft and target must share one vocabulary; got vocab_size 5 "
      r"\(draft\) and 7 \(target\)"),
-    (lambda: speculative.NGramDraft(torch.tensor([0, 1, 2]), 0, 5),
-     ValueError, r"order must be an int >= 1; got int 0"),
-    (lambda: speculative.NGramDraft(torch.tensor([0, 1, 2]), 2, 0),
-     ValueError, r"vocab_size must be an int >= 1; got int 0"),
-    (lambda: speculative.NGramDraft(torch.tensor([0.0, 1.0]), 2, 5),
-     ValueError, r"ids must be a 1-D integer tensor of at least order = 2 token ids; "
-     r"got torch.float32 tensor of shape \(2,\)"),
-    (lambda: speculative.NGramDraft(torch.tensor([3]), 2, 5),
-     ValueError, r"ids must be a 1-D integer tensor of at least order = 2 token ids"),
-    (lambda: speculative.NGramDraft([0, 1, 2], 2, 5),
-     ValueError, r"ids must be a 1-D integer tensor .*; got list"),
-    (lambda: speculative.NGramDraft(torch.tensor([0, 7, 2]), 2, 5),
-     ValueError, r"ids must lie in 0..4 \(vocab_size 5\); got ids from 0 to 7"),
     (lambda: speculative.speculative_generate(model(), model(), torch.tensor([1, 2]), 4,
                                               2),
      ValueError, r"prompt must be a \(1, t\) tensor of token ids; got torch.int64 "
@@ -84,7 +71,7 @@ CASES = [
     (lambda: speculative.residual(torch.tensor([0.5, 0.5]), torch.tensor([1.0, 0, 0])),
      ValueError, r"p and q must have the same vocabulary; got 2 and 3 tokens"),
     (lambda: speculative.residual(torch.tensor([1, 0]), torch.tensor([1.0, 0])),
-     ValueError, r"p must be a float tensor \(v,\) of probabilities; got torch.int64"),
+     TypeError, r"p must be a float tensor \(v,\) of probabilities; got torch.int64"),
     (lambda: speculative.first_token_distribution(P[0], P[0], "x"), ValueError,
      r"rule must be one of"),
     (lambda: speculative.sequence_distribution(None, None, (), 0, 2), ValueError,

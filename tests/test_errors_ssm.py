@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.state_space import ssm
+from lecturelib.state_space import s4d, ssm
 
 A2, B2, C2 = -torch.eye(2), torch.ones(2), torch.ones(2)
 x = torch.randn(1, 5)
@@ -13,7 +13,7 @@ x = torch.randn(1, 5)
 
 def layer():
     torch.manual_seed(0)
-    return ssm.S4D(4, 8)
+    return s4d.S4D(4, 8)
 
 
 CASES = [
@@ -47,16 +47,16 @@ CASES = [
      r"K must be \(\.\.\., L\) with the L = 5 of x; got shape \(4,\)"),
     (lambda: ssm.ssm_convolve(x, torch.ones(5), method="fast"), ValueError,
      r"method must be 'fft' or 'direct'; got 'fast'"),
-    (lambda: ssm.s4d_init(8, "legs"), ValueError,
+    (lambda: s4d.s4d_init(8, "legs"), ValueError,
      r"init must be one of \('lin', 'inv'\); got 'legs'"),
-    (lambda: ssm.S4D(4, 8, init="linear"), ValueError,
+    (lambda: s4d.S4D(4, 8, init="linear"), ValueError,
      r"init must be one of \('lin', 'inv'\); got 'linear'"),
-    (lambda: ssm.S4D(4, 7), ValueError,
+    (lambda: s4d.S4D(4, 7), ValueError,
      r"d_state must be even \(d_state/2 complex conjugate pairs\); got 7"),
-    (lambda: ssm.S4D(0, 8), ValueError, r"d_model must be an int >= 1; got int 0"),
-    (lambda: ssm.S4D(4, 8, dt_min=0.0), ValueError,
+    (lambda: s4d.S4D(0, 8), ValueError, r"d_model must be an int >= 1; got int 0"),
+    (lambda: s4d.S4D(4, 8, dt_min=0.0), ValueError,
      r"dt_min must be a finite number in \(0, inf\); got float 0.0"),
-    (lambda: ssm.S4D(4, 8, dt_min=0.1, dt_max=0.01), ValueError,
+    (lambda: s4d.S4D(4, 8, dt_min=0.1, dt_max=0.01), ValueError,
      r"dt_max must be a finite number in \[0.1, inf\); got float 0.01"),
     (lambda: layer()(torch.randn(2, 10, 3)), ValueError,
      r"S4D input must be \(b, t, d_model=4\); got shape \(2, 10, 3\)"),
@@ -65,12 +65,17 @@ CASES = [
      r"shape \(10, 4\)"),
     (lambda: layer().kernel(0), ValueError, r"L must be an int >= 1; got int 0"),
     (lambda: layer().step(torch.randn(2, 3)), ValueError,
-     r"u_t must be \(b, d_model=4\); got torch.float32 tensor of shape \(2, 3\)"),
-    (lambda: ssm.S4DNet(3, vocab_size=5, d_in=2), ValueError,
+     r"u_t must be \(b, d_model=4\); got shape \(2, 3\)"),
+    (lambda: layer().step(torch.randn(2, 3, 4)), ValueError,
+     r"u_t must be a float tensor \(b, d_model=4\); got torch.float32 tensor of shape "
+     r"\(2, 3, 4\)"),
+    (lambda: layer()(torch.zeros(2, 10, 4, dtype=torch.long)), TypeError,
+     r"S4D input must be a float tensor \(b, t, d_model=4\); got torch.int64"),
+    (lambda: s4d.S4DNet(3, vocab_size=5, d_in=2), ValueError,
      r"give exactly one of vocab_size \(token input\) and d_in \(feature input\)"),
-    (lambda: ssm.S4DNet(3, d_model=8, d_state=4, vocab_size=5)(torch.randn(2, 4)), ValueError,
+    (lambda: s4d.S4DNet(3, d_model=8, d_state=4, vocab_size=5)(torch.randn(2, 4)), TypeError,
      r"S4DNet with vocab_size takes \(b, t\) token ids; got torch.float32"),
-    (lambda: ssm.S4DNet(3, d_model=8, d_state=4, d_in=2)(torch.randn(2, 4, 3)), ValueError,
+    (lambda: s4d.S4DNet(3, d_model=8, d_state=4, d_in=2)(torch.randn(2, 4, 3)), ValueError,
      r"S4DNet with d_in=2 takes \(b, t, 2\) features; got torch.float32 tensor of shape "
      r"\(2, 4, 3\)"),
 ]

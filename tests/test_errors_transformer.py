@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from lecturelib.recurrence import seq2seq
-from lecturelib.transformers import self_attention, transformer
+from lecturelib.transformers import self_attention, transformer, vit
 
 IDS = torch.tensor([[1, 2, 3], [4, 5, 6]])
 
@@ -19,13 +19,13 @@ def tf_config(**kw):
 
 
 def vit_config(**kw):
-    return transformer.ViTConfig(**{"image_size": 8, "patch_size": 2, "n_classes": 3,
+    return vit.ViTConfig(**{"image_size": 8, "patch_size": 2, "n_classes": 3,
                                     "d_model": 8, "n_heads": 2, "n_layers": 1} | kw)
 
 
-def vit():
+def vit_model():
     torch.manual_seed(0)
-    return transformer.ViT(vit_config())
+    return vit.ViT(vit_config())
 
 
 def lm():
@@ -48,56 +48,68 @@ def encoded():
 CASES = [
     # configs: zero and wrong sizes
     (lambda: tf_config(d_model=0), ValueError,
-     r"TransformerConfig: d_model must be a positive int; got 0"),
-    (lambda: tf_config(n_heads=0), ValueError, r"n_heads must be a positive int; got 0"),
-    (lambda: tf_config(n_layers=-1), ValueError, r"n_layers must be a positive int; got -1"),
-    (lambda: tf_config(d_ff=0), ValueError, r"d_ff must be a positive int; got 0"),
-    (lambda: tf_config(vocab_size=0), ValueError, r"vocab_size must be a positive int; got 0"),
-    (lambda: tf_config(max_len=2.0), ValueError, r"max_len must be a positive int; got 2\.0"),
+     r"d_model must be an int >= 1; got int 0"),
+    (lambda: tf_config(n_heads=0), ValueError,
+     r"n_heads must be an int >= 1; got int 0"),
+    (lambda: tf_config(n_layers=-1), ValueError,
+     r"n_layers must be an int >= 1; got int -1"),
+    (lambda: tf_config(d_ff=0), ValueError,
+     r"d_ff must be an int >= 1; got int 0"),
+    (lambda: tf_config(vocab_size=0), ValueError,
+     r"vocab_size must be an int >= 1; got int 0"),
+    (lambda: tf_config(max_len=2.0), ValueError,
+     r"max_len must be an int >= 1; got float 2\.0"),
     (lambda: tf_config(n_heads=3), ValueError,
      r"d_model must be divisible by n_heads; got d_model=8, n_heads=3"),
-    (lambda: tf_config(dropout=1.5), ValueError, r"dropout must be in \[0, 1\); got 1\.5"),
+    (lambda: tf_config(dropout=1.5), ValueError,
+     r"dropout must be a number in \[0, 1\); got float 1\.5"),
     (lambda: transformer.TransformerConfig(10), TypeError, r"positional"),
     (lambda: transformer.StackConfig(d_model=8, n_heads=0), ValueError,
-     r"StackConfig: n_heads must be a positive int"),
-    (lambda: vit_config(patch_size=0), ValueError, r"ViTConfig: patch_size must be a positive"),
-    (lambda: vit_config(image_size=0), ValueError, r"image_size must be a positive int; got 0"),
-    (lambda: vit_config(n_classes=0), ValueError, r"n_classes must be a positive int; got 0"),
+     r"n_heads must be an int >= 1; got int 0"),
+    (lambda: vit_config(patch_size=0), ValueError,
+     r"patch_size must be an int >= 1; got int 0"),
+    (lambda: vit_config(image_size=0), ValueError,
+     r"image_size must be an int >= 1; got int 0"),
+    (lambda: vit_config(n_classes=0), ValueError,
+     r"n_classes must be an int >= 1; got int 0"),
     # builders given something else than their config
     (lambda: transformer.stack(8), TypeError, r"config must be a StackConfig; got int"),
     (lambda: transformer.make_seq2seq(vit_config(), src_vocab_size=10), TypeError,
      r"config must be a TransformerConfig; got ViTConfig"),
     (lambda: transformer.make_seq2seq(tf_config(), src_vocab_size=0), ValueError,
-     r"vocab_size must be a positive int; got 0"),
+     r"vocab_size must be an int >= 1; got int 0"),
     (lambda: transformer.TransformerLM(10), TypeError,
      r"config must be a TransformerConfig; got int"),
     (lambda: transformer.TransformerEncoder(vit_config()), TypeError,
      r"config must be a TransformerConfig; got ViTConfig"),
     (lambda: transformer.TransformerDecoder({"vocab_size": 10}), TypeError,
      r"config must be a TransformerConfig; got dict"),
-    (lambda: transformer.ViT(tf_config()), TypeError,
+    (lambda: vit.ViT(tf_config()), TypeError,
      r"config must be a ViTConfig; got TransformerConfig"),
     # ids: float, negative, too large, wrong shape, too long
-    (lambda: transformer.Embedding(10, 8, 6)(IDS.float()), ValueError,
-     r"ids must be \(b, t\) integer token ids; got torch.float32"),
+    (lambda: transformer.Embedding(10, 8, 6)(IDS.float()), TypeError,
+     r"ids must be an integer \(long\) tensor of token ids; got torch\.float32 tensor of shape \(2, 3\)"),
     (lambda: transformer.Embedding(10, 8, 6)(-IDS), ValueError,
-     r"ids must lie in 0\.\.9 \(vocab_size=10\); got values from -6"),
+     r"ids must hold token ids in 0\.\.9; got ids from -6 to -1"),
     (lambda: transformer.Embedding(10, 8, 6)(IDS[0]), ValueError,
-     r"ids must be \(b, t\) integer token ids; got torch.int64 \(3,\)"),
+     r"ids must be 2-D \(b, t\) token ids; got shape \(3,\)"),
     (lambda: transformer.Embedding(10, 8, 2)(IDS), ValueError,
      r"ids must be \(b, t\) with t <= max_len=2; got \(2, 3\)"),
-    (lambda: lm()(IDS + 10), ValueError, r"ids must lie in 0\.\.9 .*to 16"),
-    (lambda: lm()(IDS.double()), ValueError, r"ids must be \(b, t\) integer token ids"),
+    (lambda: lm()(IDS + 10), ValueError,
+     r"ids must hold token ids in 0\.\.9; got ids from 11 to 16"),
+    (lambda: lm()(IDS.double()), TypeError,
+     r"ids must be an integer \(long\) tensor of token ids; got torch\.float64 tensor of shape \(2, 3\)"),
     (lambda: encoder()(IDS, torch.tensor([3])), ValueError,
      r"src_len must be \(b,\) = \(2,\) integer lengths in 1\.\.3"),
     (lambda: encoder()(IDS, torch.tensor([3, 0])), ValueError, r"src_len must be .*\[3, 0\]"),
     (lambda: encoder()(IDS - 2, torch.tensor([3, 3])), ValueError,
-     r"src must lie in 0\.\.9 .*from -1"),
-    (lambda: encoder()(IDS.float(), torch.tensor([3, 3])), ValueError,
-     r"src must be \(b, s\) integer token ids"),
-    (lambda: translator().decoder(IDS.float(), encoded()), ValueError,
-     r"ids must be \(b, t\) integer token ids"),
-    (lambda: translator()(IDS, torch.tensor([3, 3]), -IDS), ValueError, r"ids must lie in 0\.\.9"),
+     r"src must hold token ids in 0\.\.9; got ids from -1 to 4"),
+    (lambda: encoder()(IDS.float(), torch.tensor([3, 3])), TypeError,
+     r"src must be an integer \(long\) tensor of token ids; got torch\.float32 tensor of shape \(2, 3\)"),
+    (lambda: translator().decoder(IDS.float(), encoded()), TypeError,
+     r"ids must be an integer \(long\) tensor of token ids; got torch\.float32 tensor of shape \(2, 3\)"),
+    (lambda: translator()(IDS, torch.tensor([3, 3]), -IDS), ValueError,
+     r"ids must hold token ids in 0\.\.9; got ids from -6 to -1"),
     # blocks and masks
     (lambda: transformer.Block(8, 2)(torch.randn(2, 3, 8), memory=torch.randn(2, 4, 8)),
      ValueError, r"memory: a block built with cross=True needs memory .*got memory"),
@@ -121,21 +133,21 @@ CASES = [
     (lambda: transformer.RMSNorm(8)(torch.randn(2, 6)), ValueError, r"d_model=8; got \(2, 6\)"),
     (lambda: transformer.FeedForward(8)([1.0] * 8), ValueError, r"d_model=8; got list"),
     # images and patches
-    (lambda: transformer.patchify(torch.rand(1, 1, 8, 8), 0), ValueError,
-     r"patchify: patch_size must be a positive int; got 0"),
-    (lambda: transformer.patchify(torch.rand(1, 1, 8, 8), 3), ValueError,
+    (lambda: vit.patchify(torch.rand(1, 1, 8, 8), 0), ValueError,
+     r"patch_size must be an int >= 1; got int 0"),
+    (lambda: vit.patchify(torch.rand(1, 1, 8, 8), 3), ValueError,
      r"images must be \(b, c, H, W\) with H and W multiples of patch_size=3; got \(1, 1, 8, 8\)"),
-    (lambda: transformer.patchify(torch.rand(8, 8), 2), ValueError, r"got \(8, 8\)"),
-    (lambda: transformer.PatchEmbedding(8, 0, 1, 8), ValueError,
-     r"PatchEmbedding: patch_size must be a positive int; got 0"),
-    (lambda: transformer.PatchEmbedding(5, 2, 1, 8), ValueError,
+    (lambda: vit.patchify(torch.rand(8, 8), 2), ValueError, r"got \(8, 8\)"),
+    (lambda: vit.PatchEmbedding(8, 0, 1, 8), ValueError,
+     r"patch_size must be an int >= 1; got int 0"),
+    (lambda: vit.PatchEmbedding(5, 2, 1, 8), ValueError,
      r"image_size must be a multiple of patch_size; got 5 and 2"),
-    (lambda: vit()(torch.rand(2, 1, 16, 16)), ValueError,
+    (lambda: vit_model()(torch.rand(2, 1, 16, 16)), ValueError,
      r"images must be \(b, c, H, W\) = \(b, 1, 8, 8\) as configured; got \(2, 1, 16, 16\)"),
-    (lambda: vit()(torch.rand(2, 1, 4, 4)), ValueError, r"= \(b, 1, 8, 8\) .*got \(2, 1, 4, 4\)"),
-    (lambda: vit()(torch.rand(2, 3, 8, 8)), ValueError, r"= \(b, 1, 8, 8\) .*got \(2, 3, 8, 8\)"),
-    (lambda: vit()(torch.rand(1, 8, 8)), ValueError, r"as configured; got \(1, 8, 8\)"),
-    (lambda: vit()(torch.rand(2, 1, 8, 10)), ValueError, r"got \(2, 1, 8, 10\)"),
+    (lambda: vit_model()(torch.rand(2, 1, 4, 4)), ValueError, r"= \(b, 1, 8, 8\) .*got \(2, 1, 4, 4\)"),
+    (lambda: vit_model()(torch.rand(2, 3, 8, 8)), ValueError, r"= \(b, 1, 8, 8\) .*got \(2, 3, 8, 8\)"),
+    (lambda: vit_model()(torch.rand(1, 8, 8)), ValueError, r"as configured; got \(1, 8, 8\)"),
+    (lambda: vit_model()(torch.rand(2, 1, 8, 10)), ValueError, r"got \(2, 1, 8, 10\)"),
 ]
 
 

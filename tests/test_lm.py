@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lecturelib import check, train
-from lecturelib.recurrence import lm
+from lecturelib.recurrence import lm, word2vec
 
 
 @settings(max_examples=50, deadline=None)
@@ -142,17 +142,17 @@ def test_sgns_loss_known_answers():
     w, c, negs = torch.randn(4, 5), torch.randn(4, 5), torch.randn(4, 3, 5)
     by_hand = -(torch.log(torch.sigmoid((w * c).sum(1)))
                 + torch.log(torch.sigmoid(-(negs @ w[:, :, None]).squeeze(-1))).sum(1)).mean()
-    check.close(lm.sgns_loss(w, c, negs), by_hand)
-    zero = lm.sgns_loss(torch.zeros(2, 5), torch.zeros(2, 5), torch.zeros(2, 3, 5))
+    check.close(word2vec.sgns_loss(w, c, negs), by_hand)
+    zero = word2vec.sgns_loss(torch.zeros(2, 5), torch.zeros(2, 5), torch.zeros(2, 3, 5))
     assert zero.item() == pytest.approx(4 * math.log(2))
 
 
 def test_skipgram_model_matches_loss_and_trains_sparse():
     torch.manual_seed(0)
-    model = lm.SkipGram(10, 4, sparse=True)
+    model = word2vec.SkipGram(10, 4, sparse=True)
     center, context = torch.tensor([1, 2]), torch.tensor([3, 4])
     negatives = torch.tensor([[5, 6], [7, 8]])
-    expected = lm.sgns_loss(model.center(center), model.context(context), model.context(negatives))
+    expected = word2vec.sgns_loss(model.center(center), model.context(context), model.context(negatives))
     check.close(model(center, context, negatives), expected)
     opt = torch.optim.SparseAdam(list(model.parameters()), lr=0.1)
     hist = train.fit(model, [(center, context, negatives)], lambda m, b: m(*b), steps=50,
@@ -164,14 +164,14 @@ def test_skipgram_model_matches_loss_and_trains_sparse():
 
 
 def test_skipgram_pairs_known_answer():
-    pairs = lm.skipgram_pairs(torch.tensor([1, 2, 3]), window=1)
+    pairs = word2vec.skipgram_pairs(torch.tensor([1, 2, 3]), window=1)
     assert sorted(map(tuple, pairs.tolist())) == [(1, 2), (2, 1), (2, 3), (3, 2)]
-    assert len(lm.skipgram_pairs(torch.arange(10), window=3)) == 2 * (9 + 8 + 7)
+    assert len(word2vec.skipgram_pairs(torch.arange(10), window=3)) == 2 * (9 + 8 + 7)
 
 
 def test_noise_distribution_and_its_samples():
     counts = torch.tensor([1000.0, 100.0, 10.0, 1.0])
-    noise = lm.noise_distribution(counts)
+    noise = word2vec.noise_distribution(counts)
     check.close(noise, counts ** 0.75 / (counts ** 0.75).sum())
     draws = torch.multinomial(noise, 200_000, replacement=True,
                               generator=torch.Generator().manual_seed(0))
@@ -182,7 +182,7 @@ def test_noise_distribution_and_its_samples():
 def test_subsample_keeps_each_word_with_its_probability():
     counts = torch.tensor([9000, 1000])
     ids = torch.cat([torch.zeros(9000, dtype=torch.long), torch.ones(1000, dtype=torch.long)])
-    kept = lm.subsample(ids, counts, t=0.01, generator=torch.Generator().manual_seed(0))
+    kept = word2vec.subsample(ids, counts, t=0.01, generator=torch.Generator().manual_seed(0))
     kept_frac = torch.bincount(kept, minlength=2).float() / counts
     expected = torch.sqrt(0.01 / (counts.float() / counts.sum())).clamp(max=1)
     assert (kept_frac - expected).abs().max() < 0.03
@@ -190,7 +190,7 @@ def test_subsample_keeps_each_word_with_its_probability():
 
 def test_nearest_and_projection():
     vectors = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [-1.0, 0.0]])
-    assert [i for i, _ in lm.nearest(vectors, 0, k=3)] == [1, 2, 3]
+    assert [i for i, _ in word2vec.nearest(vectors, 0, k=3)] == [1, 2, 3]
     plane = torch.randn(20, 2) @ torch.randn(2, 6)  # points on a 2-D plane in 6-D
-    xy = lm.project_2d(plane)
+    xy = word2vec.project_2d(plane)
     check.close(torch.cdist(xy, xy), torch.cdist(plane, plane), atol=1e-4, rtol=1e-4)

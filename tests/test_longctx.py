@@ -1,5 +1,5 @@
-"""lecturelib.long_context.longctx: segment recurrence against recomputation, kNN attention against
-full attention, the IVF index against exact search, Unlimiformer's identity."""
+"""lecturelib.long_context.longctx and retrieval: segment recurrence against recomputation,
+kNN attention against full attention, the IVF index against exact search, Unlimiformer's identity."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from lecturelib import tasks
-from lecturelib.long_context import longctx
+from lecturelib.long_context import longctx, retrieval
 from lecturelib.pretraining import gpt
 
 
@@ -59,21 +59,21 @@ def test_knn_attention_over_all_keys_is_full_attention():
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(n, 8, generator=g) for n in (5, 40, 40))
     full = (q @ k.T / math.sqrt(8)).softmax(-1) @ v
-    torch.testing.assert_close(longctx.knn_attention(q, k, v, 40), full)
-    assert longctx.knn_attention(q, k, v, 4).shape == (5, 8)
+    torch.testing.assert_close(retrieval.knn_attention(q, k, v, 40), full)
+    assert retrieval.knn_attention(q, k, v, 4).shape == (5, 8)
 
 
 def test_knn_attention_with_one_key_returns_the_best_keys_value():
     k = torch.eye(4)
     v = torch.arange(8.0).view(4, 2)
-    out = longctx.knn_attention(torch.tensor([[0.0, 0.0, 3.0, 0.0]]), k, v, 1)
+    out = retrieval.knn_attention(torch.tensor([[0.0, 0.0, 3.0, 0.0]]), k, v, 1)
     torch.testing.assert_close(out, v[2:3])
 
 
 def test_ivf_probing_every_cell_is_exact_search():
     g = torch.Generator().manual_seed(0)
     k, q = torch.randn(200, 8, generator=g), torch.randn(6, 8, generator=g)
-    index = longctx.IVFIndex(k, n_cells=8, n_probe=8)
+    index = retrieval.IVFIndex(k, n_cells=8, n_probe=8)
     exact = (q @ k.T).topk(5, -1).indices
     assert torch.equal(index.search(q, 5), exact)
     assert torch.equal(index.scanned(q), torch.full((6,), 200))
@@ -82,7 +82,7 @@ def test_ivf_probing_every_cell_is_exact_search():
 def test_ivf_probing_few_cells_scans_fewer_keys():
     g = torch.Generator().manual_seed(0)
     k, q = torch.randn(400, 8, generator=g), torch.randn(10, 8, generator=g)
-    index = longctx.IVFIndex(k, n_cells=16, n_probe=2)
+    index = retrieval.IVFIndex(k, n_cells=16, n_probe=2)
     assert index.scanned(q).max() < 400
     assert index.search(q, 3).shape == (10, 3)
 
@@ -91,7 +91,7 @@ def test_unlimiformer_query_scores_raw_states_like_projected_keys():
     g = torch.Generator().manual_seed(0)
     h_d, h_e = torch.randn(3, 12, generator=g), torch.randn(30, 12, generator=g)
     W_q, W_k = torch.randn(12, 4, generator=g), torch.randn(12, 4, generator=g)
-    torch.testing.assert_close(longctx.unlimiformer_query(h_d, W_q, W_k) @ h_e.T,
+    torch.testing.assert_close(retrieval.unlimiformer_query(h_d, W_q, W_k) @ h_e.T,
                                (h_d @ W_q) @ (h_e @ W_k).T, rtol=1e-4, atol=1e-4)
 
 
@@ -180,24 +180,24 @@ def pk_model():
 
 def test_window_qkv_reads_each_window_alone():
     m, x = pk_model(), ids(2, 24)
-    qkv = longctx.window_qkv(m, x)
+    qkv = retrieval.window_qkv(m, x)
     assert len(qkv) == 2 and qkv[0].shape == (3, 2, 2, 24, 8)
-    alone = longctx.window_qkv(m, x[:, 8:16])
+    alone = retrieval.window_qkv(m, x[:, 8:16])
     torch.testing.assert_close(qkv[1][:, :, :, 8:16], alone[1])
 
 
 def test_memory_logits_without_memory_is_the_model_on_the_last_window():
     m, x = pk_model(), ids(2, 24)
-    torch.testing.assert_close(longctx.memory_logits(m, x), m(x[:, -8:]),
+    torch.testing.assert_close(retrieval.memory_logits(m, x), m(x[:, -8:]),
                                rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(longctx.memory_logits(m, x, 4, layers=()), m(x[:, -8:]),
+    torch.testing.assert_close(retrieval.memory_logits(m, x, 4, layers=()), m(x[:, -8:]),
                                rtol=1e-4, atol=1e-4)
-    assert not torch.allclose(longctx.memory_logits(m, x, 4), m(x[:, -8:]))
+    assert not torch.allclose(retrieval.memory_logits(m, x, 4), m(x[:, -8:]))
 
 
 def test_memory_logits_with_an_index_probing_every_cell_is_exact():
     m, x = pk_model(), ids(2, 32)
-    exact = longctx.memory_logits(m, x, 3)
-    torch.testing.assert_close(longctx.memory_logits(m, x, 3, n_cells=4, n_probe=4),
+    exact = retrieval.memory_logits(m, x, 3)
+    torch.testing.assert_close(retrieval.memory_logits(m, x, 3, n_cells=4, n_probe=4),
                                exact)
     assert exact.shape == (2, 8, 11)

@@ -141,8 +141,8 @@ def test_moe_gpt_parameters_total_and_activated():
     torch.manual_seed(0)
     dense = gpt.GPT(config)
     m = moe.MoEGPT(config, moe.MoEConfig(d_model=16, d_ff=32, n_experts=4, top_k=2))
-    assert moe.n_params(dense) == (gpt.n_params(dense),) * 2
-    total, active = moe.n_params(m)
+    assert moe.param_counts(dense) == (gpt.n_params(dense),) * 2
+    total, active = moe.param_counts(m)
     L, d = 2, 16
     assert active == gpt.n_params(dense) + L * 4 * d      # routers
     assert total == active + L * 2 * (2 * d * 32)         # two idle experts per layer

@@ -78,12 +78,32 @@ def test_citations_exist(nb):
     assert cited <= BIB_KEYS, f"missing from book/references.bib: {sorted(cited - BIB_KEYS)}"
 
 
+def glue_all_names(code: str) -> set[str]:
+    """The names that ``glue_all(name=value, ...)`` and ``glue_all({"name": value})`` glue."""
+    names = set()
+    for call in re.finditer(r"glue_all\(", code):
+        depth, i = 1, call.end()
+        while depth and i < len(code):
+            depth += {"(": 1, ")": -1}.get(code[i], 0)
+            i += 1
+        args = code[call.end():i - 1]
+        names |= set(re.findall(r"(?:^|[(,\s])([A-Za-z_]\w*)\s*=(?!=)", args))
+        names |= set(re.findall(r"[\"']([A-Za-z_0-9]+)[\"']\s*:", args))
+    return names
+
+
+def test_glue_all_names_are_found():
+    code = 'glue_all(a=1, b_2=f(x, y=3) == 2)\nglue_all({"c": 1}, d=g(z))\nh(e=1)'
+    assert glue_all_names(code) == {"a", "b_2", "c", "d", "y"}
+
+
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_glued_numbers_are_glued(nb):
     text = "\n".join(source(c) for c in cells(nb, "markdown"))
     used = set(re.findall(r"\{glue(?::\w+)?\}`([A-Za-z_0-9]+)", text))
     code = "\n".join(source(c) for c in cells(nb, "code"))
     glued = set(re.findall(r"glue\(\s*[\"']([A-Za-z_0-9]+)[\"']", code))
+    glued |= glue_all_names(code)
     assert used, "numbers in the prose come from glue"
     assert used <= glued, f"used in the prose but never glued: {sorted(used - glued)}"
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lecturelib import check, train
-from lecturelib.recurrence import rnn
+from lecturelib.recurrence import gradients, rnn
 
 
 @pytest.fixture(autouse=True)
@@ -76,7 +76,7 @@ def test_jacobian_norms_equal_the_explicit_product():
     torch.manual_seed(0)
     cell = rnn.ElmanCell(3, 4).double()
     x = torch.randn(7, 3, dtype=torch.float64)
-    norms = rnn.jacobian_norms(cell, x)
+    norms = gradients.jacobian_norms(cell, x)
     check.shape(norms, "k", k=8)
     check.close(norms, explicit_jacobian_norms(cell, x), atol=1e-10)
 
@@ -85,24 +85,24 @@ def test_jacobian_norms_known_answers():
     cell = rnn.ElmanCell(2, 3)
     with torch.no_grad():
         cell.W_h.zero_()  # no recurrence: h_T does not depend on any earlier state
-    norms = rnn.jacobian_norms(cell, torch.randn(4, 2))
+    norms = gradients.jacobian_norms(cell, torch.randn(4, 2))
     check.close(norms, torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0]))
     with pytest.raises(ValueError, match=r"\(t, d_in=2\)"):
-        rnn.jacobian_norms(cell, torch.randn(2, 4, 2))
+        gradients.jacobian_norms(cell, torch.randn(2, 4, 2))
 
 
 def test_init_recurrent_schemes():
     w = torch.empty(20, 20)
-    rnn.init_recurrent_(w, "radius", 1.5, generator=torch.Generator().manual_seed(0))
+    gradients.init_recurrent_(w, "radius", 1.5, generator=torch.Generator().manual_seed(0))
     assert torch.linalg.eigvals(w).abs().max().item() == pytest.approx(1.5, rel=1e-5)
-    rnn.init_recurrent_(w, "orthogonal", 0.5)
+    gradients.init_recurrent_(w, "orthogonal", 0.5)
     check.close(w @ w.T, 0.25 * torch.eye(20), atol=1e-5)
-    rnn.init_recurrent_(w, "identity")
+    gradients.init_recurrent_(w, "identity")
     check.close(w, torch.eye(20))
     with pytest.raises(ValueError, match="scheme"):
-        rnn.init_recurrent_(w, "xavier")
+        gradients.init_recurrent_(w, "xavier")
     with pytest.raises(ValueError, match="square"):
-        rnn.init_recurrent_(torch.empty(2, 3))
+        gradients.init_recurrent_(torch.empty(2, 3))
 
 
 def test_clip_grad_norm_matches_torch():
@@ -113,15 +113,15 @@ def test_clip_grad_norm_matches_torch():
         p.grad = g.clone()
     expected_norm = nn.utils.clip_grad_norm_(params, 1.0)
     ours = [g.clone() for g in grads]
-    norm = rnn.clip_grad_norm(ours, 1.0)
+    norm = gradients.clip_grad_norm(ours, 1.0)
     assert norm == pytest.approx(expected_norm.item(), rel=1e-6)
     for g, p in zip(ours, params):
         check.close(g, p.grad)
     small = [torch.tensor([0.3, 0.4])]
-    assert rnn.clip_grad_norm(small, 1.0) == pytest.approx(0.5)
+    assert gradients.clip_grad_norm(small, 1.0) == pytest.approx(0.5)
     check.close(small[0], torch.tensor([0.3, 0.4]))  # below the threshold: unchanged
     with pytest.raises(ValueError, match="max_norm"):
-        rnn.clip_grad_norm(small, 0.0)
+        gradients.clip_grad_norm(small, 0.0)
 
 
 def test_consecutive_chunks_are_contiguous_in_the_stream():

@@ -115,7 +115,7 @@ def test_seed_makes_torch_rand_reproducible():
 
 
 def test_seed_must_be_an_int():
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError):  # an int is a value with a range (validate.check_int)
         runtime.seed_everything(1.5)
 
 

@@ -40,7 +40,7 @@ def test_padding_mask_and_bias():
     # a bias of -inf on a key is the same as masking it
     bias = torch.zeros(2, 1, 4).masked_fill(~mask, float("-inf"))
     torch.testing.assert_close(sa.scaled_dot_product(q, k, v, bias=bias)[1], weights)
-    with pytest.raises(ValueError, match="1-d integer"):
+    with pytest.raises(TypeError, match="1-d integer"):
         sa.padding_mask(torch.tensor([[2.0]]))
 
 
@@ -158,7 +158,7 @@ def test_neighbour_retrieval_known_answer_and_permutation():
         value_of = dict(zip(keys[b].tolist(), values[b].tolist()))
         for i, key in enumerate(keys[b].tolist()):
             assert targets[b, i].tolist() == [value_of[(key + 1) % 5], value_of[(key - 1) % 5]]
-    with pytest.raises(ValueError, match="n_items >= 3"):
+    with pytest.raises(ValueError, match="n_items must be an int >= 3"):
         sa.neighbour_retrieval(1, 2)
 
 

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from lecturelib import metrics, plot, train
-from lecturelib.recurrence import seq2seq
+from lecturelib.recurrence import bleu, seq2seq
 from lecturelib.recurrence import translation as tr
 from lecturelib.recurrence.translation import EOS_ID, PAD_ID
 
@@ -57,7 +57,7 @@ def test_encoder_rejects_bad_input():
     with pytest.raises(ValueError, match="context must be one of"):
         seq2seq.Encoder(V_SRC, 8, 16, context="max")
     enc = seq2seq.Encoder(V_SRC, 8, 16)
-    with pytest.raises(ValueError, match=r"src must be \(b, s\)"):
+    with pytest.raises(ValueError, match=r"src must be 2-D \(b, t\) token ids"):
         enc(torch.zeros(3, dtype=torch.long), torch.tensor([3]))
 
 
@@ -138,27 +138,27 @@ def test_formula_bleu_equals_sacrebleu():
             ["hello", "world", "it", "is", "me"]]
     refs = [["the", "cat", "is", "on", "the", "mat"], ["the", "dog", "is", "here", "now", "."],
             ["hello", "world", "it", "is", "i"]]
-    ours = seq2seq.formula_bleu(hyps, refs)
+    ours = bleu.formula_bleu(hyps, refs)
     theirs = metrics.bleu([" ".join(h) for h in hyps], [" ".join(r) for r in refs],
                           tokenize="none")
     assert abs(ours - theirs) < 1e-9
     assert abs(theirs - sacrebleu.corpus_bleu([" ".join(h) for h in hyps],
                                               [[" ".join(r) for r in refs]],
                                               tokenize="none").score) < 1e-9
-    assert seq2seq.formula_bleu(refs, refs) == pytest.approx(100.0)
+    assert bleu.formula_bleu(refs, refs) == pytest.approx(100.0)
 
 
 def test_formula_bleu_known_answers():
     ref = ["a", "b", "c", "d", "e", "f", "g", "h"]
     # the first half of the reference: every n-gram matches, only the brevity penalty bites
-    assert seq2seq.formula_bleu([ref[:4]], [ref]) == pytest.approx(100 * math.exp(1 - 8 / 4))
-    assert seq2seq.formula_bleu([["x", "y", "z", "w"]], [ref]) == 0.0
+    assert bleu.formula_bleu([ref[:4]], [ref]) == pytest.approx(100 * math.exp(1 - 8 / 4))
+    assert bleu.formula_bleu([["x", "y", "z", "w"]], [ref]) == 0.0
     with pytest.raises(ValueError, match="as many hypotheses"):
-        seq2seq.formula_bleu([ref], [])
+        bleu.formula_bleu([ref], [])
 
 
 def test_bleu_report_by_length():
-    report = seq2seq.BleuReport(
+    report = bleu.BleuReport(
         bleu=0.0, sentence_bleu=[100.0, 0.0, 100.0], src_len=[3, 5, 6],
         sources=[["x"]] * 3,
         hypotheses=[["a", "b", "c", "d"], ["q", "r", "s", "t"], ["e", "f", "g", "h", "."]],
@@ -170,10 +170,10 @@ def test_bleu_report_by_length():
 
 
 def test_plot_bleu_by_length_draws_groups_and_points():
-    report = seq2seq.BleuReport(
+    report = bleu.BleuReport(
         bleu=0.0, sentence_bleu=[100.0, 0.0, 50.0], src_len=[3, 5, 5], sources=[["x"]] * 3,
         hypotheses=[["a", "b", "c", "d"]] * 3, references=[["a", "b", "c", "d"]] * 3)
-    ax = seq2seq.plot_bleu_by_length(report, [1, 4, 6], "rnn", "model")
+    ax = bleu.plot_bleu_by_length(report, [1, 4, 6], "rnn", "model")
     line, points = ax.get_lines()
     assert list(line.get_xdata()) == [2.0, 4.5]
     assert list(points.get_xdata()) == [3, 5] and list(points.get_ydata()) == [100.0, 25.0]
@@ -209,8 +209,7 @@ def test_train_translator_is_the_documented_recipe_and_learns():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     ref = train.fit(model, corpus.sampler(8, seed=1, by_length=True), seq2seq.loss,
                     steps=20, optimizer=opt, scheduler=train.warmup_cosine(opt, 20, 2),
-                    clip=1.0, eval_fn=lambda m: seq2seq.val_loss(m, corpus, "cpu"),
-                    eval_every=4, progress=False)
+                    clip=1.0, evaluation=train.Evaluation(lambda m: seq2seq.val_loss(m, corpus, "cpu"), every=4), progress=False)
     assert hist.eval_steps == [4, 8, 12, 16, 20]                 # 5 evaluations
     torch.testing.assert_close(hist.train_loss, ref.train_loss, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(hist.evals["loss"], ref.evals["loss"], rtol=1e-4, atol=1e-5)

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from lecturelib.efficiency import kvcache, speculative
+from lecturelib.efficiency import kvcache, ngram_draft, speculative
 from lecturelib.pretraining import gpt
 from lecturelib.transformers import decoding, sampling
 
@@ -106,25 +106,11 @@ def test_sampling_with_the_target_as_its_own_draft_accepts_every_token():
     assert stats["target_calls"] == 3  # 4 tokens per call
 
 
-def test_ngram_draft_is_witten_bell_interpolation_by_hand():
-    ngram = speculative.NGramDraft(torch.tensor([0, 1, 0, 1, 1]), order=2, vocab_size=3)
-    # no context: counts 2, 3, 0 of 5 tokens, 2 distinct, interpolated with 1/3 each
-    unigram = torch.tensor([2 + 2 / 3, 3 + 2 / 3, 2 / 3], dtype=torch.float64) / 7
-    assert torch.allclose(ngram.probs([]), unigram)
-    # after 0: 1 twice (2 counts, 1 distinct), interpolated with the unigram
-    after_0 = (torch.tensor([0.0, 2.0, 0.0], dtype=torch.float64) + unigram) / 3
-    assert torch.allclose(ngram.probs([1, 1, 0]), after_0)
-    assert torch.allclose(ngram.probs([2]), unigram)          # unseen context: skipped
-    assert torch.allclose(ngram.logits([0]).exp(), after_0)
-    for ids in ([], [0], [1], [2], [0, 1]):
-        assert math.isclose(ngram.probs(ids).sum().item(), 1.0)
-
-
 @pytest.mark.parametrize("K", [1, 4])
 def test_greedy_speculative_with_an_ngram_draft_equals_greedy(K):
     target = small_gpt(0, 32, 2)
     text = kvcache.generate(target, torch.tensor([[1, 2, 3, 4]]), 60)[0][0]
-    ngram = speculative.NGramDraft(text, order=3, vocab_size=7)  # learns the target
+    ngram = ngram_draft.NGramDraft(text, order=3, vocab_size=7)  # learns the target
     prompt = torch.tensor([[2, 5, 1]])
     reference = kvcache.generate(target, prompt, 20)[0]
     ids, stats = speculative.speculative_generate(target, ngram, prompt, 20, K,
@@ -135,7 +121,7 @@ def test_greedy_speculative_with_an_ngram_draft_equals_greedy(K):
 
 def test_sampling_with_an_ngram_draft_draws_from_the_target():
     target = small_gpt(0)
-    ngram = speculative.NGramDraft(torch.randint(0, 7, (300,), generator=torch.Generator(
+    ngram = ngram_draft.NGramDraft(torch.randint(0, 7, (300,), generator=torch.Generator(
     ).manual_seed(0)), order=2, vocab_size=7)
     prompt = torch.tensor([[1, 2]])
     with torch.no_grad():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.state_space import ssm
+from lecturelib.state_space import s4d, ssm
 
 
 def dense(n, seed=0):
@@ -104,10 +104,10 @@ def test_dense_and_diagonal_kernels_agree_after_diagonalising():
 
 
 def test_s4d_init_values():
-    lin = ssm.s4d_init(8, "lin")
+    lin = s4d.s4d_init(8, "lin")
     assert torch.allclose(lin.real, torch.full((4,), -0.5, dtype=torch.float64))
     assert torch.allclose(lin.imag, torch.pi * torch.arange(4, dtype=torch.float64))
-    inv = ssm.s4d_init(8, "inv")
+    inv = s4d.s4d_init(8, "inv")
     n = torch.arange(4, dtype=torch.float64)
     assert torch.allclose(inv.imag, 4 / torch.pi * (4 / (2 * n + 1) - 1))
 
@@ -115,7 +115,7 @@ def test_s4d_init_values():
 @pytest.mark.parametrize("init", ["lin", "inv"])
 def test_s4d_modes_agree_and_shapes(init):
     torch.manual_seed(0)
-    layer = ssm.S4D(6, 16, init=init)
+    layer = s4d.S4D(6, 16, init=init)
     u = torch.randn(2, 50, 6)
     y = layer(u)
     assert y.shape == (2, 50, 6) and layer.kernel(50).shape == (6, 50)
@@ -130,7 +130,7 @@ def test_s4d_modes_agree_and_shapes(init):
 
 def test_s4d_is_causal_and_learns_its_parameters():
     torch.manual_seed(0)
-    layer = ssm.S4D(3, 8)
+    layer = s4d.S4D(3, 8)
     u = torch.randn(1, 20, 3, requires_grad=True)
     layer(u)[0, 9].sum().backward()
     # the FFT leaves round-off (~1e-8) where the exact gradient is zero
@@ -141,16 +141,16 @@ def test_s4d_is_causal_and_learns_its_parameters():
 
 def test_s4d_steps_lie_in_range():
     torch.manual_seed(0)
-    layer = ssm.S4D(200, 4, dt_min=1e-3, dt_max=1e-1)
+    layer = s4d.S4D(200, 4, dt_min=1e-3, dt_max=1e-1)
     dt = layer.log_dt.exp()
     assert dt.min() >= 1e-3 and dt.max() <= 1e-1
 
 
 def test_s4dnet_tokens_and_features():
     torch.manual_seed(0)
-    tok = ssm.S4DNet(5, d_model=16, n_layers=2, d_state=8, vocab_size=7)
+    tok = s4d.S4DNet(5, d_model=16, n_layers=2, d_state=8, vocab_size=7)
     assert tok(torch.randint(0, 7, (2, 12))).shape == (2, 12, 5)
-    feat = ssm.S4DNet(1, d_model=16, n_layers=1, d_state=8, d_in=2)
+    feat = s4d.S4DNet(1, d_model=16, n_layers=1, d_state=8, d_in=2)
     assert feat(torch.randn(2, 12, 2)).shape == (2, 12, 1)
 
 
@@ -168,7 +168,7 @@ def test_real_diagonal_kernel_with_negative_entries_matches_powers():
 
 def test_s4d_kernel_is_the_closed_formula():
     torch.manual_seed(0)
-    layer = ssm.S4D(3, 8, init="lin")
+    layer = s4d.S4D(3, 8, init="lin")
     with torch.no_grad():
         dt = layer.log_dt.exp()[:, None].double()
         A = torch.complex(-layer.log_A_real.exp(), layer.A_imag).to(torch.cdouble)

@@ -11,7 +11,7 @@ from torch import nn
 
 from lecturelib import train
 from lecturelib.train import checkpoint
-from lecturelib.train import History, fit
+from lecturelib.train import Checkpointing, Evaluation, History, fit
 
 
 @pytest.fixture(autouse=True)
@@ -75,8 +75,7 @@ def test_evaluation_every_k_steps_and_after_the_last():
         calls.append(model.training)
         return {"loss": mse(model, regression_batch(-1)), "const": 1}
 
-    hist = fit(linear(), regression_batch, mse, steps=10, lr=0.1, eval_fn=eval_fn, eval_every=3,
-               progress=False)
+    hist = fit(linear(), regression_batch, mse, steps=10, lr=0.1, evaluation=Evaluation(eval_fn, every=3), progress=False)
     assert hist.eval_steps == [3, 6, 9, 10]
     assert len(hist.evals["loss"]) == 4 and hist.evals["const"] == [1.0] * 4
     assert calls == [False] * 4  # evaluated in eval mode ...
@@ -86,15 +85,13 @@ def test_evaluation_every_k_steps_and_after_the_last():
 
 
 def test_without_eval_every_evaluates_once_at_the_end():
-    hist = fit(linear(), regression_batch, mse, steps=5, eval_fn=lambda m: {"x": 0.0},
-               progress=False)
+    hist = fit(linear(), regression_batch, mse, steps=5, evaluation=Evaluation(lambda m: {"x": 0.0}), progress=False)
     assert hist.eval_steps == [5]
 
 
 def test_model_is_left_in_training_mode():
     model = linear()
-    fit(model, regression_batch, mse, steps=2, eval_fn=lambda m: {"x": 0.0}, eval_every=1,
-        progress=False)
+    fit(model, regression_batch, mse, steps=2, evaluation=Evaluation(lambda m: {"x": 0.0}, every=1), progress=False)
     assert model.training
 
 
@@ -176,11 +173,11 @@ def test_resume_continues_exactly(tmp_path):
     ckpt = tmp_path / "run" / "ckpt.pt"
     first = _noisy()
     torch.manual_seed(1)
-    h_first = _train(first, 6, checkpoint=ckpt)
+    h_first = _train(first, 6, checkpointing=Checkpointing(ckpt))
     assert h_first.steps == list(range(1, 7)) and ckpt.is_file()
     torch.manual_seed(999)  # the RNG state must come from the checkpoint
     resumed = _noisy(seed=5)  # and so must the weights
-    h_resumed = _train(resumed, 10, checkpoint=ckpt, resume=True)
+    h_resumed = _train(resumed, 10, checkpointing=Checkpointing(ckpt, resume=True))
 
     for p, q in zip(straight.parameters(), resumed.parameters()):
         assert torch.equal(p, q)
@@ -194,7 +191,7 @@ def test_resume_after_a_crash_ends_where_an_uninterrupted_run_ends(tmp_path):
 
     straight = _noisy()
     torch.manual_seed(2)
-    h_straight = _train(straight, 10, eval_fn=eval_fn, eval_every=2)
+    h_straight = _train(straight, 10, evaluation=Evaluation(eval_fn, every=2))
 
     def crashing(step):
         if step == 7:
@@ -208,10 +205,10 @@ def test_resume_after_a_crash_ends_where_an_uninterrupted_run_ends(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         fit(interrupted, crashing, mse, steps=10, optimizer=opt, progress=False,
             scheduler=torch.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5),
-            eval_fn=eval_fn, eval_every=2, checkpoint=ckpt, checkpoint_every=3)
+            evaluation=Evaluation(eval_fn, every=2), checkpointing=Checkpointing(ckpt, every=3))
     assert checkpoint.load(ckpt)["step"] == 6
     resumed = _noisy(seed=3)
-    h_resumed = _train(resumed, 10, eval_fn=eval_fn, eval_every=2, checkpoint=ckpt, resume=True)
+    h_resumed = _train(resumed, 10, evaluation=Evaluation(eval_fn, every=2), checkpointing=Checkpointing(ckpt, resume=True))
     for p, q in zip(straight.parameters(), resumed.parameters()):
         assert torch.equal(p, q)
     _same_history(h_straight, h_resumed)
@@ -219,14 +216,14 @@ def test_resume_after_a_crash_ends_where_an_uninterrupted_run_ends(tmp_path):
 
 
 def test_resume_without_a_checkpoint_file_starts_fresh(tmp_path):
-    hist = _train(_noisy(), 3, checkpoint=tmp_path / "new.pt", resume=True)
+    hist = _train(_noisy(), 3, checkpointing=Checkpointing(tmp_path / "new.pt", resume=True))
     assert hist.steps == [1, 2, 3] and (tmp_path / "new.pt").is_file()
 
 
 def test_checkpoint_loads_with_weights_only(tmp_path):
     model = linear()
     ckpt = tmp_path / "c.pt"
-    hist = fit(model, regression_batch, mse, steps=4, checkpoint=ckpt, progress=False)
+    hist = fit(model, regression_batch, mse, steps=4, checkpointing=Checkpointing(ckpt), progress=False)
     state = checkpoint.load(ckpt)  # verified, then read with torch.load(weights_only=True)
     assert state["step"] == 4
     assert History.from_dict(state["history"]).train_loss == hist.train_loss
@@ -245,7 +242,7 @@ def test_non_finite_loss_raises():
 
 @pytest.mark.parametrize("kw", [
     {"steps": 0}, {"steps": 2.0}, {"steps": 3, "clip": 0.0}, {"steps": 3, "clip": -1.0},
-    {"steps": 3, "eval_every": 2}, {"steps": 3, "resume": True}, {"steps": 3, "amp": "yes"},
+    {"steps": 3, "log_every": 0}, {"steps": 3, "accumulate": 0}, {"steps": 3, "amp": "yes"},
 ])
 def test_bad_arguments(kw):
     with pytest.raises(ValueError):
@@ -275,7 +272,7 @@ def test_no_mixed_precision_on_cpu():
 def test_summary_progress_prints_one_line(monkeypatch, capsys):
     monkeypatch.setenv(train.PROGRESS_ENV, "summary")
     hist = fit(linear(), regression_batch, mse, steps=5, desc="demo",
-               eval_fn=lambda m: {"acc": 0.5})
+               evaluation=Evaluation(lambda m: {"acc": 0.5}))
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1
     assert out[0].startswith("demo: 5 steps in ")
@@ -337,25 +334,23 @@ def test_resume_with_a_list_of_batches_continues_from_its_position(tmp_path):
 
     straight, resumed = linear(), linear(seed=3)
     run(straight, 7)
-    run(linear(), 3, checkpoint=tmp_path / "c.pt")
-    run(resumed, 7, checkpoint=tmp_path / "c.pt", resume=True)
+    run(linear(), 3, checkpointing=Checkpointing(tmp_path / "c.pt"))
+    run(resumed, 7, checkpointing=Checkpointing(tmp_path / "c.pt", resume=True))
     for p, q in zip(straight.parameters(), resumed.parameters()):
         assert torch.equal(p, q)
 
 
 def test_resume_refuses_what_it_cannot_continue(tmp_path):
     ckpt = tmp_path / "c.pt"
-    fit(linear(), regression_batch, mse, steps=5, checkpoint=ckpt, progress=False)
+    fit(linear(), regression_batch, mse, steps=5, checkpointing=Checkpointing(ckpt), progress=False)
     with pytest.raises(ValueError, match="checkpoint is at step 5, beyond steps=3"):
-        fit(linear(), regression_batch, mse, steps=3, checkpoint=ckpt, resume=True,
-            progress=False)
+        fit(linear(), regression_batch, mse, steps=3, checkpointing=Checkpointing(ckpt, resume=True), progress=False)
     assert checkpoint.load(ckpt)["step"] == 5  # and it is left as it was
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*regression_batch(0)))
     with pytest.raises(ValueError, match="cannot resume with batches from an iterator"):
-        fit(linear(), loader, mse, steps=8, checkpoint=ckpt, resume=True, progress=False)
+        fit(linear(), loader, mse, steps=8, checkpointing=Checkpointing(ckpt, resume=True), progress=False)
     with pytest.raises(ValueError, match="accumulate=1; got accumulate=2"):
-        fit(linear(), regression_batch, mse, steps=8, accumulate=2, checkpoint=ckpt,
-            resume=True, progress=False)
+        fit(linear(), regression_batch, mse, steps=8, accumulate=2, checkpointing=Checkpointing(ckpt, resume=True), progress=False)
 
 
 def test_accumulation_equals_one_step_on_the_concatenated_batch():
@@ -389,7 +384,7 @@ def test_tokens_and_training_time_are_counted():
     model = nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 10))
     hist = fit(model, [(ids, ids)], lambda m, b: F.cross_entropy(m(b[0]).flatten(0, 1),
                                                                    b[1].flatten()),
-               steps=3, eval_fn=lambda m: {"x": 0.0}, eval_every=1, progress=False)
+               steps=3, evaluation=Evaluation(lambda m: {"x": 0.0}, every=1), progress=False)
     assert hist.tokens == 3 * 24
     assert 0 < hist.eval_seconds[0] < hist.eval_seconds[-1] <= hist.train_seconds <= hist.seconds
     assert train.count_tokens({"a": torch.ones(2), "b": (torch.zeros(3, dtype=torch.long),)}) == 3
@@ -437,3 +432,10 @@ def test_weight_decay_only_on_matrices_of_linear_layers():
 ])
 def test_mixed_precision_follows_the_device(device_type, bf16, amp, expected):
     assert train.autocast_dtype(device_type, bf16, amp) == expected
+
+
+def test_the_trainer_module_is_re_exported():
+    from lecturelib.train import trainer
+
+    for name in ("History", "Trainer", "evaluate", "grad_norm", "rng_state", "set_rng_state"):
+        assert getattr(train, name) is getattr(trainer, name)

@@ -8,7 +8,7 @@ from torch import nn
 
 from einops import rearrange
 
-from lecturelib.transformers import self_attention, transformer
+from lecturelib.transformers import self_attention, transformer, vit
 
 
 def copy_block(ref: nn.Module, cross: bool) -> transformer.Block:
@@ -250,11 +250,11 @@ def test_seq2seq_transformer_overfits_a_tiny_batch():
 def test_patchify_and_patch_embedding_shapes_and_conv_equals_linear():
     torch.manual_seed(0)
     images = torch.arange(2 * 3 * 4 * 4, dtype=torch.float).reshape(2, 3, 4, 4)
-    patches = transformer.patchify(images, 2)
+    patches = vit.patchify(images, 2)
     assert patches.shape == (2, 4, 12)
     # known answer: the second patch of image 0 is the top-right 2×2 of every channel
     assert patches[0, 1].tolist() == [2, 3, 6, 7, 18, 19, 22, 23, 34, 35, 38, 39]
-    emb = transformer.PatchEmbedding(4, 2, 3, 8)
+    emb = vit.PatchEmbedding(4, 2, 3, 8)
     out = emb(images)
     assert out.shape == (2, 5, 8) and emb.n_patches == 4
     weight = emb.proj.weight.reshape(8, 12)
@@ -262,9 +262,9 @@ def test_patchify_and_patch_embedding_shapes_and_conv_equals_linear():
     torch.testing.assert_close(out[:, 1:], by_linear, atol=1e-4, rtol=1e-5)
     torch.testing.assert_close(out[:, 0], (emb.cls + emb.pos[:, :1])[0].expand(2, 8))
     with pytest.raises(ValueError, match="multiple"):
-        transformer.PatchEmbedding(5, 2, 1, 8)
+        vit.PatchEmbedding(5, 2, 1, 8)
     with pytest.raises(ValueError, match="patch_size=3"):
-        transformer.patchify(images, 3)
+        vit.patchify(images, 3)
 
 
 def permute_patches(images: torch.Tensor, perm: torch.Tensor, p: int) -> torch.Tensor:
@@ -276,30 +276,30 @@ def permute_patches(images: torch.Tensor, perm: torch.Tensor, p: int) -> torch.T
 
 def test_vit_shapes_and_permutation_of_patches_matters_only_through_positions():
     torch.manual_seed(0)
-    vit = transformer.ViT(transformer.ViTConfig(image_size=8, patch_size=2, n_classes=10,
-                                                d_model=16, n_heads=2, n_layers=1)).eval()
+    model = vit.ViT(vit.ViTConfig(image_size=8, patch_size=2, n_classes=10,
+                                  d_model=16, n_heads=2, n_layers=1)).eval()
     images = torch.rand(3, 1, 8, 8)
     perm = torch.randperm(16, generator=torch.Generator().manual_seed(1))
     moved = permute_patches(images, perm, 2)
-    assert torch.equal(transformer.patchify(moved, 2), transformer.patchify(images, 2)[:, perm])
+    assert torch.equal(vit.patchify(moved, 2), vit.patchify(images, 2)[:, perm])
     with torch.no_grad():
-        logits = vit(images)
+        logits = model(images)
         assert logits.shape == (3, 10)
-        assert (logits - vit(moved)).abs().max() > 1e-3   # positions tell patches apart
-        vit.patches.pos.zero_()                            # without position embeddings
-        torch.testing.assert_close(vit(moved), vit(images))   # a set of patches
+        assert (logits - model(moved)).abs().max() > 1e-3   # positions tell patches apart
+        model.patches.pos.zero_()                            # without position embeddings
+        torch.testing.assert_close(model(moved), model(images))   # a set of patches
 
 
 def test_vit_overfits_a_few_images():
     torch.manual_seed(0)
-    vit = transformer.ViT(transformer.ViTConfig(image_size=8, patch_size=2, n_classes=4,
-                                                d_model=32, n_heads=4, n_layers=2))
+    model = vit.ViT(vit.ViTConfig(image_size=8, patch_size=2, n_classes=4,
+                                  d_model=32, n_heads=4, n_layers=2))
     images, labels = torch.rand(8, 1, 8, 8), torch.tensor([0, 1, 2, 3] * 2)
-    opt = torch.optim.Adam(vit.parameters(), lr=3e-3)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(80):
-        loss = torch.nn.functional.cross_entropy(vit(images), labels)
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
         opt.zero_grad()
         loss.backward()
         opt.step()
     assert loss.item() < 0.05
-    assert torch.equal(vit.eval()(images).argmax(-1), labels)
+    assert torch.equal(model.eval()(images).argmax(-1), labels)

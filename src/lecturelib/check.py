@@ -13,6 +13,8 @@ import numbers
 
 import torch
 
+from lecturelib.validate import check_int, is_real
+
 Tensor = torch.Tensor
 
 
@@ -38,15 +40,9 @@ def shape(x: Tensor, axes: str, **expected: int) -> dict[str, int]:
             f"got {type(axes).__name__}"
         )
     for axis, size in expected.items():
-        if isinstance(size, bool) or not isinstance(size, numbers.Integral):
-            raise TypeError(
-                f"shape(): the size of axis {axis!r} must be an int; "
-                f"got {size!r} ({type(size).__name__})"
-            )
-        if size < 0:
-            raise ValueError(
-                f"shape(): the size of axis {axis!r} must be >= 0; got {size}"
-            )
+        if isinstance(size, numbers.Integral) and not isinstance(size, bool):
+            size = int(size)  # a NumPy integer counts as an int
+        check_int(size, f"shape(): the size of axis {axis!r}", 0)
     names = axes.split()
     if x.dim() != len(names):
         raise AssertionError(
@@ -94,7 +90,7 @@ def max_abs_diff(a: Tensor, b: Tensor) -> float:
 
 
 def _tolerance(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if not is_real(value):
         raise TypeError(
             f"close(): {name} must be a real number; got {type(value).__name__}"
         )

@@ -11,11 +11,12 @@ targets that are not integer class ids in ``0..v-1``, a batch in which every tar
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
+
+from lecturelib.validate import is_int, is_real
 
 
 def _number(value, name: str, func: str) -> float:
@@ -26,7 +27,7 @@ def _number(value, name: str, func: str) -> float:
                 f"{func}(): {name} must be one real number; got a tensor of shape "
                 f"{tuple(value.shape)} and dtype {value.dtype}"
             )
-    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
+    elif not is_real(value):
         raise TypeError(
             f"{func}(): {name} must be a real number; got {type(value).__name__}"
         )
@@ -72,7 +73,7 @@ def _scored(
             f"{func}(): targets must be integer class ids (a long tensor); got dtype "
             f"{targets.dtype}"
         )
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+    if not is_int(ignore_index):
         raise TypeError(f"{func}(): ignore_index must be an int; got {ignore_index!r}")
     if logits.dim() == 0 or logits.shape[:-1] != targets.shape:
         raise ValueError(

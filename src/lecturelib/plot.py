@@ -7,13 +7,14 @@ colour-blind-safe Okabe–Ito palette.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
 
 import matplotlib as mpl
 import matplotlib.axes
 import matplotlib.pyplot as plt
 import numpy as np
+
+from lecturelib.validate import check_type, is_real
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with all common colour deficiencies.
 OKABE_ITO = {
@@ -47,10 +48,7 @@ FIGSIZE = (6.0, 3.5)
 
 def family_color(name: str) -> str:
     """The book colour of a model family (``"rnn"``, ``"lstm"``, ...)."""
-    if not isinstance(name, str):
-        raise TypeError(
-            f"name must be a str naming a model family; got {type(name).__name__}"
-        )
+    check_type(name, "name", str, "a str naming a model family")
     key = name.lower()
     if key not in FAMILY_COLORS:
         raise ValueError(
@@ -105,7 +103,7 @@ def plain_log_ticks(ax, axis: str = "y"):
     instead of ``6×10⁰``."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
-    _check_axes(ax, allow_none=False)
+    check_axes(ax, allow_none=False)
     if axis not in ("x", "y"):
         raise ValueError(f"axis must be 'x' or 'y'; got {axis!r}")
     fmt = FuncFormatter(lambda v, _: f"{v:g}")
@@ -116,23 +114,21 @@ def plain_log_ticks(ax, axis: str = "y"):
     return ax
 
 
-def _check_axes(ax, allow_none: bool = True) -> None:
+def check_axes(ax, allow_none: bool = True) -> None:
+    """``ax`` must be a matplotlib ``Axes`` (or None, when ``allow_none``: a new figure)."""
     if ax is None and allow_none:
         return
-    if not isinstance(ax, mpl.axes.Axes):
-        expected = "a matplotlib Axes or None" if allow_none else "a matplotlib Axes"
-        raise TypeError(f"ax must be {expected}; got {type(ax).__name__}")
+    what = "a matplotlib Axes or None" if allow_none else "a matplotlib Axes"
+    check_type(ax, "ax", mpl.axes.Axes, what)
 
 
 def _check_mapping(value, name: str, what: str, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{name} must be a dict of {what}; got {type(value).__name__}")
+    if value is not None or not allow_none:
+        check_type(value, name, Mapping, f"a dict of {what}")
 
 
 def _axes(ax):
-    _check_axes(ax)
+    check_axes(ax)
     if ax is None:
         _, ax = plt.subplots(figsize=FIGSIZE)
     return ax
@@ -202,8 +198,7 @@ def history(
             f"metric must be one of the evaluated metrics {sorted(hist.evals)}; "
             f"got {metric!r}"
         )
-    if not isinstance(label, str):
-        raise TypeError(f"label must be a str; got {type(label).__name__}")
+    check_type(label, "label", str, "a str")
     prefix = f"{label} " if label else ""
     series = {f"{prefix}train": (hist.steps, hist.train_loss)}
     if metric in hist.evals:
@@ -292,7 +287,7 @@ def bars(
         scalar = (
             hasattr(v, "item") and getattr(v, "ndim", None) == 0
         )  # 0-d tensor or array
-        if isinstance(v, bool) or not (isinstance(v, numbers.Real) or scalar):
+        if not (is_real(v) or scalar):
             raise TypeError(
                 f"values[{name!r}] must be a number; got {v!r} ({type(v).__name__})"
             )

@@ -30,11 +30,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from lecturelib.validate import check_callable, check_int
+from lecturelib.validate import check_bool, check_callable, check_int
 
 PROFILES = ("smoke", "cpu", "gpu")
 PROFILE_ENV = "LECTURELIB_PROFILE"
 RECORD_ENV = "LECTURELIB_RECORD"  # set by the book build: where setup() reports profile and device
+SEEDS = (-(2**63), 2**64 - 1)  # the seeds torch accepts
 
 
 @dataclass(frozen=True)
@@ -98,18 +99,14 @@ def pick_device(profile: str) -> torch.device:
 
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and PyTorch (all devices)."""
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int; got {seed!r} ({type(seed).__name__})")
-    if not -(2**63) <= seed < 2**64:
-        raise ValueError(
-            f"seed must be an int in -2**63..2**64-1 (what torch accepts); got {seed}"
-        )
+    check_int(seed, "seed", *SEEDS)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
 
 
-def _check_sizes(sizes: dict[str, dict[str, Any]] | None) -> None:
+def check_profile_sizes(sizes: dict[str, dict[str, Any]] | None) -> None:
+    """The ``sizes`` of :func:`setup`: the same names for every profile."""
     if sizes is None:
         return
     if not isinstance(sizes, dict):
@@ -192,17 +189,10 @@ def setup(
     Prints one line describing the environment and returns a :class:`Run` whose attributes
     include the chapter's sizes for the resolved profile.
     """
-    _check_sizes(sizes)
-    if cpu_threads is not None and (
-        isinstance(cpu_threads, bool)
-        or not isinstance(cpu_threads, int)
-        or cpu_threads < 1
-    ):
-        raise ValueError(
-            f"cpu_threads must be a positive int or None; got {cpu_threads!r}"
-        )
-    if not isinstance(quiet, bool):
-        raise TypeError(f"quiet must be a bool; got {quiet!r}")
+    check_profile_sizes(sizes)
+    if cpu_threads is not None:
+        check_int(cpu_threads, "cpu_threads", 1)
+    check_bool(quiet, "quiet")
     resolved = resolve_profile(profile)
     seed_everything(seed)
     cores = max(1, os.cpu_count() or 1)

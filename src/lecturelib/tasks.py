@@ -23,27 +23,20 @@ import random
 
 import torch
 
+from lecturelib.runtime import SEEDS
+from lecturelib.validate import check_int, is_int
+
 PAD, SEP, IGNORE = 0, 1, -100
 N_SPECIAL = 2
 KEY = 2  # passkey(): the content symbol that announces the key
 
 
-def _int(func: str, name: str, value, low: int) -> None:
-    """``value`` must be an int (not a bool) >= ``low``: TypeError or ValueError otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
-            f"{func}(): {name} must be an int; got {value!r} ({type(value).__name__})"
-        )
-    if value < low:
-        raise ValueError(f"{func}(): {name} must be an int >= {low}; got {value}")
-
-
 def _generator(func: str, seed: int) -> torch.Generator:
-    _int(func, "seed", seed, -(2**63))
+    check_int(seed, f"{func}(): seed", *SEEDS)
     return torch.Generator().manual_seed(seed)
 
 
-def _check(
+def check_task(
     func: str,
     n: int,
     seq_len: int,
@@ -51,11 +44,11 @@ def _check(
     min_symbols: int = 1,
     length: str = "seq_len",
 ) -> None:
-    """Sizes of a token task: ``n`` sequences, ``seq_len`` (named ``length``) and a vocabulary
-    with room for the special tokens and ``min_symbols`` content symbols."""
-    _int(func, "n", n, 1)
-    _int(func, length, seq_len, 1)
-    _int(func, "vocab_size", vocab_size, N_SPECIAL + min_symbols)
+    """Sizes of the token task ``func``: ``n`` sequences, ``seq_len`` (named ``length``) and a
+    vocabulary with room for the special tokens and ``min_symbols`` content symbols."""
+    check_int(n, f"{func}(): n", 1)
+    check_int(seq_len, f"{func}(): {length}", 1)
+    check_int(vocab_size, f"{func}(): vocab_size", N_SPECIAL + min_symbols)
 
 
 def _symbols(n: int, t: int, vocab_size: int, g: torch.Generator) -> torch.Tensor:
@@ -78,21 +71,21 @@ def copy_task(n: int, seq_len: int, vocab_size: int = 10, seed: int = 0):
 
     Shapes: x, y ``(n, 2·seq_len)``.
     """
-    _check("copy_task", n, seq_len, vocab_size)
+    check_task("copy_task", n, seq_len, vocab_size)
     seq = _symbols(n, seq_len, vocab_size, _generator("copy_task", seed))
     return _answer_after_sep(seq, seq)
 
 
 def reverse_task(n: int, seq_len: int, vocab_size: int = 10, seed: int = 0):
     """Like :func:`copy_task`, but the answer is the input reversed. Shapes: ``(n, 2·seq_len)``."""
-    _check("reverse_task", n, seq_len, vocab_size)
+    check_task("reverse_task", n, seq_len, vocab_size)
     seq = _symbols(n, seq_len, vocab_size, _generator("reverse_task", seed))
     return _answer_after_sep(seq, seq.flip(1))
 
 
 def sorting_task(n: int, seq_len: int, vocab_size: int = 10, seed: int = 0):
     """Like :func:`copy_task`, but the answer is the input sorted. Shapes: ``(n, 2·seq_len)``."""
-    _check("sorting_task", n, seq_len, vocab_size)
+    check_task("sorting_task", n, seq_len, vocab_size)
     seq = _symbols(n, seq_len, vocab_size, _generator("sorting_task", seed))
     return _answer_after_sep(seq, seq.sort(dim=1).values)
 
@@ -104,8 +97,8 @@ def adding_problem(n: int, seq_len: int, seed: int = 0):
 
     Shapes: x ``(n, t, 2)`` float (value, marker), y ``(n,)`` float.
     """
-    _int("adding_problem", "n", n, 1)
-    _int("adding_problem", "seq_len", seq_len, 1)
+    check_int(n, "adding_problem(): n", 1)
+    check_int(seq_len, "adding_problem(): seq_len", 1)
     if seq_len < 2:
         raise ValueError(
             f"adding_problem(): seq_len must be at least 2 to hold two markers; "
@@ -130,7 +123,7 @@ def associative_recall(n: int, n_pairs: int, vocab_size: int = 20, seed: int = 0
     Keys are distinct within a sequence and drawn from the lower half of the symbols, values from
     the upper half. Shapes: x, y ``(n, 2·n_pairs + 2)``; only the last position is scored.
     """
-    _check(
+    check_task(
         "associative_recall", n, n_pairs, vocab_size, min_symbols=2, length="n_pairs"
     )
     n_keys = (vocab_size - N_SPECIAL) // 2
@@ -156,8 +149,8 @@ def selective_copying(
 ):
     """``n_tokens`` symbols scattered among ``PAD`` noise in ``seq_len`` steps; after ``SEP``
     reproduce the symbols in order (Gu & Dao, 2023). Shapes: ``(n, seq_len + n_tokens)``."""
-    _check("selective_copying", n, seq_len, vocab_size)
-    _int("selective_copying", "n_tokens", n_tokens, 1)
+    check_task("selective_copying", n, seq_len, vocab_size)
+    check_int(n_tokens, "selective_copying(): n_tokens", 1)
     if n_tokens > seq_len:
         raise ValueError(
             f"selective_copying(): n_tokens must be in 1..seq_len={seq_len}; "
@@ -182,7 +175,7 @@ def induction_heads(n: int, seq_len: int, vocab_size: int = 16, seed: int = 0):
 
     Shapes: x, y ``(n, seq_len)``; only the last position is scored.
     """
-    _check("induction_heads", n, seq_len, vocab_size, min_symbols=2)
+    check_task("induction_heads", n, seq_len, vocab_size, min_symbols=2)
     if seq_len < 4:
         raise ValueError(
             f"induction_heads(): seq_len must be at least 4 (trigger, answer, "
@@ -209,8 +202,8 @@ def passkey(
 
     Shapes: ``(n, seq_len + key_len)``: ``seq_len`` positions of haystack (marker and key
     included), ``SEP``, then the answer positions."""
-    _check("passkey", n, seq_len, vocab_size, min_symbols=3)
-    _int("passkey", "key_len", key_len, 1)
+    check_task("passkey", n, seq_len, vocab_size, min_symbols=3)
+    check_int(key_len, "passkey(): key_len", 1)
     if key_len + 1 >= seq_len:
         raise ValueError(
             f"passkey(): key_len must be in 1..seq_len-2 = 1..{seq_len - 2} (the "
@@ -243,12 +236,12 @@ _DATE_FORMATS = (
 def date_normalisation(n: int, seed: int = 0, years: tuple[int, int] = (1950, 2049)):
     """``n`` pairs ``(human-written date, ISO date)``, e.g. ``("3 Mar 1998", "1998-03-03")``,
     in ten formats. Two-digit years are read as 1950–2049."""
-    _int("date_normalisation", "n", n, 1)
-    _int("date_normalisation", "seed", seed, -(2**63))
+    check_int(n, "date_normalisation(): n", 1)
+    check_int(seed, "date_normalisation(): seed", *SEEDS)
     if (
         not isinstance(years, (tuple, list))
         or len(years) != 2
-        or not all(isinstance(y, int) and not isinstance(y, bool) for y in years)
+        or not all(is_int(y) for y in years)
     ):
         raise TypeError(
             f"date_normalisation(): years must be a (first, last) pair of ints; "

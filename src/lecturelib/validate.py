@@ -20,6 +20,7 @@ ValueError: d_model must be an int >= 1; got int 0
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -30,6 +31,17 @@ def describe(value) -> str:
         return f"{value.dtype} tensor of shape {tuple(value.shape)}"
     text = repr(value)
     return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def is_int(value) -> bool:
+    """Whether ``value`` is an int and not a bool (``True`` is an int to Python, never a size
+    or a count here): the test of :func:`check_int`, for a check whose message says more."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_real(value) -> bool:
+    """Whether ``value`` is a real number (int, float, NumPy scalar) and not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def check_int(value, name: str, low: int, high: int | None = None) -> None:

@@ -44,7 +44,8 @@ def main():
 
     hist = train.fit(model, batch, loss_fn,
                      steps=args.steps, optimizer=opt, scheduler=sched, clip=1.0,
-                     checkpoint=args.checkpoint, resume=args.resume, progress=False)
+                     checkpointing=train.Checkpointing(args.checkpoint, resume=args.resume)
+                     if args.checkpoint else None, progress=False)
     if dist.is_main:
         torch.save({"params": [p.detach() for p in model.parameters()],
                     "loss": hist.train_loss, "rows": rows}, args.out)

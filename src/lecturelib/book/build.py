@@ -36,8 +36,14 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from lecturelib.book import gluecheck, sync
+from lecturelib.book import gluecheck
 from lecturelib.book.execute import machine
+from lecturelib.book.source import (  # noqa: F401 (SOURCES: re-exported)
+    SOURCES,
+    pin_colab_cells,
+    source_version,
+    stage_sources,
+)
 from lecturelib.book.website import (
     SiteError,
     bundle_mathjax,
@@ -45,58 +51,17 @@ from lecturelib.book.website import (
     generated_pages,
 )
 from lecturelib.book.toc import toc_notebooks, toc_parts
+from lecturelib.validate import is_int
 
 # Re-exported: the build's pieces are reached through this module too.
 from lecturelib.book.website import times_table  # noqa: F401,E402
 from lecturelib.book.toc import toc_files  # noqa: F401,E402
 
-SOURCES = ("_config.yml", "_toc.yml", "_static", "book", "notebooks")
 EXECUTED = Path("_build/executed")  # executed copies and one record per part
 
 
 class BuildError(RuntimeError):
     pass
-
-
-def source_version(root: Path) -> dict:
-    """What is being built: the package version, the commit (None outside a git checkout),
-    whether the working tree differs from it, and the ref the Colab cells are pinned to."""
-    version = sync.package_version(root)
-
-    def git(*args: str) -> subprocess.CompletedProcess | None:
-        try:
-            return subprocess.run(
-                ["git", "-C", str(root), *args],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-
-    head = git("rev-parse", "HEAD")
-    commit = head.stdout.strip() if head is not None and head.returncode == 0 else None
-    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
-    return {
-        "version": version,
-        "commit": commit,
-        "modified": bool(status and status.stdout.strip()),
-        "pin": commit or f"v{version}",
-    }
-
-
-def pin_colab_cells(root: Path, stage: Path, notebooks: list[Path], ref: str) -> None:
-    """Pin the Colab install cell of each staged notebook that has one to ``ref``."""
-    url = sync.repository_url(root)
-    for nb in notebooks:
-        path = stage / nb
-        try:
-            sync.colab_install(path)
-        except (
-            ValueError
-        ):  # no Colab cell (tests/test_notebooks.py requires it of chapters)
-            continue
-        sync.pin(path, url, ref)
 
 
 def check_glue(stage: Path, nb: Path, profile: str | None) -> None:
@@ -226,7 +191,7 @@ def part_record_path(root: Path, k: int) -> Path:
 
 def _check_part(root: Path, k: object) -> tuple[str, list[Path]]:
     parts = toc_parts(root)
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= len(parts):
+    if not is_int(k) or not 1 <= k <= len(parts):
         names = "; ".join(f"{i}: {c}" for i, (c, _) in enumerate(parts, 1))
         raise BuildError(
             f"part must be a number from 1 to {len(parts)} (the parts of _toc.yml "
@@ -325,24 +290,6 @@ def write_record(root: Path, record: dict) -> None:
     path = root / "_build" / "record.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n")
-
-
-def stage_sources(root: Path, stage: Path) -> None:
-    if stage.exists():
-        shutil.rmtree(stage)
-    stage.mkdir(parents=True)
-    for name in SOURCES:
-        src = root / name
-        if src.is_dir():
-            shutil.copytree(
-                src,
-                stage / name,
-                ignore=shutil.ignore_patterns(
-                    ".ipynb_checkpoints", "__pycache__", "_generated"
-                ),
-            )
-        elif src.is_file():
-            shutil.copy2(src, stage / name)
 
 
 def render(stage: Path, site: Path) -> Path:

@@ -21,6 +21,9 @@ import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
+from lecturelib.book.toc import check_toc_files
+from lecturelib.validate import is_int
+
 TOPICS = Path("book") / "topics.yml"
 CHAPTERS = Path("book") / "chapters.yml"
 N_CHAPTERS = 20
@@ -77,7 +80,7 @@ def load_topics(root: Path) -> list[dict]:
             )
         _known_keys(entry, CHAPTER_KEYS, where)
         n = entry.get("n")
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= N_CHAPTERS:
+        if not is_int(n) or not 1 <= n <= N_CHAPTERS:
             raise CoverageError(
                 f"{where}: n must be a chapter number from 1 to {N_CHAPTERS}; got {n!r}"
             )
@@ -173,15 +176,6 @@ def _topic(entry: object, n: int, where: str, seen: set[str]) -> dict:
 # Sections and their labels
 
 
-def _check_toc_files(toc_files: object) -> None:
-    if isinstance(toc_files, (str, Path)):
-        raise TypeError(
-            f"toc_files must be a list of toc entries such as "
-            f"'notebooks/01_language_models'; got the single "
-            f"{type(toc_files).__name__} {str(toc_files)!r}"
-        )
-
-
 def chapter_notebook(n: int, toc_files: Iterable[str]) -> str | None:
     """The notebook of chapter ``n`` among the toc entries ``toc_files``
     (``"notebooks/01_language_models.ipynb"`` for ``notebooks/01_language_models``), or
@@ -257,7 +251,7 @@ def section_labels(
     Raises :class:`CoverageError`, naming the topic, the notebook and the headings that
     it has, when a topic of a chapter in the toc names no section (or ``null``), or one
     that its notebook lacks or holds twice."""
-    _check_toc_files(toc_files)
+    check_toc_files(toc_files)
     toc_files = list(toc_files)
     labels: dict[tuple[str, str], str] = {}
     for chapter in topics:
@@ -430,7 +424,7 @@ def write_page(
     the appendix to ``out_dir/coverage.md`` (chapter and part titles from
     ``book/chapters.yml``); returns the page's path. Raises :class:`CoverageError` as
     :func:`load_topics` and :func:`section_labels` do."""
-    _check_toc_files(toc_files)
+    check_toc_files(toc_files)
     topics = load_topics(root)
     labels = section_labels(root, topics, toc_files)
     label_sections(stage, labels)

@@ -22,6 +22,8 @@ import re
 from ast import literal_eval
 from dataclasses import dataclass
 
+from lecturelib.validate import is_real
+
 ROLE = re.compile(r"\{(?P<role>[\w:-]+)\}`(?P<content>[^`]*)`")
 GLUE_TEXT = re.compile(r"^glue(?::text)?$")
 NOT_PROSE = [
@@ -79,7 +81,7 @@ def _number(text: str):
         value = literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_real(value):
         return None
     return value if math.isfinite(value) else None
 

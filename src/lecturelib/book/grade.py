@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lecturelib.book import exercises as _exercises
+from lecturelib.validate import check_int
 
 PROFILES = ("smoke", "cpu", "gpu", "auto")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -252,24 +253,22 @@ def report(
     return Report(name, profile, results, others, round(wall_s, 1), executed)
 
 
-def _check_args(path, profile: str, timeout: int) -> Path:
+def check_grade(path, profile: str, timeout: int) -> Path:
+    """The arguments of :func:`grade`; returns ``path`` as a Path."""
     if not isinstance(path, (str, Path)) or not str(path).endswith(".ipynb"):
         raise ValueError(f"path must be a .ipynb file; got {path!r}")
     if not Path(path).is_file():
         raise ValueError(f"path must be an existing notebook; {path} does not exist")
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}; got {profile!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
-        raise ValueError(
-            f"timeout must be a positive number of seconds per cell; got {timeout!r}"
-        )
+    check_int(timeout, "timeout (seconds per cell)", 1)
     return Path(path)
 
 
 def grade(path: str | Path, profile: str = "smoke", timeout: int = 600) -> Report:
     """Run the notebook at ``path`` top to bottom in a fresh kernel (working directory: its
     folder) and report its exercises. ``timeout``: seconds allowed per cell."""
-    path = _check_args(path, profile, timeout)
+    path = check_grade(path, profile, timeout)
     nb = json.loads(path.read_text(encoding="utf-8"))
     _exercises.exercises(nb)  # refuses a malformed notebook before starting a kernel
     errors: dict[int, str] = {}
@@ -284,7 +283,7 @@ def grade_versions(
 ) -> tuple[Report, Report]:
     """Grade the chapter at ``path`` and its student version (``exercises.student_version``)
     in one kernel, running the cells they share once; returns ``(solution, student)``."""
-    path = _check_args(path, profile, timeout)
+    path = check_grade(path, profile, timeout)
     solution = json.loads(path.read_text(encoding="utf-8"))
     student = _exercises.student_version(solution)
     differ = [

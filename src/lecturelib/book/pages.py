@@ -13,6 +13,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from lecturelib.book.toc import check_toc_files
 from lecturelib.plot import OKABE_ITO
 
 PART_COLORS = [
@@ -134,19 +135,10 @@ def _wrap(title: str, width: int = 24) -> str:
     return "\n".join([*lines, line])
 
 
-def _check_toc_files(toc_files: object) -> None:
-    if isinstance(toc_files, (str, Path)):
-        raise TypeError(
-            f"toc_files must be a list of toc entries such as "
-            f"'notebooks/01_language_models'; got the single "
-            f"{type(toc_files).__name__} {str(toc_files)!r}"
-        )
-
-
 def write_chapter_map(root: Path, out: Path, toc_files: Iterable[str]) -> None:
     """Write ``chapter_map.md`` and ``chapter_map.svg`` into ``out``; ``toc_files`` are the
     ``file`` entries of ``_toc.yml`` (``lecturelib.book.build.toc_files``)."""
-    _check_toc_files(toc_files)
+    check_toc_files(toc_files)
     parts = load_chapters(root)
     in_book = set(toc_files)
     for part in parts:  # a chapter is drawn as available only once it is in the book
@@ -167,7 +159,7 @@ def instructors_table(root: Path, toc_files: Iterable[str], records: list[dict])
 
     from lecturelib.book.exercises import exercises
 
-    _check_toc_files(toc_files)
+    check_toc_files(toc_files)
     in_book = set(toc_files)
     heads = []
     for r in records:

@@ -78,3 +78,14 @@ if __name__ == "__main__":
             ]
         )
     )
+
+
+def check_toc_files(toc_files: object) -> None:
+    """``toc_files`` must be a list of toc entries (what :func:`toc_files` returns), not one
+    str or Path (which would be read letter by letter)."""
+    if isinstance(toc_files, (str, Path)):
+        raise TypeError(
+            f"toc_files must be a list of toc entries such as "
+            f"'notebooks/01_language_models'; got the single "
+            f"{type(toc_files).__name__} {str(toc_files)!r}"
+        )

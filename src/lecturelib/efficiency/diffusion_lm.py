@@ -4,18 +4,18 @@ and Parallel WaveNet.
 **Masked diffusion** (Austin et al., 2021, arXiv:2107.03006; MDLM, Sahoo et al., 2024,
 arXiv:2406.07524; LLaDA, Nie et al., 2025, arXiv:2502.09992). The forward process
 replaces each answer token by ``[MASK]`` with probability ``t ~ U(0, 1)``; a
-bidirectional Transformer (chapter 12's :class:`lecturelib.pretraining.bert.BERT`) learns to fill
-the masks, trained on ``(1/t) ·`` the cross-entropy of the masked tokens, the
-continuous-time bound on the negative log-likelihood. :func:`unmask` generates by
-starting from an all-masked answer and, over ``steps`` steps, filling the masked
-positions the model is most confident about (LLaDA's low-confidence remasking) or
-random ones (MDLM's ancestral order), ``length / steps`` per step on a linear
+bidirectional Transformer (chapter 12's :class:`lecturelib.pretraining.bert.BERT`)
+learns to fill the masks, trained on ``(1/t) ·`` the cross-entropy of the masked
+tokens, the continuous-time bound on the negative log-likelihood. :func:`unmask`
+generates by starting from an all-masked answer and, over ``steps`` steps, filling the
+masked positions the model is most confident about (LLaDA's low-confidence remasking)
+or random ones (MDLM's ancestral order), ``length / steps`` per step on a linear
 schedule. Simplifications: the answer's length is known, tokens are filled greedily
 (argmax), and the prompt is never masked.
 
-**The autoregressive baseline** is a :class:`lecturelib.pretraining.gpt.GPT` trained on the same
-``prompt SEP answer`` strings (:func:`ar_loss`) and decoded greedily with chapter 14's
-cache.
+**The autoregressive baseline** is a :class:`lecturelib.pretraining.gpt.GPT` trained on
+the same ``prompt SEP answer`` strings (:func:`ar_loss`) and decoded greedily with
+chapter 14's cache.
 
 **Parallel WaveNet** (van den Oord et al., 2018, arXiv:1711.10433) in a continuous toy:
 :func:`teacher_log_prob` scores ``x`` under an autoregressive Gaussian teacher in one
@@ -41,7 +41,7 @@ from torch import nn
 from lecturelib import tasks
 from lecturelib.efficiency import kvcache
 from lecturelib.pretraining import bert, gpt
-from lecturelib.validate import check_int, describe
+from lecturelib.validate import check_int, check_sizes, check_type, describe
 
 ORDERS = ("confidence", "random")
 
@@ -66,12 +66,9 @@ def either_way_pairs(n: int, length: int, vocab_size: int = 10, seed: int = 0):
 def sorted_either_way(answer: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
     """Per row, whether ``answer`` is the prompt's symbols sorted up or down.
     Shapes: answer ``(b, L)``, prompt ``(b, L + 1)`` → ``(b,)`` bool."""
-    if (
-        not isinstance(answer, torch.Tensor)
-        or not isinstance(prompt, torch.Tensor)
-        or answer.dim() != 2
-        or prompt.shape != (answer.shape[0], answer.shape[1] + 1)
-    ):
+    check_type(answer, "answer", torch.Tensor, "a tensor (b, L)")
+    check_type(prompt, "prompt", torch.Tensor, "a tensor (b, L + 1)")
+    if answer.dim() != 2 or prompt.shape != (answer.shape[0], answer.shape[1] + 1):
         raise ValueError(
             f"answer must be (b, L) and prompt (b, L + 1); got "
             f"{describe(answer)} and {describe(prompt)}"
@@ -80,21 +77,37 @@ def sorted_either_way(answer: torch.Tensor, prompt: torch.Tensor) -> torch.Tenso
     return (answer == up).all(1) | (answer == up.flip(1)).all(1)
 
 
-def _check_batch(batch) -> tuple[torch.Tensor, torch.Tensor]:
-    if (
-        not isinstance(batch, (tuple, list))
-        or len(batch) != 2
-        or not all(isinstance(t, torch.Tensor) and t.dim() == 2 for t in batch)
-        or batch[0].shape[0] != batch[1].shape[0]
-    ):
-        raise ValueError("batch must be (prompt (b, P), answer (b, L)) id tensors")
-    return batch[0], batch[1]
+def check_batch(batch) -> None:
+    """A batch of :func:`diffusion_loss` and :func:`ar_loss`: ``(prompt, answer)``,
+    two tensors of token ids ``(b, P)`` and ``(b, L)``."""
+    message = "batch must be (prompt (b, P), answer (b, L)) id tensors"
+    if not isinstance(batch, (tuple, list)):
+        raise TypeError(f"{message}; got {describe(batch)}")
+    if len(batch) != 2:
+        raise ValueError(f"{message}; got {len(batch)} items")
+    if not all(isinstance(t, torch.Tensor) for t in batch):
+        raise TypeError(message)
+    if any(t.dim() != 2 for t in batch) or batch[0].shape[0] != batch[1].shape[0]:
+        raise ValueError(
+            f"{message}; got shapes {tuple(batch[0].shape)} and {tuple(batch[1].shape)}"
+        )
+
+
+def check_unmask(model, prompt, length, steps, order) -> None:
+    """The arguments of :func:`unmask`: ``1 <= steps <= length``."""
+    check_type(model, "model", bert.BERT, "a bert.BERT")
+    check_int(length, "length", 1)
+    check_int(steps, "steps", 1, length)
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}; got {order!r}")
+    check_type(prompt, "prompt", torch.Tensor, "(b, P) token ids")
+    if prompt.dim() != 2:
+        raise ValueError(f"prompt must be (b, P) token ids; got {describe(prompt)}")
 
 
 def mask_id(model: bert.BERT) -> int:
     """``[MASK]`` is the last id of the diffusion model's vocabulary."""
-    if not isinstance(model, bert.BERT):
-        raise TypeError(f"model must be a bert.BERT; got {type(model).__name__}")
+    check_type(model, "model", bert.BERT, "a bert.BERT")
     return model.config.vocab_size - 1
 
 
@@ -104,7 +117,8 @@ def diffusion_loss(
     """MDLM's loss: mask each answer token with probability ``t ~ U(0, 1)`` (one ``t``
     per row, spread evenly over the batch to lower the variance, as MDLM does) and
     score the masked ones, weighted by ``1/t``, per answer token."""
-    prompt, answer = _check_batch(batch)
+    check_batch(batch)
+    prompt, answer = batch
     m = mask_id(model)
     b, L = answer.shape
     u = torch.rand(1, generator=generator)  # stratified: one t per slice
@@ -131,13 +145,8 @@ def unmask(
     are filled, choosing the most confident (or random) ones.
 
     Returns the answer ``(b, L)`` and the answer after each step (``steps`` tensors)."""
+    check_unmask(model, prompt, length, steps, order)
     m = mask_id(model)
-    check_int(length, "length", 1)
-    check_int(steps, "steps", 1, length)
-    if order not in ORDERS:
-        raise ValueError(f"order must be one of {ORDERS}; got {order!r}")
-    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2:
-        raise ValueError(f"prompt must be (b, P) token ids; got {describe(prompt)}")
     b, P = prompt.shape
     x = torch.full((b, length), m, dtype=torch.long, device=prompt.device)
     history = []
@@ -157,7 +166,8 @@ def unmask(
 
 def ar_loss(model: gpt.GPT, batch) -> torch.Tensor:
     """Next-token cross-entropy on the answer of ``prompt answer`` only."""
-    prompt, answer = _check_batch(batch)
+    check_batch(batch)
+    prompt, answer = batch
     ids = torch.cat([prompt, answer], 1)
     logits = model(ids[:, :-1])[:, prompt.shape[1] - 1 :]  # (b, L, v)
     return F.cross_entropy(logits.transpose(1, 2), answer)
@@ -172,9 +182,9 @@ def ar_generate(model: gpt.GPT, prompt: torch.Tensor, length: int) -> torch.Tens
 
 def exact_match(answer: torch.Tensor, truth: torch.Tensor) -> float:
     """The fraction of rows whose every token is right."""
-    if not isinstance(answer, torch.Tensor) or answer.shape != getattr(
-        truth, "shape", None
-    ):
+    check_type(answer, "answer", torch.Tensor, "a tensor (b, L)")
+    check_type(truth, "truth", torch.Tensor, "a tensor (b, L)")
+    if answer.shape != truth.shape:
         raise ValueError(
             f"answer and truth must be tensors of one shape; got "
             f"{describe(answer)} and {describe(truth)}"
@@ -192,12 +202,20 @@ def timed(fn, *args, **kwargs):
 # Parallel WaveNet in a continuous toy -----------------------------------------------
 
 
+def check_samples(x) -> None:
+    """Samples of the continuous toy: a float tensor ``(n, D)``."""
+    message = f"x must be a float tensor (n, D); got {describe(x)}"
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(message)
+    if x.dim() != 2:
+        raise ValueError(message)
+
+
 def teacher_params(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The teacher's mean and log standard deviation of every ``x_i`` given ``x_{i-1}``
     (``x_1 ~ N(0, 1)``), all at once from a whole sample, as WaveNet scores audio.
     Shapes: ``(n, D)`` → ``(n, D)``, ``(n, D)``."""
-    if not isinstance(x, torch.Tensor) or x.dim() != 2 or not x.is_floating_point():
-        raise ValueError(f"x must be a float tensor (n, D); got {describe(x)}")
+    check_samples(x)
     prev = F.pad(x[:, :-1], (1, 0))  # x_{i-1}, 0 first
     mu = 1.5 * torch.sin(1.5 * prev)
     log_sigma = -1.0 + 0.5 * torch.tanh(prev)
@@ -226,13 +244,20 @@ def teacher_sample(
     """Ancestral sampling from the teacher, ``D`` sequential steps.
 
     Shapes: → ``(n, D)``."""
-    check_int(n, "n", 1)
-    check_int(D, "D", 1)
+    check_sizes(n=n, D=D)
     x = torch.zeros(n, D)
     for i in range(D):
         mu, log_sigma = teacher_params(x)
         x[:, i] = mu[:, i] + log_sigma[:, i].exp() * torch.randn(n, generator=generator)
     return x
+
+
+def check_noise(z, D: int) -> None:
+    """The input of :class:`IAF`: noise ``(n, D)``, a float tensor."""
+    if not isinstance(z, torch.Tensor) or not z.is_floating_point():
+        raise TypeError(f"z must be a float tensor (n, D={D}); got {describe(z)}")
+    if z.dim() != 2 or z.shape[1] != D:
+        raise ValueError(f"z must be (n, D={D}); got {describe(z)}")
 
 
 class IAF(nn.Module):
@@ -244,8 +269,7 @@ class IAF(nn.Module):
 
     def __init__(self, D: int, hidden: int = 32):
         super().__init__()
-        check_int(D, "D", 1)
-        check_int(hidden, "hidden", 1)
+        check_sizes(D=D, hidden=hidden)
         self.D = D
         self.register_buffer("mask", torch.ones(D, D).tril(-1))  # (i, j): j < i
         self.w1 = nn.Parameter(0.3 * torch.randn(D, D, hidden))
@@ -254,8 +278,7 @@ class IAF(nn.Module):
         self.b2 = nn.Parameter(torch.zeros(D, 2))
 
     def forward(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if not isinstance(z, torch.Tensor) or z.dim() != 2 or z.shape[1] != self.D:
-            raise ValueError(f"z must be (n, D={self.D}); got {describe(z)}")
+        check_noise(z, self.D)
         seen = z[:, None, :] * self.mask  # (n, D, D): z_<i
         h = torch.tanh(torch.einsum("nij,ijh->nih", seen, self.w1) + self.b1)
         out = torch.einsum("nih,ihc->nic", h, self.w2) + self.b2  # (n, D, 2)
@@ -277,7 +300,6 @@ def reverse_kl(
 ) -> torch.Tensor:
     """Monte Carlo ``KL(q || p) = E_{x ~ q}[log q(x) - log p(x)]`` from ``n`` student
     samples; differentiable in the student's parameters (reparameterised)."""
-    if not isinstance(student, IAF):
-        raise TypeError(f"student must be an IAF; got {type(student).__name__}")
+    check_type(student, "student", IAF, "an IAF")
     x, log_q = student.sample(n, generator)
     return (log_q - teacher_log_prob(x)).mean()

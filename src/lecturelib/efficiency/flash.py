@@ -8,10 +8,9 @@ log-sum-exp. The online softmax is Milakov & Gimelshein (2018, arXiv:1805.02867)
 memory-efficient attention by chunking is Rabe & Staats (2021, arXiv:2112.05682).
 
 This module is the plain-PyTorch version of the chapter: the loops over blocks run in
-Python, each block is a batched matrix product over the batch and head axes. The fused
-GPU kernel is :mod:`lecturelib.efficiency.flash_triton`. Masks are boolean, True where a query may
-attend a key (as in :mod:`lecturelib.transformers.self_attention`); a query with no key gets output
-0.
+Python, each block is a batched matrix product over the batch and head axes. Masks are
+boolean, True where a query may attend a key (as in
+:mod:`lecturelib.transformers.self_attention`); a query with no key gets output 0.
 
 Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)`` with the same leading
 axes (e.g. ``b h``).
@@ -23,15 +22,40 @@ import math
 
 import torch
 
-from lecturelib.validate import describe
+from lecturelib.validate import (
+    check_int,
+    check_sizes,
+    check_tensor,
+    describe,
+)
 
 
-def _check_qkv(q, k, v) -> None:
+def check_divisor(value, name: str, n: int, axis: str) -> None:
+    """``value`` must be an int >= 1 that divides ``n``, the size of ``axis``."""
+    try:
+        check_int(value, name, 1)
+        ok = n % value == 0
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"{name} must be a positive int that divides {axis} = {n}; got {value!r}"
+        )
+
+
+def check_softmax(x, block: int = 1) -> None:
+    """The arguments of :func:`safe_softmax` and :func:`online_softmax`."""
+    check_tensor(x, "x", "(..., n)")
+    if x.dim() < 1:
+        raise ValueError("x must be (..., n); got a 0-d tensor")
+    check_divisor(block, "block", x.shape[-1], "n")
+
+
+def check_qkv(q, k, v) -> None:
+    """Queries, keys and values ``(..., t, d)``, ``(..., s, d)``, ``(..., s, d_v)``: float
+    tensors of one dtype with the same leading axes."""
     for name, a in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(a, torch.Tensor) or not a.is_floating_point():
-            raise TypeError(
-                f"{name} must be a float tensor (..., t, d); got {describe(a)}"
-            )
+        check_tensor(a, name, "(..., t, d)")
     if (
         q.dim() < 2
         or not q.dim() == k.dim() == v.dim()
@@ -50,7 +74,8 @@ def _check_qkv(q, k, v) -> None:
         )
 
 
-def _check_mask(mask, t: int, s: int) -> None:
+def check_mask(mask, t: int, s: int) -> None:
+    """``mask`` must be None or a bool tensor ending in ``(t, s)``."""
     if mask is None:
         return
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() < 2:
@@ -61,10 +86,18 @@ def _check_mask(mask, t: int, s: int) -> None:
         )
 
 
-def _scale(scale, d: int) -> float:
-    if scale is None:
-        return d**-0.5
-    if (
+def check_blocks(t: int, s: int, block_q, block_k) -> None:
+    """``block_q`` must divide ``t`` and ``block_k`` divide ``s``."""
+    check_divisor(block_q, "block_q", t, "t")
+    check_divisor(block_k, "block_k", s, "s")
+
+
+def check_attention(q, k, v, mask=None, scale=None, block_q=None, block_k=None) -> None:
+    """The arguments of :func:`naive_attention`, and with the blocks of
+    :func:`tiled_forward` and :func:`tiled_attention`."""
+    check_qkv(q, k, v)
+    check_mask(mask, q.shape[-2], k.shape[-2])
+    if scale is not None and (
         isinstance(scale, bool)
         or not isinstance(scale, (int, float))
         or not (math.isfinite(scale) and scale > 0)
@@ -72,11 +105,13 @@ def _scale(scale, d: int) -> float:
         raise ValueError(
             f"scale must be a positive finite number or None; got {scale!r}"
         )
-    return float(scale)
+    if block_q is not None or block_k is not None:
+        check_blocks(q.shape[-2], k.shape[-2], block_q, block_k)
 
 
-def _visible(t: int, s: int, causal: bool, mask, device) -> torch.Tensor | None:
-    """The boolean mask of the keys each query may attend, or None for all of them."""
+def visible(t: int, s: int, causal: bool, mask, device) -> torch.Tensor | None:
+    """The boolean mask of the keys each query may attend, or None for all of them: the
+    ``t`` queries are the last ``t`` of the ``s`` positions."""
     keep = None
     if causal:
         i = torch.arange(t, device=device)[:, None] + (s - t)
@@ -91,8 +126,7 @@ def safe_softmax(x: torch.Tensor) -> torch.Tensor:
 
     Shapes: ``(..., n)`` → ``(..., n)``.
     """
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 1:
-        raise TypeError(f"x must be a float tensor (..., n); got {describe(x)}")
+    check_softmax(x)
     m = x.max(-1, keepdim=True).values  # pass 1: the maximum
     l = torch.exp(x - m).sum(-1, keepdim=True)  # pass 2: the normaliser
     return torch.exp(x - m) / l  # pass 3: the output
@@ -105,16 +139,10 @@ def online_softmax(x: torch.Tensor, block: int = 1) -> torch.Tensor:
 
     Shapes: ``(..., n)`` → ``(..., n)``; ``block`` must divide ``n``.
     """
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 1:
-        raise TypeError(f"x must be a float tensor (..., n); got {describe(x)}")
-    n = x.shape[-1]
-    if isinstance(block, bool) or not isinstance(block, int) or block < 1 or n % block:
-        raise ValueError(
-            f"block must be a positive int that divides n = {n}; got {block!r}"
-        )
+    check_softmax(x, block)
     m = torch.full(x.shape[:-1] + (1,), -math.inf, dtype=x.dtype, device=x.device)
     l = torch.zeros_like(m)
-    for j in range(0, n, block):  # pass 1: m and l together
+    for j in range(0, x.shape[-1], block):  # pass 1: m and l together
         xj = x[..., j : j + block]
         m_new = torch.maximum(m, xj.max(-1, keepdim=True).values)
         l = l * torch.exp(m - m_new) + torch.exp(xj - m_new).sum(-1, keepdim=True)
@@ -136,26 +164,15 @@ def naive_attention(
     Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)``, mask bool
     broadcastable to ``(..., t, s)`` → ``(..., t, d_v)``.
     """
-    _check_qkv(q, k, v)
+    check_attention(q, k, v, mask, scale)
     t, s = q.shape[-2], k.shape[-2]
-    _check_mask(mask, t, s)
-    scores = q @ k.transpose(-2, -1) * _scale(scale, q.shape[-1])  # (..., t, s)
-    keep = _visible(t, s, bool(causal), mask, q.device)
+    c = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = q @ k.transpose(-2, -1) * c  # (..., t, s)
+    keep = visible(t, s, bool(causal), mask, q.device)
     if keep is not None:
         scores = scores.masked_fill(~keep, -math.inf)
     weights = torch.softmax(scores, -1).nan_to_num(0.0)  # a row with no key: 0
     return weights @ v
-
-
-def _check_blocks(t: int, s: int, block_q, block_k) -> None:
-    for name, b, n, axis in (
-        ("block_q", block_q, t, "t"),
-        ("block_k", block_k, s, "s"),
-    ):
-        if isinstance(b, bool) or not isinstance(b, int) or b < 1 or n % b:
-            raise ValueError(
-                f"{name} must be a positive int that divides {axis} = {n}; got {b!r}"
-            )
 
 
 def tiled_forward(q, k, v, causal=False, mask=None, scale=None, block_q=64, block_k=64):
@@ -167,11 +184,9 @@ def tiled_forward(q, k, v, causal=False, mask=None, scale=None, block_q=64, bloc
     Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)`` → out
     ``(..., t, d_v)``, lse ``(..., t)``; ``block_q`` divides t, ``block_k`` divides s.
     """
-    _check_qkv(q, k, v)
+    check_attention(q, k, v, mask, scale, block_q, block_k)
     t, s = q.shape[-2], k.shape[-2]
-    _check_mask(mask, t, s)
-    _check_blocks(t, s, block_q, block_k)
-    c = _scale(scale, q.shape[-1])
+    c = q.shape[-1] ** -0.5 if scale is None else scale
     empty_rows = mask is not None or (causal and s < t)  # rows that may see no key
     out = q.new_empty(q.shape[:-1] + v.shape[-1:])
     lse = q.new_empty(q.shape[:-1])
@@ -185,7 +200,7 @@ def tiled_forward(q, k, v, causal=False, mask=None, scale=None, block_q=64, bloc
             if causal and j > last:
                 break  # above the diagonal
             sij = qi @ k[..., j : j + block_k, :].transpose(-2, -1)  # (..., bq, bk)
-            keep = _tile_mask(i, j, block_q, block_k, t, s, causal, mask, q.device)
+            keep = tile_mask(i, j, block_q, block_k, t, s, causal, mask, q.device)
             if keep is not None:
                 sij = sij.masked_fill(~keep, -math.inf)
             m_new = torch.maximum(m, sij.amax(-1, keepdim=True))
@@ -200,7 +215,7 @@ def tiled_forward(q, k, v, causal=False, mask=None, scale=None, block_q=64, bloc
     return out, lse
 
 
-def _tile_mask(i, j, bq, bk, t, s, causal, mask, device):
+def tile_mask(i, j, bq, bk, t, s, causal, mask, device):
     """The mask of one tile, or None when every key of the tile is visible."""
     keep = None
     if causal and j + bk - 1 > i + (s - t):  # crosses the diagonal
@@ -213,44 +228,30 @@ def _tile_mask(i, j, bq, bk, t, s, causal, mask, device):
 
 
 def tiled_backward(
-    q,
-    k,
-    v,
-    out,
-    lse,
-    grad_out,
-    causal=False,
-    mask=None,
-    scale=None,
-    block_q=64,
-    block_k=64,
+    q, k, v, out, lse, dout, causal=False, mask=None, scale=None, block_q=64, block_k=64
 ):
     """The gradients of tiled attention, recomputing each tile's probabilities
     ``P = exp(S - lse)`` instead of storing them: ``dV = Pᵀ dO``, ``dS = P ∘ (dO Vᵀ -
     D)`` with ``D = rowsum(dO ∘ O)``, ``dQ = dS K · scale``, ``dK = dSᵀ Q · scale``.
 
-    Shapes: as :func:`tiled_forward`; grad_out like out → dq, dk, dv like q, k, v.
+    Shapes: as :func:`tiled_forward`; dout (the gradient of out) like out → dq, dk, dv
+    like q, k, v.
     """
     t, s = q.shape[-2], k.shape[-2]
-    c = _scale(scale, q.shape[-1])
+    c = q.shape[-1] ** -0.5 if scale is None else scale
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-    big_d = (grad_out * out).sum(-1, keepdim=True)  # (..., t, 1)
+    big_d = (dout * out).sum(-1, keepdim=True)  # (..., t, 1)
     for i in range(0, t, block_q):
         rows = slice(i, i + block_q)
-        qi, doi, lse_i = (
-            q[..., rows, :] * c,
-            grad_out[..., rows, :],
-            lse[..., rows, None],
-        )
+        qi, doi, lse_i = q[..., rows, :] * c, dout[..., rows, :], lse[..., rows, None]
         last = i + block_q - 1 + (s - t)
         for j in range(0, s, block_k):
             if causal and j > last:
                 break
             cols = slice(j, j + block_k)
-            p = torch.exp(
-                qi @ k[..., cols, :].transpose(-2, -1) - lse_i
-            )  # (..., bq, bk)
-            keep = _tile_mask(i, j, block_q, block_k, t, s, causal, mask, q.device)
+            # the tile's probabilities, recomputed: (..., bq, bk)
+            p = torch.exp(qi @ k[..., cols, :].transpose(-2, -1) - lse_i)
+            keep = tile_mask(i, j, block_q, block_k, t, s, causal, mask, q.device)
             if keep is not None:
                 p = p.masked_fill(~keep, 0.0)
             dv[..., cols, :] += p.transpose(-2, -1) @ doi
@@ -295,18 +296,13 @@ def tiled_attention(
     Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)`` → ``(..., t,
     d_v)``.
     """
-    _check_qkv(q, k, v)
-    _check_mask(mask, q.shape[-2], k.shape[-2])
-    _check_blocks(q.shape[-2], k.shape[-2], block_q, block_k)
-    _scale(scale, q.shape[-1])
+    check_attention(q, k, v, mask, scale, block_q, block_k)
     return TiledAttention.apply(q, k, v, bool(causal), mask, scale, block_q, block_k)
 
 
 def attention_flops(t: int, d: int, heads: int = 1, causal: bool = False) -> float:
     """Multiply-adds ×2 of the two matrix products of attention (``QKᵀ`` and ``PV``)."""
-    for name, n in (("t", t), ("d", d), ("heads", heads)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"{name} must be a positive int; got {n!r}")
+    check_sizes(t=t, d=d, heads=heads)
     return 4.0 * heads * t * t * d * (0.5 if causal else 1.0)
 
 
@@ -315,9 +311,7 @@ def io_bytes(t: int, d: int, sram_floats: int, bytes_per_float: int = 4) -> dict
     ``Θ(t d + t²)`` (the scores are written and read), and of FlashAttention,
     ``Θ(t² d² / M)`` for an SRAM of ``M`` floats (K and V are read once per query block
     of ``M / (4d)`` rows)."""
-    for name, n in (("t", t), ("d", d), ("sram_floats", sram_floats)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"{name} must be a positive int; got {n!r}")
+    check_sizes(t=t, d=d, sram_floats=sram_floats)
     if sram_floats < 4 * d:
         raise ValueError(
             f"sram_floats must hold at least one row of q, k, v and o "
@@ -331,40 +325,3 @@ def io_bytes(t: int, d: int, sram_floats: int, bytes_per_float: int = 4) -> dict
         2 * t * d + passes * 2 * t * d
     ) * bytes_per_float  # q o once, k v per block
     return {"standard": float(standard), "flash": float(flash)}
-
-
-def triton_kernel(interpret: bool | None = None):
-    """Import :mod:`lecturelib.efficiency.flash_triton`, interpreted on the CPU
-    (``TRITON_INTERPRET=1`` set before the import) unless CUDA is available or
-    ``interpret`` is False. Returns ``(module, message)``; the module is None, and the
-    message says why, where Triton is not installed or an earlier import fixed the other
-    mode."""
-    import importlib
-
-    import os
-    import sys
-
-    if interpret is None:
-        interpret = not torch.cuda.is_available()
-    if not isinstance(interpret, bool):
-        raise TypeError(f"interpret must be a bool or None; got {interpret!r}")
-    loaded = sys.modules.get("lecturelib.efficiency.flash_triton")
-    if loaded is not None and loaded.INTERPRETED != interpret:
-        return None, (
-            "lecturelib.efficiency.flash_triton was imported "
-            f"{'interpreted' if loaded.INTERPRETED else 'compiled'}; restart "
-            "the kernel to change mode"
-        )
-    if interpret:
-        os.environ["TRITON_INTERPRET"] = (
-            "1"  # read when @triton.jit decorates the kernel
-        )
-    try:
-        module = importlib.import_module("lecturelib.efficiency.flash_triton")
-    except ImportError as error:
-        return None, (
-            f"Triton is not available ({error}); install lecturelib[triton] "
-            "to run the kernel: the Triton cells are skipped"
-        )
-    mode = "interpreted on the CPU" if module.INTERPRETED else "compiled for CUDA"
-    return module, f"Triton {module.triton.__version__}, kernel {mode}"

@@ -30,6 +30,7 @@ from torch import nn
 
 from lecturelib.efficiency import kvcache
 from lecturelib.pretraining import gpt
+from lecturelib.validate import check_choice, check_ids, check_int, check_type
 
 ATTENTIONS = ("gqa", "mla")
 
@@ -50,36 +51,7 @@ class CacheGPTConfig:
     rope_base: float = 10000.0
 
     def __post_init__(self):
-        for name in (
-            "vocab_size",
-            "seq_len",
-            "d_model",
-            "n_layers",
-            "n_heads",
-            "n_kv_heads",
-            "d_latent",
-            "d_rope",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"CacheGPTConfig.{name} must be a positive int; got {value!r}"
-                )
-        if self.attention not in ATTENTIONS:
-            raise ValueError(
-                f"CacheGPTConfig.attention must be one of {ATTENTIONS}; "
-                f"got {self.attention!r}"
-            )
-        if self.d_model % self.n_heads or self.d_head % 2 or self.d_rope % 2:
-            raise ValueError(
-                f"d_model ({self.d_model}) must split into n_heads "
-                f"({self.n_heads}) heads of even width, and d_rope "
-                f"({self.d_rope}) must be even"
-            )
-        if self.n_heads % self.n_kv_heads:
-            raise ValueError(
-                f"n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})"
-            )
+        check_cache_gpt_config(self)
 
     @property
     def d_head(self) -> int:
@@ -91,6 +63,31 @@ class CacheGPTConfig:
             return {"c": (1, self.d_latent), "k_rope": (1, self.d_rope)}
         kv = (self.n_kv_heads, self.d_head)
         return {"k": kv, "v": kv}
+
+
+def check_cache_gpt_config(c: CacheGPTConfig) -> None:
+    """The fields of a :class:`CacheGPTConfig`."""
+    for name in (
+        "vocab_size",
+        "seq_len",
+        "d_model",
+        "n_layers",
+        "n_heads",
+        "n_kv_heads",
+        "d_latent",
+        "d_rope",
+    ):
+        check_int(getattr(c, name), f"CacheGPTConfig.{name}", 1)
+    check_choice(c.attention, "CacheGPTConfig.attention", ATTENTIONS)
+    if c.d_model % c.n_heads or c.d_head % 2 or c.d_rope % 2:
+        raise ValueError(
+            f"d_model ({c.d_model}) must split into n_heads ({c.n_heads}) heads of "
+            f"even width, and d_rope ({c.d_rope}) must be even"
+        )
+    if c.n_heads % c.n_kv_heads:
+        raise ValueError(
+            f"n_kv_heads ({c.n_kv_heads}) must divide n_heads ({c.n_heads})"
+        )
 
 
 class GroupedQueryAttention(nn.Module):
@@ -220,17 +217,14 @@ class CacheGPT(nn.Module):
 
     def __init__(self, config: CacheGPTConfig):
         super().__init__()
-        if not isinstance(config, CacheGPTConfig):
-            raise TypeError(
-                f"config must be a CacheGPTConfig; got {type(config).__name__}"
-            )
+        check_type(config, "config", CacheGPTConfig, "a CacheGPTConfig")
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.blocks = nn.ModuleList(CacheBlock(config) for _ in range(config.n_layers))
         self.norm = nn.RMSNorm(config.d_model, eps=1e-6)
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.head.weight = self.embed.weight
-        self.apply(gpt.GPT._init)
+        self.apply(gpt.GPT.init_weights)
         std = 0.02 / math.sqrt(2 * config.n_layers)  # residual branches, as gpt.GPT
         for block in self.blocks:
             nn.init.normal_(block.attn.out.weight, std=std)
@@ -250,15 +244,10 @@ class CacheGPT(nn.Module):
     def forward(
         self, ids: torch.Tensor, cache: kvcache.KVCache | None = None, **options
     ) -> torch.Tensor:
-        if (
-            not isinstance(ids, torch.Tensor)
-            or ids.dim() != 2
-            or ids.is_floating_point()
-        ):
-            raise ValueError("ids must be a (b, t) integer tensor of token ids")
+        check_ids(ids, "ids", dims=2)
         if cache is None:
             cache = self.new_cache(ids.shape[0], ids.shape[1])
-        cache.check_room(ids.shape[1])
+        kvcache.check_room(cache, ids.shape[1])
         x = self.embed(ids)  # (b, t, d)
         for layer, block in enumerate(self.blocks):
             x = block(x, cache, layer, cache.rope, **options)

@@ -30,6 +30,7 @@ from einops import repeat
 
 from lecturelib.pretraining import gpt
 from lecturelib.transformers import positions
+from lecturelib.validate import check_ids, check_int, check_sizes, check_tensor
 
 # Attention shapes of published models (values from each model's config.json or paper).
 PUBLISHED = {
@@ -79,23 +80,17 @@ PUBLISHED = {
 }
 
 
-def _positive(value, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int; got {value!r}")
-
-
 def cache_bytes_per_token(
     n_layers: int, n_kv_heads: int, d_head: int, bytes_per_value: int = 2
 ) -> int:
     """``2 · n_kv_heads · d_head · n_layers · bytes``: a key and a value per head and
     layer."""
-    for name, value in (
-        ("n_layers", n_layers),
-        ("n_kv_heads", n_kv_heads),
-        ("d_head", d_head),
-        ("bytes_per_value", bytes_per_value),
-    ):
-        _positive(value, name)
+    check_sizes(
+        n_layers=n_layers,
+        n_kv_heads=n_kv_heads,
+        d_head=d_head,
+        bytes_per_value=bytes_per_value,
+    )
     return 2 * n_kv_heads * d_head * n_layers * bytes_per_value
 
 
@@ -104,13 +99,12 @@ def mla_bytes_per_token(
 ) -> int:
     """``(d_c + d_h^R) · n_layers · bytes``: MLA caches a latent and one shared RoPE
     key."""
-    for name, value in (
-        ("n_layers", n_layers),
-        ("d_latent", d_latent),
-        ("d_rope", d_rope),
-        ("bytes_per_value", bytes_per_value),
-    ):
-        _positive(value, name)
+    check_sizes(
+        n_layers=n_layers,
+        d_latent=d_latent,
+        d_rope=d_rope,
+        bytes_per_value=bytes_per_value,
+    )
     return (d_latent + d_rope) * n_layers * bytes_per_value
 
 
@@ -147,23 +141,7 @@ class KVCache:
         dtype: torch.dtype = torch.float32,
         device=None,
     ):
-        for name, value in (
-            ("n_layers", n_layers),
-            ("batch", batch),
-            ("max_len", max_len),
-        ):
-            _positive(value, name)
-        if (
-            not isinstance(entries, dict)
-            or not entries
-            or not all(isinstance(s, tuple) and len(s) == 2 for s in entries.values())
-        ):
-            raise ValueError(
-                f"entries must map names to (heads, width); got {entries!r}"
-            )
-        for name, (heads, width) in entries.items():
-            _positive(heads, f"entries[{name!r}] heads")
-            _positive(width, f"entries[{name!r}] width")
+        check_kv_cache(n_layers, batch, max_len, entries)
         self.entries, self.batch, self.max_len = dict(entries), batch, max_len
         self.length = 0
         self.layers = [
@@ -188,51 +166,67 @@ class KVCache:
 
         Shapes: each ``new[name]`` ``(b, heads, t, width)`` → ``(b, heads, s, width)``.
         """
-        if not isinstance(layer, int) or not 0 <= layer < len(self.layers):
-            raise ValueError(
-                f"layer must be in 0..{len(self.layers) - 1}; got {layer!r}"
-            )
-        if set(new) != set(self.entries):
-            raise ValueError(
-                f"write needs the entries {sorted(self.entries)}; got {sorted(new)}"
-            )
+        check_write(self, layer, new)
         out = []
-        for name, (heads, width) in self.entries.items():
-            x = new[name]
-            if (
-                not isinstance(x, torch.Tensor)
-                or x.dim() != 4
-                or (x.shape[0], x.shape[1], x.shape[3]) != (self.batch, heads, width)
-            ):
-                got = (
-                    tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-                )
-                raise ValueError(
-                    f"{name} must be (b={self.batch}, {heads}, t, {width}); got {got}"
-                )
-            self.check_room(x.shape[2])
-            end = self.length + x.shape[2]
+        for name in self.entries:
+            end = self.length + new[name].shape[2]
             store = self.layers[layer][name]
-            store[:, :, self.length : end] = x
+            store[:, :, self.length : end] = new[name]
             out.append(store[:, :, :end])
         return tuple(out)
 
-    def check_room(self, t: int) -> None:
-        """Refuse ``t`` more positions where the cache has no room for them."""
-        if self.length + t > self.max_len:
-            raise ValueError(
-                f"the cache is full: {self.length} of max_len = "
-                f"{self.max_len} positions used, {t} more asked"
-            )
-
     def advance(self, t: int) -> None:
         """Count ``t`` positions as stored (after every layer has written them)."""
-        _positive(t, "t")
-        if self.length + t > self.max_len:
-            raise ValueError(
-                f"the cache is full: cannot advance {t} past max_len = {self.max_len}"
-            )
+        check_advance(self, t)
         self.length += t
+
+
+def check_kv_cache(n_layers, batch, max_len, entries) -> None:
+    """The arguments of :class:`KVCache`."""
+    check_sizes(n_layers=n_layers, batch=batch, max_len=max_len)
+    if (
+        not isinstance(entries, dict)
+        or not entries
+        or not all(isinstance(s, tuple) and len(s) == 2 for s in entries.values())
+    ):
+        raise ValueError(f"entries must map names to (heads, width); got {entries!r}")
+    for name, (heads, width) in entries.items():
+        check_int(heads, f"entries[{name!r}] heads", 1)
+        check_int(width, f"entries[{name!r}] width", 1)
+
+
+def check_room(cache: KVCache, t: int) -> None:
+    """Refuse ``t`` more positions where ``cache`` has no room for them."""
+    if cache.length + t > cache.max_len:
+        raise ValueError(
+            f"the cache is full: {cache.length} of max_len = "
+            f"{cache.max_len} positions used, {t} more asked"
+        )
+
+
+def check_write(cache: KVCache, layer, new: dict) -> None:
+    """The arguments of :meth:`KVCache.write`: a layer index, and every entry's new
+    positions ``(b, heads, t, width)`` with room for them."""
+    check_int(layer, "layer", 0, len(cache.layers) - 1)
+    if set(new) != set(cache.entries):
+        raise ValueError(
+            f"write needs the entries {sorted(cache.entries)}; got {sorted(new)}"
+        )
+    for name, (heads, width) in cache.entries.items():
+        x, shape = new[name], f"(b={cache.batch}, {heads}, t, {width})"
+        check_tensor(x, name, shape)
+        if x.dim() != 4 or x.shape[:2] + x.shape[3:] != (cache.batch, heads, width):
+            raise ValueError(f"{name} must be {shape}; got {tuple(x.shape)}")
+        check_room(cache, x.shape[2])
+
+
+def check_advance(cache: KVCache, t) -> None:
+    """The argument of :meth:`KVCache.advance`: ``t >= 1`` positions that fit."""
+    check_int(t, "t", 1)
+    if cache.length + t > cache.max_len:
+        raise ValueError(
+            f"the cache is full: cannot advance {t} past max_len = {cache.max_len}"
+        )
 
 
 def kv_cache(
@@ -283,7 +277,7 @@ def attend_reference(
     each of the ``g`` key/value heads serves ``h/g`` query heads.
 
     Shapes: q ``(b, h, t, e)``, k, v ``(b, g, s, e)`` → ``(b, h, t, e)``."""
-    check_attention(q, k, v, start)
+    check_cached_attention(q, k, v, start)
     group = q.shape[1] // k.shape[1]
     k = repeat(k, "b g s e -> b (g r) s e", r=group)
     v = repeat(v, "b g s e -> b (g r) s e", r=group)
@@ -299,7 +293,7 @@ def attend(
 ) -> torch.Tensor:
     """:func:`attend_reference` through ``F.scaled_dot_product_attention`` (a fused
     kernel; one decode query needs no mask). Shapes: as :func:`attend_reference`."""
-    check_attention(q, k, v, start)
+    check_cached_attention(q, k, v, start)
     t, s = q.shape[2], k.shape[2]
     gqa = q.shape[1] != k.shape[1]
     if t == 1:
@@ -311,8 +305,12 @@ def attend(
     return F.scaled_dot_product_attention(q, k, v, attn_mask=seen, enable_gqa=gqa)
 
 
-def check_attention(q, k, v, start) -> None:
-    if not all(isinstance(x, torch.Tensor) and x.dim() == 4 for x in (q, k, v)):
+def check_cached_attention(q, k, v, start) -> None:
+    """The arguments of :func:`attend_reference` and :func:`attend`: ``t`` queries at
+    positions ``start..start+t-1`` over the ``s`` cached keys."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check_tensor(x, name, "(b, h, t, e)" if name == "q" else "(b, g, s, e)")
+    if not q.dim() == k.dim() == v.dim() == 4:
         raise ValueError("q, k, v must be 4-d tensors (b, h, t, e), (b, g, s, e)")
     (b, h, t, e), (bk, g, s, ek) = q.shape, k.shape
     if k.shape != v.shape or (bk, ek) != (b, e) or h % g:
@@ -357,19 +355,7 @@ def cached_forward(model: gpt.GPT, ids: torch.Tensor, cache: KVCache) -> torch.T
     ``permute`` (no copies, no pattern to parse).
 
     Shapes: ids ``(b, t)`` → logits ``(b, t, v)``."""
-    check_gpt(model)
-    if not isinstance(cache, KVCache) or not hasattr(cache, "rope"):
-        raise TypeError(
-            f"cache must come from kvcache.new_cache; got {type(cache).__name__}"
-        )
-    if (
-        not isinstance(ids, torch.Tensor)
-        or ids.dim() != 2
-        or ids.shape[0] != cache.batch
-    ):
-        got = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-        raise ValueError(f"ids must be (b={cache.batch}, t) token ids; got {got}")
-    cache.check_room(ids.shape[1])
+    check_cached_forward(model, ids, cache)
     (b, t), h = ids.shape, model.config.n_heads
     start, x = cache.length, model.embed(ids)  # (b, t, d)
     for layer, block in enumerate(model.blocks):
@@ -385,12 +371,32 @@ def cached_forward(model: gpt.GPT, ids: torch.Tensor, cache: KVCache) -> torch.T
     return model.head(model.norm(x))  # (b, t, v)
 
 
+def check_gpt_ids(model, ids) -> None:
+    """The arguments of :func:`recompute_logits`: a RoPE GPT and ``(b, t)`` token ids."""
+    check_gpt(model)
+    check_ids(ids, "ids", dims=2)
+
+
+def check_cached_forward(model, ids, cache) -> None:
+    """The arguments of :func:`cached_forward`: a RoPE GPT, ``(b, t)`` token ids and a
+    cache from :func:`new_cache` (a :class:`KVCache` with a RoPE table) with room for
+    them."""
+    check_gpt_ids(model, ids)
+    if not all(hasattr(cache, a) for a in ("rope", "write", "length", "batch")):
+        raise TypeError(
+            f"cache must come from kvcache.new_cache; got {type(cache).__name__}"
+        )
+    if ids.shape[0] != cache.batch:
+        raise ValueError(
+            f"ids must be (b={cache.batch}, t) token ids; got {tuple(ids.shape)}"
+        )
+    check_room(cache, ids.shape[1])
+
+
 def recompute_logits(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
     """Full recomputation, the reference: every position's logits from scratch, at any
     length (an empty cache used once). Shapes: ``(b, t)`` → ``(b, t, v)``."""
-    check_gpt(model)
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
-        raise ValueError("ids must be a (b, t) tensor of token ids")
+    check_gpt_ids(model, ids)
     return cached_forward(model, ids, new_cache(model, ids.shape[0], ids.shape[1]))
 
 
@@ -410,15 +416,8 @@ def generate(
 
     Returns the ids ``(b, t + n_new)``, every step's logits ``(b, n_new, v)`` and the
     seconds of each step (the prefill counted in the first)."""
-    check_gpt(model)
-    _positive(n_new, "n_new")
-    if forward is None:
-        forward = cached_forward
-    elif not callable(forward):
-        raise TypeError(
-            f"forward must be a function like cached_forward; "
-            f"got {type(forward).__name__}"
-        )
+    check_generate(model, prompt, n_new, forward)
+    forward = cached_forward if forward is None else forward
     model.eval()
     ids, logits, seconds = prompt, [], []
     b, t = prompt.shape
@@ -435,3 +434,15 @@ def generate(
         ids = torch.cat([ids, new], 1)
         logits.append(last)
     return ids, torch.stack(logits, 1), seconds
+
+
+def check_generate(model, prompt, n_new, forward) -> None:
+    """The arguments of :func:`generate`."""
+    check_gpt(model)
+    check_ids(prompt, "prompt", dims=2)
+    check_int(n_new, "n_new", 1)
+    if forward is not None and not callable(forward):
+        raise TypeError(
+            f"forward must be a function like cached_forward; "
+            f"got {type(forward).__name__}"
+        )

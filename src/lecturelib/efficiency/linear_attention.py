@@ -27,12 +27,26 @@ import torch.nn.functional as F
 from torch import nn
 
 from lecturelib.efficiency import flash
-from lecturelib.validate import describe
+from lecturelib.validate import (
+    check_callable,
+    check_choice,
+    check_ids,
+    check_int,
+    check_sizes,
+    check_tensor,
+    describe,
+)
 
 
-def _int(value, name: str, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}; got {value!r}")
+def check_linear_attention(q, k, v, feature, causal: bool = True) -> None:
+    """The arguments of :func:`linear_attention` and (``causal``, which needs ``t = s``)
+    :func:`linear_attention_recurrent`."""
+    flash.check_qkv(q, k, v)
+    check_callable(feature, "feature")
+    if causal and q.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"causal linear attention needs t = s; got t={q.shape[-2]}, s={k.shape[-2]}"
+        )
 
 
 def elu_feature(x: torch.Tensor) -> torch.Tensor:
@@ -54,18 +68,11 @@ def linear_attention(
     Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)`` → ``(..., t,
     d_v)``; causal needs ``s = t``.
     """
-    flash._check_qkv(q, k, v)
-    if not callable(feature):
-        raise TypeError(f"feature must be callable; got {describe(feature)}")
-    if causal and q.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"causal linear attention needs t = s; got t={q.shape[-2]}, s={k.shape[-2]}"
-        )
+    check_linear_attention(q, k, v, feature, causal)
     fq, fk = feature(q), feature(k)  # (..., t|s, f)
     if causal:
-        state = torch.einsum("...sf,...sd->...sfd", fk, v).cumsum(
-            -3
-        )  # (..., t, f, d_v)
+        # (..., t, f, d_v)
+        state = torch.einsum("...sf,...sd->...sfd", fk, v).cumsum(-3)
         norm = fk.cumsum(-2)  # (..., t, f)
         num = torch.einsum("...tf,...tfd->...td", fq, state)
         return num / (fq * norm).sum(-1, keepdim=True)
@@ -82,13 +89,7 @@ def linear_attention_recurrent(
 
     Shapes: q, k ``(..., t, d)``, v ``(..., t, d_v)`` → ``(..., t, d_v)``.
     """
-    flash._check_qkv(q, k, v)
-    if not callable(feature):
-        raise TypeError(f"feature must be callable; got {describe(feature)}")
-    if q.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"the recurrent form needs t = s; got t={q.shape[-2]}, s={k.shape[-2]}"
-        )
+    check_linear_attention(q, k, v, feature)
     fq, fk = feature(q), feature(k)
     state = q.new_zeros(q.shape[:-2] + (fk.shape[-1], v.shape[-1]))  # (..., f, d_v)
     z = q.new_zeros(q.shape[:-2] + (fk.shape[-1],))  # (..., f)
@@ -106,8 +107,7 @@ def random_features(d: int, m: int, seed: int = 0) -> torch.Tensor:
 
     Shapes: → ``(m, d)``.
     """
-    _int(d, "d", 1)
-    _int(m, "m", 1)
+    check_sizes(d=d, m=m)
     return torch.randn(m, d, generator=torch.Generator().manual_seed(seed))
 
 
@@ -117,13 +117,20 @@ def performer_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
     Shapes: x ``(..., t, d)``, w ``(m, d)`` → ``(..., t, m)``.
     """
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 1:
-        raise TypeError(f"x must be a float tensor (..., d); got {describe(x)}")
-    if not isinstance(w, torch.Tensor) or w.dim() != 2 or w.shape[1] != x.shape[-1]:
-        raise ValueError(f"w must be (m, d) with d = {x.shape[-1]}; got {describe(w)}")
+    check_performer_features(x, w)
     w = w.to(x)
     proj = x @ w.T  # (..., t, m)
     return torch.exp(proj - (x * x).sum(-1, keepdim=True) / 2) / math.sqrt(w.shape[0])
+
+
+def check_performer_features(x, w) -> None:
+    """The arguments of :func:`performer_features`: ``x (..., d)``, ``w (m, d)``."""
+    check_tensor(x, "x", "(..., d)")
+    if x.dim() < 1:
+        raise ValueError("x must be (..., d); got a 0-d tensor")
+    check_tensor(w, "w", f"(m, d) with d = {x.shape[-1]}")
+    if w.dim() != 2 or w.shape[1] != x.shape[-1]:
+        raise ValueError(f"w must be (m, d) with d = {x.shape[-1]}; got {describe(w)}")
 
 
 def performer_attention(q, k, v, w: torch.Tensor, causal: bool = False) -> torch.Tensor:
@@ -133,7 +140,7 @@ def performer_attention(q, k, v, w: torch.Tensor, causal: bool = False) -> torch
     Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)``, w ``(m, d)`` →
     ``(..., t, d_v)``.
     """
-    flash._check_qkv(q, k, v)
+    flash.check_qkv(q, k, v)
     c = q.shape[-1] ** -0.25
     return linear_attention(q, k, v, causal, lambda x: performer_features(x * c, w))
 
@@ -145,7 +152,7 @@ def linformer_attention(q, k, v, e: torch.Tensor, f: torch.Tensor | None = None)
     Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)``, e, f ``(r, s)`` →
     ``(..., t, d_v)``.
     """
-    flash._check_qkv(q, k, v)
+    flash.check_qkv(q, k, v)
     f = e if f is None else f
     for name, p in (("e", e), ("f", f)):
         if not isinstance(p, torch.Tensor) or p.dim() != 2 or p.shape[1] != k.shape[-2]:
@@ -162,8 +169,7 @@ def sliding_window_mask(t: int, window: int, causal: bool = True) -> torch.Tenso
 
     Shapes: → ``(t, t)`` bool.
     """
-    _int(t, "t", 1)
-    _int(window, "window", 1)
+    check_sizes(t=t, window=window)
     i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
     keep = (i - j).abs() < window
     return keep & (j <= i) if causal else keep
@@ -176,10 +182,9 @@ def bigbird_mask(t: int, window: int, n_global: int, n_random: int, seed: int = 
 
     Shapes: → ``(t, t)`` bool.
     """
-    _int(t, "t", 1)
-    _int(window, "window", 1)
-    _int(n_global, "n_global", 0)
-    _int(n_random, "n_random", 0)
+    check_sizes(t=t, window=window)
+    check_int(n_global, "n_global", 0)
+    check_int(n_random, "n_random", 0)
     if n_global > t or n_random > t:
         raise ValueError(
             f"n_global and n_random must be <= t = {t}; got {n_global}, {n_random}"
@@ -218,18 +223,16 @@ class RecallModel(nn.Module):
         seed: int = 0,
     ):
         super().__init__()
-        if variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}; got {variant!r}")
-        for name, n in (
-            ("n_items", n_items),
-            ("n_keys", n_keys),
-            ("n_values", n_values),
-            ("d_model", d_model),
-            ("window", window),
-            ("n_features", n_features),
-            ("rank", rank),
-        ):
-            _int(n, name, 1)
+        check_choice(variant, "variant", VARIANTS)
+        check_sizes(
+            n_items=n_items,
+            n_keys=n_keys,
+            n_values=n_values,
+            d_model=d_model,
+            window=window,
+            n_features=n_features,
+            rank=rank,
+        )
         self.variant, self.n_items, self.window = variant, n_items, window
         self.key = nn.Embedding(n_keys, d_model)
         self.value = nn.Embedding(n_values, d_model)
@@ -261,12 +264,8 @@ class RecallModel(nn.Module):
         return linformer_attention(q, k, v, self.proj)
 
     def forward(self, items: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
-        if (
-            not isinstance(items, torch.Tensor)
-            or items.dim() != 3
-            or items.shape[1:] != (self.n_items, 2)
-            or items.is_floating_point()
-        ):
+        check_ids(items, "items")
+        if items.dim() != 3 or items.shape[1:] != (self.n_items, 2):
             raise ValueError(
                 f"items must be (b, {self.n_items}, 2) integer ids; got "
                 f"{describe(items)}"
@@ -284,9 +283,8 @@ def recall_batch(n: int, n_items: int, n_keys: int, n_values: int, seed: int = 0
 
     Shapes: → items ``(n, n_items, 2)``, query ``(n,)``, target ``(n,)``.
     """
-    for name, value in (("n", n), ("n_items", n_items), ("n_values", n_values)):
-        _int(value, name, 1)
-    _int(n_keys, "n_keys", n_items)
+    check_sizes(n=n, n_items=n_items, n_values=n_values)
+    check_int(n_keys, "n_keys", n_items)
     g = torch.Generator().manual_seed(seed)
     keys = torch.rand(n, n_keys, generator=g).argsort(1)[:, :n_items]
     values = torch.randint(0, n_values, (n, n_items), generator=g)

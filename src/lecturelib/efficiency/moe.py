@@ -17,7 +17,11 @@ router's logits over the chosen experts (Mixtral, arXiv:2401.04088).
 - :func:`load_balancing_loss` (Switch's auxiliary loss) and :func:`router_z_loss`
   (ST-MoE, arXiv:2202.08906);
 - :class:`MoE`, :class:`MoEGPT` (chapter 11's GPT whose MLPs are MoE layers) and
-  :func:`moe_lm_loss` (next-token loss plus the auxiliary losses).
+  :func:`moe_lm_loss` (next-token loss plus the auxiliary losses);
+- :func:`param_counts`: total and activated (used per token) parameters.
+
+Each taught function calls one ``check_*`` function for its arguments, defined in the
+section before it.
 
 Simplifications: every expert is chapter 11's ``gpt.MLP``; all experts live on one
 device (no expert parallelism, so "dispatch" moves rows within one tensor instead of
@@ -39,7 +43,13 @@ from torch import nn
 
 from lecturelib.pretraining import gpt
 from lecturelib.recurrence import lm
-from lecturelib.validate import check_int, check_number, check_tensor, describe
+from lecturelib.validate import (
+    check_int,
+    check_number,
+    check_tensor,
+    check_type,
+    describe,
+)
 
 DISPATCH = ("sorted", "loop")
 
@@ -58,19 +68,28 @@ class MoEConfig:
     dispatch: str = "sorted"
 
     def __post_init__(self):
-        for name in ("d_model", "d_ff", "n_experts"):
-            check_int(getattr(self, name), f"MoEConfig.{name}", 1)
-        check_top_k(self.top_k, self.n_experts)
-        check_capacity_factor(self.capacity_factor)
-        check_number(self.balance_coef, "MoEConfig.balance_coef", 0.0)
-        check_number(self.z_coef, "MoEConfig.z_coef", 0.0)
-        if self.dispatch not in DISPATCH:
-            raise ValueError(
-                f"MoEConfig.dispatch must be one of {DISPATCH}; got {self.dispatch!r}"
-            )
+        check_moe_config(self)
+
+
+# The argument checks ------------------------------------------------------------------
+
+
+def check_moe_config(c: MoEConfig) -> None:
+    """The fields of a :class:`MoEConfig`."""
+    for name in ("d_model", "d_ff", "n_experts"):
+        check_int(getattr(c, name), f"MoEConfig.{name}", 1)
+    check_top_k(c.top_k, c.n_experts)
+    check_capacity_factor(c.capacity_factor)
+    check_number(c.balance_coef, "MoEConfig.balance_coef", 0.0)
+    check_number(c.z_coef, "MoEConfig.z_coef", 0.0)
+    if c.dispatch not in DISPATCH:
+        raise ValueError(
+            f"MoEConfig.dispatch must be one of {DISPATCH}; got {c.dispatch!r}"
+        )
 
 
 def check_top_k(top_k, n_experts: int) -> None:
+    """``top_k`` must be an int in ``1..n_experts``."""
     ok = isinstance(top_k, int) and not isinstance(top_k, bool)
     if not (ok and 1 <= top_k <= n_experts):
         raise ValueError(
@@ -79,6 +98,7 @@ def check_top_k(top_k, n_experts: int) -> None:
 
 
 def check_capacity_factor(factor) -> None:
+    """``factor`` must be a finite number > 0, or ``None`` (no capacity limit)."""
     if factor is None:
         return
     ok = isinstance(factor, (int, float)) and not isinstance(factor, bool)
@@ -101,14 +121,12 @@ def check_routing(logits: torch.Tensor, experts: torch.Tensor) -> None:
 
 
 def check_experts(experts, n_experts: int) -> None:
-    if not (
-        isinstance(experts, torch.Tensor)
-        and experts.dim() == 2
-        and experts.dtype == torch.long
-    ):
-        raise ValueError(
-            f"experts must be an (n, k) long tensor; got {describe(experts)}"
-        )
+    """``experts`` must be an ``(n, k)`` long tensor of expert ids in ``0..E-1``."""
+    message = f"experts must be an (n, k) long tensor; got {describe(experts)}"
+    if not (isinstance(experts, torch.Tensor) and experts.dtype == torch.long):
+        raise TypeError(message)
+    if experts.dim() != 2:
+        raise ValueError(message)
     if experts.numel() and (experts.min() < 0 or experts.max() >= n_experts):
         raise ValueError(
             f"experts must hold expert ids in 0..{n_experts - 1}; got ids "
@@ -132,7 +150,7 @@ def check_dispatch(x, weights, experts, keep, expert_fns) -> None:
         )
     check_experts(experts, len(expert_fns))
     if not (isinstance(keep, torch.Tensor) and keep.dtype == torch.bool):
-        raise ValueError(f"keep must be an (n, k) bool tensor; got {describe(keep)}")
+        raise TypeError(f"keep must be an (n, k) bool tensor; got {describe(keep)}")
     n = x.shape[0]
     if not weights.shape == experts.shape == keep.shape or weights.shape[0] != n:
         raise ValueError(
@@ -142,13 +160,65 @@ def check_dispatch(x, weights, experts, keep, expert_fns) -> None:
         )
 
 
+def check_top_k_gating(logits, k) -> None:
+    """The arguments of :func:`top_k_gating`: logits ``(n, E)``, ``k`` in ``1..E``."""
+    check_tensor(logits, "logits", "(n, E)", dims=2)
+    check_top_k(k, logits.shape[1])
+
+
+def check_expert_capacity(n_tokens, n_experts, top_k, factor) -> None:
+    """The arguments of :func:`expert_capacity` (a capacity factor is needed here)."""
+    check_int(n_tokens, "n_tokens", 1)
+    check_int(n_experts, "n_experts", 1)
+    check_top_k(top_k, n_experts)
+    check_capacity_factor(factor)
+    if factor is None:
+        raise ValueError("factor must be a finite number > 0; got None")
+
+
+def check_capacity_mask(experts, n_experts, capacity) -> None:
+    """The arguments of :func:`capacity_mask`."""
+    check_int(n_experts, "n_experts", 1)
+    check_experts(experts, n_experts)
+    check_int(capacity, "capacity", 0)
+
+
+def check_moe_input(x, d_model: int) -> None:
+    """The input of :meth:`MoE.forward`: a float tensor ``(b, t, d_model)``."""
+    check_tensor(x, "x", "(b, t, d_model)", dims=3)
+    if x.shape[-1] != d_model:
+        raise ValueError(
+            f"x must have d_model = {d_model} features; got shape {tuple(x.shape)}"
+        )
+
+
+def check_moe_gpt(config, moe) -> None:
+    """The arguments of :class:`MoEGPT`: a :class:`MoEConfig` of the GPT's width."""
+    check_type(moe, "moe", MoEConfig, "a MoEConfig")
+    if moe.d_model != config.d_model:
+        raise ValueError(
+            f"moe.d_model ({moe.d_model}) must equal the GPT's "
+            f"d_model ({config.d_model})"
+        )
+
+
+def check_moe_lm_loss(model) -> None:
+    """The model of :func:`moe_lm_loss`: a :class:`MoEGPT`, possibly wrapped by
+    ``DistributedDataParallel``."""
+    inner = getattr(model, "module", model)
+    if not isinstance(inner, MoEGPT):
+        raise TypeError(f"model must be a MoEGPT; got {type(inner).__name__}")
+
+
+# The algorithm ------------------------------------------------------------------------
+
+
 def top_k_gating(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` experts with the largest router logits per token, and their weights:
     the softmax of the chosen logits (they sum to 1 over the chosen experts).
 
     Shapes: logits ``(n, E)`` → weights ``(n, k)`` float, experts ``(n, k)`` long."""
-    check_tensor(logits, "logits", "(n, E)", dims=2)
-    check_top_k(k, logits.shape[1])
+    check_top_k_gating(logits, k)
     top, experts = logits.topk(k, dim=-1)  # (n, k) each
     return F.softmax(top, dim=-1), experts
 
@@ -156,12 +226,7 @@ def top_k_gating(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tens
 def expert_capacity(n_tokens: int, n_experts: int, top_k: int, factor: float) -> int:
     """Assignments an expert takes per batch, ``ceil(factor · n_tokens · top_k / E)``:
     the fair share of the ``n_tokens · top_k`` assignments times the capacity factor."""
-    check_int(n_tokens, "n_tokens", 1)
-    check_int(n_experts, "n_experts", 1)
-    check_top_k(top_k, n_experts)
-    check_capacity_factor(factor)
-    if factor is None:
-        raise ValueError("factor must be a finite number > 0; got None")
+    check_expert_capacity(n_tokens, n_experts, top_k, factor)
     return math.ceil(factor * n_tokens * top_k / n_experts)
 
 
@@ -170,9 +235,7 @@ def capacity_mask(experts: torch.Tensor, n_experts: int, capacity: int) -> torch
     assignments, all first choices (in token order) before any second choice.
 
     Shapes: experts ``(n, k)`` → keep ``(n, k)`` bool."""
-    check_int(n_experts, "n_experts", 1)
-    check_experts(experts, n_experts)
-    check_int(capacity, "capacity", 0)
+    check_capacity_mask(experts, n_experts, capacity)
     one_hot = F.one_hot(experts.T.reshape(-1), n_experts)  # (k·n, E), choice-major
     slot = (one_hot.cumsum(0) * one_hot).sum(-1) - 1  # place in expert's queue
     return (slot < capacity).view(experts.shape[1], -1).T  # (n, k)
@@ -267,8 +330,7 @@ class MoE(nn.Module):
 
     def __init__(self, config: MoEConfig):
         super().__init__()
-        if not isinstance(config, MoEConfig):
-            raise TypeError(f"config must be a MoEConfig; got {type(config).__name__}")
+        check_type(config, "config", MoEConfig, "a MoEConfig")
         self.config = config
         expert = gpt.GPTConfig(
             vocab_size=1, d_model=config.d_model, d_ff=config.d_ff, n_heads=1
@@ -280,12 +342,7 @@ class MoE(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         c = self.config
-        check_tensor(x, "x", "(b, t, d_model)", dims=3)
-        if x.shape[-1] != c.d_model:
-            raise ValueError(
-                f"x must have d_model = {c.d_model} features; got shape "
-                f"{tuple(x.shape)}"
-            )
+        check_moe_input(x, c.d_model)
         flat = x.reshape(-1, c.d_model)  # (n, d)
         logits = self.router(flat)  # (n, E)
         weights, experts = top_k_gating(logits, c.top_k)  # (n, k)
@@ -315,17 +372,11 @@ class MoEGPT(gpt.GPT):
 
     def __init__(self, config: gpt.GPTConfig, moe: MoEConfig):
         super().__init__(config)
-        if not isinstance(moe, MoEConfig):
-            raise TypeError(f"moe must be a MoEConfig; got {type(moe).__name__}")
-        if moe.d_model != config.d_model:
-            raise ValueError(
-                f"moe.d_model ({moe.d_model}) must equal the GPT's "
-                f"d_model ({config.d_model})"
-            )
+        check_moe_gpt(config, moe)
         self.moe_config = moe
         for block in self.blocks:
             block.mlp = MoE(moe)
-            block.mlp.apply(self._init)  # GPT-2's init, residual projections scaled
+            block.mlp.apply(self.init_weights)  # GPT-2's init; residual ones scaled:
             for mlp in block.mlp.experts:
                 std = 0.02 / math.sqrt(2 * config.n_layers)
                 nn.init.normal_(mlp.down.weight, std=std)
@@ -344,20 +395,16 @@ def moe_lm_loss(
 ) -> torch.Tensor:
     """Next-token cross-entropy plus the model's auxiliary losses (for
     ``train.fit``)."""
-    loss = lm.next_token_loss(model, batch)
+    check_moe_lm_loss(model)
     inner = getattr(model, "module", model)  # DistributedDataParallel wraps the model
-    if not isinstance(inner, MoEGPT):
-        raise TypeError(f"model must be a MoEGPT; got {type(inner).__name__}")
-    return loss + inner.aux_loss()
+    return lm.next_token_loss(model, batch) + inner.aux_loss()
 
 
-def n_params(model: nn.Module) -> tuple[int, int]:
+def param_counts(model: nn.Module) -> tuple[int, int]:
     """Total and activated (used per token) non-embedding parameters of a GPT or a
-    :class:`MoEGPT`: a token passes through ``top_k`` of the ``n_experts`` experts."""
-    if not isinstance(model, gpt.GPT):
-        raise TypeError(
-            f"model must be a gpt.GPT or MoEGPT; got {type(model).__name__}"
-        )
+    :class:`MoEGPT`: a token passes through ``top_k`` of the ``n_experts`` experts.
+    (``gpt.n_params`` is the total alone.)"""
+    check_type(model, "model", gpt.GPT, "a gpt.GPT or MoEGPT")
     total = gpt.n_params(model)
     if not isinstance(model, MoEGPT):
         return total, total

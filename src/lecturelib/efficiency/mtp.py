@@ -4,11 +4,12 @@ arXiv:2404.19737), and the extra heads' guesses are verified by the model itself
 *self-speculative* decoder (blockwise parallel decoding, Stern, Shazeer and Uszkoreit,
 2018, arXiv:1811.03115; Medusa, Cai et al., 2024, arXiv:2401.10774).
 
-- :class:`MTPHeads` adds heads ``2..K`` to a trained :class:`lecturelib.pretraining.gpt.GPT`, whose
-  own output head is head 1. Head ``k`` is Medusa's: a residual SiLU layer on the
-  trunk's final state, then the trunk's (tied) output matrix. Gloeckle et al. train
-  trunk and heads together from scratch; here the trunk is frozen (Medusa-1), so head 1
-  stays the chapter 11 model and self-speculation reproduces its greedy output.
+- :class:`MTPHeads` adds heads ``2..K`` to a trained
+  :class:`lecturelib.pretraining.gpt.GPT`, whose own output head is head 1. Head ``k``
+  is Medusa's: a residual SiLU layer on the trunk's final state, then the trunk's
+  (tied) output matrix. Gloeckle et al. train trunk and heads together from scratch;
+  here the trunk is frozen (Medusa-1), so head 1 stays the chapter 11 model and
+  self-speculation reproduces its greedy output.
 - :func:`mtp_loss` is the heads' joint loss, the mean over ``k`` of the cross-entropy of
   ``x_{t+k}``; :func:`self_speculative_generate` decodes greedily with the guesses.
 
@@ -27,7 +28,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from lecturelib.pretraining import gpt, peft
-from lecturelib.validate import check_int, describe
+from lecturelib.validate import check_int, check_type, describe
+
+
+def check_mtp_heads(model, n_future) -> None:
+    """The arguments of :class:`MTPHeads`: a GPT trunk and ``n_future`` >= 2 heads."""
+    check_type(model, "model", gpt.GPT, "a gpt.GPT")
+    check_int(n_future, "n_future", 2)
 
 
 class MTPHeads(nn.Module):
@@ -39,9 +46,7 @@ class MTPHeads(nn.Module):
 
     def __init__(self, model: gpt.GPT, n_future: int):
         super().__init__()
-        if not isinstance(model, gpt.GPT):
-            raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
-        check_int(n_future, "n_future", 2)
+        check_mtp_heads(model, n_future)
         self.trunk = peft.freeze(model)
         d = model.config.d_model
         self.extra = nn.ModuleList(nn.Linear(d, d) for _ in range(n_future - 1))
@@ -89,21 +94,27 @@ def head_accuracy(heads: MTPHeads, ids: torch.Tensor, seq_len: int) -> list[floa
 
 
 def check_fits(prompt, n_new: int, seq_len: int) -> None:
-    if (
-        not isinstance(prompt, torch.Tensor)
-        or prompt.dim() != 2
-        or prompt.shape[0] != 1
-        or prompt.is_floating_point()
-    ):
-        raise ValueError(
-            f"prompt must be a (1, t) tensor of token ids; got {describe(prompt)}"
-        )
+    """One prompt ``(1, t)`` of token ids and ``n_new`` >= 1 new tokens that fit in
+    ``seq_len`` positions together."""
+    message = f"prompt must be a (1, t) tensor of token ids; got {describe(prompt)}"
+    if not isinstance(prompt, torch.Tensor) or prompt.is_floating_point():
+        raise TypeError(message)
+    if prompt.dim() != 2 or prompt.shape[0] != 1:
+        raise ValueError(message)
     check_int(n_new, "n_new", 1)
     if prompt.shape[1] + n_new > seq_len:
         raise ValueError(
             f"prompt ({prompt.shape[1]}) + n_new ({n_new}) must fit in "
             f"the trunk's seq_len = {seq_len}"
         )
+
+
+def check_self_speculative_generate(heads, prompt, n_new) -> None:
+    """The arguments of :func:`self_speculative_generate`: heads on a GPT trunk (an
+    :class:`MTPHeads`, or the chapter's copy of it) and a prompt that fits."""
+    if not isinstance(getattr(heads, "trunk", None), gpt.GPT):
+        raise TypeError(f"heads must be an MTPHeads; got {type(heads).__name__}")
+    check_fits(prompt, n_new, heads.trunk.config.seq_len)
 
 
 @torch.no_grad()
@@ -116,9 +127,7 @@ def self_speculative_generate(
     the guesses that head 1 would have chosen.
 
     Returns the ids ``(1, t + n_new)`` and ``{"calls", "accepted", "seconds"}``."""
-    if not isinstance(heads, MTPHeads):
-        raise TypeError(f"heads must be an MTPHeads; got {type(heads).__name__}")
-    check_fits(prompt, n_new, heads.trunk.config.seq_len)
+    check_self_speculative_generate(heads, prompt, n_new)
     tic = time.perf_counter()
     end = prompt.shape[1] + n_new
     seq = prompt[0].tolist()
@@ -147,8 +156,7 @@ def greedy_generate(
 ) -> tuple[torch.Tensor, dict]:
     """The baseline: one call of ``model`` on the whole prefix per new token.
     Returns the ids ``(1, t + n_new)`` and ``{"calls", "seconds"}``."""
-    if not isinstance(model, gpt.GPT):
-        raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
+    check_type(model, "model", gpt.GPT, "a gpt.GPT")
     check_fits(prompt, n_new, model.config.seq_len)
     tic = time.perf_counter()
     ids = prompt

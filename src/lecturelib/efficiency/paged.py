@@ -23,18 +23,14 @@ import math
 import torch
 
 from lecturelib.efficiency import kvcache
-
-
-def _positive(value, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int; got {value!r}")
+from lecturelib.validate import check_int, check_sizes, check_tensor
 
 
 class BlockAllocator:
     """A pool of ``n_blocks`` block ids with reference counts."""
 
     def __init__(self, n_blocks: int):
-        _positive(n_blocks, "n_blocks")
+        check_int(n_blocks, "n_blocks", 1)
         self.free = list(range(n_blocks - 1, -1, -1))  # a stack: pop gives 0 first
         self.refs = [0] * n_blocks
 
@@ -48,11 +44,11 @@ class BlockAllocator:
         return block
 
     def share(self, block: int) -> None:
+        check_block_in_use(self, block)
         self.refs[block] += 1
 
     def release(self, block: int) -> None:
-        if self.refs[block] < 1:
-            raise ValueError(f"block {block} is not in use")
+        check_block_in_use(self, block)
         self.refs[block] -= 1
         if self.refs[block] == 0:
             self.free.append(block)
@@ -76,18 +72,7 @@ class PagedKVCache:
         d_head: int,
         dtype: torch.dtype = torch.float32,
     ):
-        for name, value in (
-            ("capacity", capacity),
-            ("block_size", block_size),
-            ("n_kv_heads", n_kv_heads),
-            ("d_head", d_head),
-        ):
-            _positive(value, name)
-        if capacity % block_size:
-            raise ValueError(
-                f"block_size ({block_size}) must divide the capacity "
-                f"({capacity} positions)"
-            )
+        check_paged_cache(capacity, block_size, n_kv_heads, d_head)
         n_blocks = capacity // block_size
         self.block_size, self.shape = block_size, (n_kv_heads, d_head)
         self.k = torch.zeros(n_blocks, block_size, n_kv_heads, d_head, dtype=dtype)
@@ -97,25 +82,14 @@ class PagedKVCache:
         self.lengths: dict[int, int] = {}
 
     def add_sequence(self, seq: int) -> None:
-        if seq in self.tables:
-            raise ValueError(f"sequence {seq} already exists")
+        check_new_seq(self, seq)
         self.tables[seq], self.lengths[seq] = [], 0
-
-    def _check_seq(self, seq) -> None:
-        if seq not in self.tables:
-            raise ValueError(f"unknown sequence {seq!r}; known: {sorted(self.tables)}")
 
     def append(self, seq: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store one token's key and value at the end of sequence ``seq``: a new block
         when the last is full, a private copy when the last is shared (copy-on-write).
         """
-        self._check_seq(seq)
-        for name, x in (("k", k), ("v", v)):
-            if not isinstance(x, torch.Tensor) or tuple(x.shape) != self.shape:
-                got = (
-                    tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-                )
-                raise ValueError(f"{name} must be one token's {self.shape}; got {got}")
+        check_append(self, seq, k, v)
         table, n = self.tables[seq], self.lengths[seq]
         slot = n % self.block_size
         if slot == 0:
@@ -133,7 +107,7 @@ class PagedKVCache:
 
     def fork(self, parent: int, child: int) -> None:
         """A new sequence ``child`` sharing all of ``parent``'s blocks (no copy)."""
-        self._check_seq(parent)
+        check_seq(self, parent)
         self.add_sequence(child)
         self.tables[child] = list(self.tables[parent])
         self.lengths[child] = self.lengths[parent]
@@ -142,7 +116,7 @@ class PagedKVCache:
 
     def finish(self, seq: int) -> None:
         """Drop sequence ``seq`` and return its blocks to the pool."""
-        self._check_seq(seq)
+        check_seq(self, seq)
         for block in self.tables.pop(seq):
             self.allocator.release(block)
         del self.lengths[seq]
@@ -151,7 +125,7 @@ class PagedKVCache:
         """Sequence ``seq``'s keys and values read through its block table.
 
         Shapes: → ``(g, s, e)`` each."""
-        self._check_seq(seq)
+        check_seq(self, seq)
         table, n = torch.tensor(self.tables[seq], dtype=torch.long), self.lengths[seq]
         k = self.k[table].flatten(0, 1)[:n]  # (s, g, e)
         v = self.v[table].flatten(0, 1)[:n]
@@ -161,6 +135,49 @@ class PagedKVCache:
     def used_positions(self) -> int:
         """Positions held in allocated blocks (shared blocks counted once)."""
         return self.allocator.used * self.block_size
+
+
+def check_paged_cache(capacity, block_size, n_kv_heads, d_head) -> None:
+    """The arguments of :class:`PagedKVCache`."""
+    check_sizes(
+        capacity=capacity, block_size=block_size, n_kv_heads=n_kv_heads, d_head=d_head
+    )
+    if capacity % block_size:
+        raise ValueError(
+            f"block_size ({block_size}) must divide the capacity ({capacity} positions)"
+        )
+
+
+def check_block_in_use(allocator: BlockAllocator, block) -> None:
+    """``block`` must be a block id of ``allocator`` that is in use (a negative id would
+    index from the end of the pool and alias another block)."""
+    check_int(block, "block", 0, len(allocator.refs) - 1)
+    if allocator.refs[block] < 1:
+        raise ValueError(f"block {block} is not in use")
+
+
+def check_new_seq(cache: PagedKVCache, seq) -> None:
+    """``seq`` must be a new sequence id of ``cache``."""
+    if seq in cache.tables:
+        raise ValueError(f"sequence {seq} already exists")
+
+
+def check_seq(cache: PagedKVCache, seq) -> None:
+    """``seq`` must be a sequence of ``cache``."""
+    if seq not in cache.tables:
+        raise ValueError(f"unknown sequence {seq!r}; known: {sorted(cache.tables)}")
+
+
+def check_append(cache: PagedKVCache, seq, k, v) -> None:
+    """The arguments of :meth:`PagedKVCache.append`: a known sequence and one token's
+    key and value ``(g, e)``."""
+    check_seq(cache, seq)
+    for name, x in (("k", k), ("v", v)):
+        check_tensor(x, name, str(cache.shape))
+        if tuple(x.shape) != cache.shape:
+            raise ValueError(
+                f"{name} must be one token's {cache.shape}; got {tuple(x.shape)}"
+            )
 
 
 def paged_attention(q: torch.Tensor, cache: PagedKVCache, seq: int) -> torch.Tensor:
@@ -183,15 +200,13 @@ def contiguous_attention(
 
 
 def check_query(q, cache: PagedKVCache) -> None:
+    """The query of :func:`paged_attention`: ``(h, e)``, ``h`` a multiple of ``g``."""
     g, e = cache.shape
-    if (
-        not isinstance(q, torch.Tensor)
-        or q.dim() != 2
-        or q.shape[1] != e
-        or q.shape[0] % g
-    ):
-        got = tuple(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__
-        raise ValueError(f"q must be (h, {e}) with h a multiple of {g}; got {got}")
+    check_tensor(q, "q", f"(h, {e})")
+    if q.dim() != 2 or q.shape[1] != e or q.shape[0] % g:
+        raise ValueError(
+            f"q must be (h, {e}) with h a multiple of {g}; got {tuple(q.shape)}"
+        )
 
 
 def simulate(

@@ -5,17 +5,21 @@ rejection rule keeps a prefix of them so that the output is distributed exactly 
 sampling from ``p``.
 
 - :func:`residual` is ``normalize(max(0, p - q))``, the distribution a rejected
-  position is resampled from, and :func:`verify` the rule itself: accept draft ``x``
-  with probability ``min(1, p(x)/q(x))``, resample at the first rejection, and draw one
-  more token from ``p`` when every draft is accepted. ``rule="resample_from_p"`` is a
-  deliberately wrong variant (resample from ``p`` itself) that the chapter's tests
-  reject. :func:`verify_greedy` is the same rule at temperature 0.
+  position is resampled from (:func:`fallback`), and :func:`verify` the rule itself:
+  accept draft ``x`` with probability ``min(1, p(x)/q(x))``, resample at the first
+  rejection, and draw one more token from ``p`` when every draft is accepted.
+  ``rule="resample_from_p"`` is a deliberately wrong variant (resample from ``p``
+  itself) that the chapter's tests reject. :func:`verify_greedy` is the same rule at
+  temperature 0.
 - :func:`first_token_distribution` and :func:`sequence_distribution` compute, by exact
   enumeration, the distribution of what the rule emits; the target's own is
   :func:`sequence_probs`.
-- :func:`speculative_generate` runs the rule with a :class:`lecturelib.pretraining.gpt.GPT` target,
-  a GPT or :class:`NGramDraft` (counts, no network) as draft and chapter 14's KV caches
-  (rolled back after a rejection); :func:`autoregressive_generate` is the baseline.
+- :func:`speculative_generate` runs the rule with a
+  :class:`lecturelib.pretraining.gpt.GPT` target, a GPT or an
+  :class:`lecturelib.efficiency.ngram_draft.NGramDraft` (counts, no network) as draft
+  and chapter 14's KV caches (rolled back after a rejection);
+  :func:`autoregressive_generate` is the baseline; both sample at a temperature with
+  :func:`probs_at` and :func:`draw`.
 - :func:`expected_tokens` and :func:`speedup` are the paper's formulas for the tokens
   emitted per target call and the speed-up, for an acceptance rate ``alpha``.
 
@@ -35,8 +39,9 @@ from collections.abc import Callable
 import torch
 
 from lecturelib.efficiency import kvcache
+from lecturelib.efficiency.ngram_draft import NGramDraft
 from lecturelib.pretraining import gpt
-from lecturelib.validate import check_int, check_number, describe
+from lecturelib.validate import check_int, check_number, check_type, describe
 
 RULES = ("exact", "resample_from_p")
 Dist = Callable[[tuple[int, ...]], torch.Tensor]  # prefix -> next-token probabilities
@@ -44,11 +49,14 @@ Dist = Callable[[tuple[int, ...]], torch.Tensor]  # prefix -> next-token probabi
 
 def check_probs(p, name: str, dims: int = 1) -> None:
     """``p`` must be a float tensor of ``dims`` axes, each row a distribution."""
-    if not isinstance(p, torch.Tensor) or not p.is_floating_point() or p.dim() != dims:
-        axes = "(v,)" if dims == 1 else "(n, v)"
-        raise ValueError(
-            f"{name} must be a float tensor {axes} of probabilities; got {describe(p)}"
-        )
+    axes = "(v,)" if dims == 1 else "(n, v)"
+    message = (
+        f"{name} must be a float tensor {axes} of probabilities; got {describe(p)}"
+    )
+    if not isinstance(p, torch.Tensor) or not p.is_floating_point():
+        raise TypeError(message)
+    if p.dim() != dims:
+        raise ValueError(message)
     sums = p.double().sum(-1)
     if (p < 0).any() or not torch.isfinite(p).all() or (sums - 1).abs().max() > 1e-4:
         raise ValueError(
@@ -58,9 +66,20 @@ def check_probs(p, name: str, dims: int = 1) -> None:
         )
 
 
-def _check_rule(rule: str) -> None:
+def check_rule(rule: str) -> None:
+    """``rule`` must be one of :data:`RULES`."""
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}; got {rule!r}")
+
+
+def check_residual(p, q) -> None:
+    """The arguments of :func:`residual`: two distributions over one vocabulary."""
+    check_probs(p, "p")
+    check_probs(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(
+            f"p and q must have the same vocabulary; got {len(p)} and {len(q)} tokens"
+        )
 
 
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -68,29 +87,29 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     nothing is ever rejected, and ``p`` is returned.
 
     Shapes: p, q ``(v,)`` → ``(v,)``."""
-    check_probs(p, "p")
-    check_probs(q, "q")
-    if p.shape != q.shape:
-        raise ValueError(
-            f"p and q must have the same vocabulary; got {len(p)} and {len(q)} tokens"
-        )
+    check_residual(p, q)
     extra = (p.double() - q.double()).clamp(min=0)
     if extra.sum() <= 1e-12:
         return p.double()
     return extra / extra.sum()
 
 
-def _fallback(p: torch.Tensor, q: torch.Tensor, rule: str) -> torch.Tensor:
+def fallback(p: torch.Tensor, q: torch.Tensor, rule: str) -> torch.Tensor:
+    """What a rejected position is resampled from: the residual (the exact rule), or
+    ``p`` itself (the wrong one). Shapes: ``(v,)`` → ``(v,)``."""
     return residual(p, q) if rule == "exact" else p.double()
 
 
-def _check_verify(p, q, drafts) -> None:
+def check_verify(p, q, drafts, rule) -> None:
+    """The arguments of :func:`verify`: ``K`` drafts, ``q`` ``(K, v)``, ``p``
+    ``(K + 1, v)`` and a rule of :data:`RULES`."""
     check_probs(p, "p", 2)
     check_probs(q, "q", 2)
-    if not isinstance(drafts, torch.Tensor) or drafts.dim() != 1 or len(drafts) < 1:
-        raise ValueError(
-            f"drafts must be a 1-D tensor of K >= 1 token ids; got {describe(drafts)}"
-        )
+    message = f"drafts must be a 1-D tensor of K >= 1 token ids; got {describe(drafts)}"
+    if not isinstance(drafts, torch.Tensor) or drafts.is_floating_point():
+        raise TypeError(message)
+    if drafts.dim() != 1 or len(drafts) < 1:
+        raise ValueError(message)
     K = len(drafts)
     if q.shape[0] != K or p.shape[0] != K + 1 or p.shape[1] != q.shape[1]:
         raise ValueError(
@@ -100,6 +119,7 @@ def _check_verify(p, q, drafts) -> None:
         )
     if drafts.min() < 0 or drafts.max() >= q.shape[1]:
         raise ValueError(f"drafts must be ids in 0..{q.shape[1] - 1}")
+    check_rule(rule)
 
 
 def verify(
@@ -115,8 +135,7 @@ def verify(
 
     Shapes: p ``(K + 1, v)`` target probabilities at the drafted positions and one
     more, q ``(K, v)`` the draft's, drafts ``(K,)``."""
-    _check_verify(p, q, drafts)
-    _check_rule(rule)
+    check_verify(p, q, drafts, rule)
     return accept(p, q, drafts.tolist(), generator, rule)
 
 
@@ -133,25 +152,27 @@ def accept(
         u = torch.rand((), generator=generator, dtype=torch.float64)
         if u * q[i, x] < p[i, x]:  # u < min(1, p/q), without dividing
             continue
-        fallback = _fallback(p[i], q[i], rule)
-        return i, torch.multinomial(fallback, 1, generator=generator).item()
+        r = fallback(p[i], q[i], rule)
+        return i, torch.multinomial(r, 1, generator=generator).item()
     return len(drafts), torch.multinomial(p[-1].double(), 1, generator=generator).item()
+
+
+def check_verify_greedy(p, drafts) -> None:
+    """The arguments of :func:`verify_greedy`: ``K`` drafts and ``p`` ``(K + 1, v)``."""
+    check_type(p, "p", torch.Tensor, "a tensor (K + 1, v)")
+    check_type(drafts, "drafts", torch.Tensor, "a tensor (K,) of token ids")
+    if p.dim() != 2 or p.shape[0] != len(drafts) + 1:
+        raise ValueError(
+            f"p must be (K + 1, v) for K drafts; got p {describe(p)}, "
+            f"drafts {describe(drafts)}"
+        )
 
 
 def verify_greedy(p: torch.Tensor, drafts: torch.Tensor) -> tuple[int, int]:
     """The rule at temperature 0: accept drafts while each is the target's most likely
     token; the next token is the target's choice at the first mismatch (or after the
     last draft). Shapes: p ``(K + 1, v)`` scores or probabilities, drafts ``(K,)``."""
-    if (
-        not isinstance(p, torch.Tensor)
-        or p.dim() != 2
-        or not isinstance(drafts, torch.Tensor)
-        or p.shape[0] != len(drafts) + 1
-    ):
-        raise ValueError(
-            f"p must be (K + 1, v) for K drafts; got p {describe(p)}, "
-            f"drafts {describe(drafts)}"
-        )
+    check_verify_greedy(p, drafts)
     best = p.argmax(-1)  # (K + 1,)
     n = 0
     while n < len(drafts) and drafts[n] == best[n]:
@@ -165,10 +186,10 @@ def first_token_distribution(
     """The exact distribution of the first token the rule emits: draft ``x ~ q`` kept
     with probability ``min(1, p/q)``, else a draw from the fallback,
     ``min(p, q) + (1 - sum min(p, q)) · fallback``. Shapes: ``(v,)`` → ``(v,)``."""
-    _check_rule(rule)
-    fallback = _fallback(p, q, rule)  # checks p and q
+    check_rule(rule)
+    r = fallback(p, q, rule)  # residual checks p and q
     kept = torch.minimum(p.double(), q.double())
-    return kept + (1 - kept.sum()) * fallback
+    return kept + (1 - kept.sum()) * r
 
 
 def _block(p_fn: Dist, q_fn: Dist, prefix: tuple, K: int, rule: str) -> dict:
@@ -189,7 +210,7 @@ def _block(p_fn: Dist, q_fn: Dist, prefix: tuple, K: int, rule: str) -> dict:
                 walk(drafted + (x,), prob * qx * keep)
                 reject += prob * qx * (1 - keep)
         if reject > 0:
-            for y, fy in enumerate(_fallback(p, q, rule).tolist()):
+            for y, fy in enumerate(fallback(p, q, rule).tolist()):
                 out[drafted + (y,)] += reject * fy
 
     walk((), 1.0)
@@ -204,7 +225,7 @@ def sequence_distribution(
     resampling: ``{(x_1, ..., x_n): probability}``."""
     check_int(K, "K", 1)
     check_int(n, "n", 1)
-    _check_rule(rule)
+    check_rule(rule)
     done: dict = defaultdict(float)
     frontier = [(tuple(prompt), 1.0)]
     while frontier:
@@ -234,12 +255,8 @@ def sequence_probs(p_fn: Dist, prompt: tuple, n: int) -> dict:
 
 def check_pair(target, draft) -> None:
     """A GPT target, a GPT or :class:`NGramDraft` draft, over one vocabulary."""
-    if not isinstance(target, gpt.GPT):
-        raise TypeError(f"target must be a gpt.GPT; got {type(target).__name__}")
-    if not isinstance(draft, (gpt.GPT, NGramDraft)):
-        raise TypeError(
-            f"draft must be a gpt.GPT or an NGramDraft; got {type(draft).__name__}"
-        )
+    check_type(target, "target", gpt.GPT, "a gpt.GPT")
+    check_type(draft, "draft", (gpt.GPT, NGramDraft), "a gpt.GPT or an NGramDraft")
     draft_vocab = (
         draft.config.vocab_size if isinstance(draft, gpt.GPT) else draft.vocab_size
     )
@@ -251,99 +268,32 @@ def check_pair(target, draft) -> None:
         )
 
 
-class NGramDraft:
-    """Next-token probabilities from counts: after a context ``h`` of up to
-    ``order - 1`` tokens, Witten–Bell interpolation with the next shorter context
-    ``h'`` (down to the uniform distribution),
-
-        p(x | h) = (c(h, x) + u(h) · p(x | h')) / (c(h) + u(h)),
-
-    where ``c(h)`` counts the context, ``c(h, x)`` the context followed by ``x`` and
-    ``u(h)`` the distinct tokens seen after it. Every seen context's distribution is
-    computed once, at construction; a lookup returns that of the longest seen context.
-    Built from a 1-D tensor of training ids; :meth:`probs` takes the ids so far.
-    """
-
-    def __init__(self, ids: torch.Tensor, order: int, vocab_size: int):
-        check_int(order, "order", 1)
-        check_int(vocab_size, "vocab_size", 1)
-        if (
-            not isinstance(ids, torch.Tensor)
-            or ids.dim() != 1
-            or len(ids) < order
-            or ids.is_floating_point()
-            or ids.dtype == torch.bool
-        ):
-            raise ValueError(
-                f"ids must be a 1-D integer tensor of at least order = "
-                f"{order} token ids; got {describe(ids)}"
-            )
-        if ids.min() < 0 or ids.max() >= vocab_size:
-            raise ValueError(
-                f"ids must lie in 0..{vocab_size - 1} (vocab_size "
-                f"{vocab_size}); got ids from {int(ids.min())} to "
-                f"{int(ids.max())}"
-            )
-        self.order, self.vocab_size = order, vocab_size
-        self.rows, self.probs_of = [], []  # per context length k = 0..order-1
-        ids, v = ids.long(), vocab_size
-        shorter_keys = torch.zeros(1, dtype=torch.long)  # below k = 0: uniform
-        shorter = torch.full((1, v), 1 / v, dtype=torch.float64)
-        for k in range(order):
-            n = len(ids) - k
-            context = torch.zeros(n, dtype=torch.long)
-            for j in range(k):  # the k previous ids as one number
-                context = context * v + ids[j : j + n]
-            keys, row = torch.unique(context, return_inverse=True)  # sorted keys
-            counts = torch.zeros(len(keys), v, dtype=torch.float64)
-            counts.index_put_(
-                (row, ids[k:]), torch.ones(n, dtype=torch.float64), accumulate=True
-            )
-            distinct = (counts > 0).sum(1, keepdim=True).double()
-            suffix = torch.searchsorted(shorter_keys, keys % v ** max(k - 1, 0))
-            probs = (counts + distinct * shorter[suffix]) / (
-                counts.sum(1, keepdim=True) + distinct
-            )
-            self.rows.append({key: i for i, key in enumerate(keys.tolist())})
-            self.probs_of.append(probs)
-            shorter_keys, shorter = keys, probs
-
-    def probs(self, ids: list[int]) -> torch.Tensor:
-        """The distribution of the token after ``ids``. Shapes: → ``(v,)`` float64."""
-        for k in range(min(self.order - 1, len(ids)), 0, -1):  # longest seen first
-            key = 0
-            for token in ids[len(ids) - k :]:
-                key = key * self.vocab_size + token
-            i = self.rows[k].get(key)
-            if i is not None:
-                return self.probs_of[k][i]
-        return self.probs_of[0][0]  # no context
-
-    def logits(self, ids: list[int]) -> torch.Tensor:
-        """``log p``: logits, so that a temperature divides them as a GPT's."""
-        return self.probs(ids).log()
-
-
-def _check_prompt(prompt, model: gpt.GPT, n_new: int) -> None:
-    if (
-        not isinstance(prompt, torch.Tensor)
-        or prompt.dim() != 2
-        or prompt.shape[0] != 1
-        or prompt.shape[1] < 1
-        or prompt.is_floating_point()
-    ):
-        raise ValueError(
-            f"prompt must be a (1, t) tensor of token ids; got {describe(prompt)}"
-        )
+def check_prompt(prompt, n_new) -> None:
+    """One prompt ``(1, t)`` of token ids and ``n_new`` >= 1 tokens to generate."""
+    message = f"prompt must be a (1, t) tensor of token ids; got {describe(prompt)}"
+    if not isinstance(prompt, torch.Tensor) or prompt.is_floating_point():
+        raise TypeError(message)
+    if prompt.dim() != 2 or prompt.shape[0] != 1 or prompt.shape[1] < 1:
+        raise ValueError(message)
     check_int(n_new, "n_new", 1)
 
 
-def _probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+def check_speculative_generate(target, draft, prompt, n_new, K, temperature, rule):
+    """The arguments of :func:`speculative_generate`."""
+    check_pair(target, draft)
+    check_int(K, "K", 1)
+    check_prompt(prompt, n_new)
+    check_rule(rule)
+    check_number(temperature, "temperature", 0.0)
+
+
+def probs_at(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """``softmax(logits / T)`` in float64; the logits themselves at ``T = 0``."""
     return logits if temperature == 0 else (logits.double() / temperature).softmax(-1)
 
 
-def _draw(probs: torch.Tensor, temperature: float, generator) -> int:
+def draw(probs: torch.Tensor, temperature: float, generator) -> int:
+    """A token drawn from ``probs``; at ``T = 0`` the most likely one."""
     if temperature == 0:
         return probs.argmax().item()
     return torch.multinomial(probs, 1, generator=generator).item()
@@ -381,11 +331,7 @@ def speculative_generate(
 
     Returns the ids ``(1, t + n_new)`` and counts: target and draft calls, drafted
     tokens, tested ones (up to the first rejection), accepted ones, seconds."""
-    check_pair(target, draft)
-    check_int(K, "K", 1)
-    _check_prompt(prompt, target, n_new)
-    _check_rule(rule)
-    check_number(temperature, "temperature", 0.0)
+    check_speculative_generate(target, draft, prompt, n_new, K, temperature, rule)
     tic = time.perf_counter()
     total = prompt.shape[1] + n_new + K + 1
     t_cache = kvcache.new_cache(target, 1, total)
@@ -396,14 +342,14 @@ def speculative_generate(
         drafts, q = [], []
         for _ in range(K):
             logits = draft_logits(draft, seq + drafts, d_cache)
-            q.append(_probs(logits, temperature))
-            drafts.append(_draw(q[-1], temperature, generator))
+            q.append(probs_at(logits, temperature))
+            drafts.append(draw(q[-1], temperature, generator))
         new = torch.tensor([(seq + drafts)[t_cache.length :]])
         logits = kvcache.cached_forward(target, new, t_cache)[0, -(K + 1) :]  # (K+1, v)
         if temperature == 0:
             n, nxt = verify_greedy(logits, torch.tensor(drafts))
         else:
-            p = _probs(logits, temperature)
+            p = probs_at(logits, temperature)
             n, nxt = accept(p, torch.stack(q), drafts, generator, rule)
         seq += drafts[:n] + [nxt]
         for cache in (t_cache, d_cache):  # roll back
@@ -430,16 +376,15 @@ def autoregressive_generate(
     """Plain decoding with the KV cache at ``temperature`` (0: greedy), one model call
     per token: the baseline. Returns the ids ``(1, t + n_new)`` and
     ``{"target_calls", "seconds"}``."""
-    if not isinstance(model, gpt.GPT):
-        raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
-    _check_prompt(prompt, model, n_new)
+    check_type(model, "model", gpt.GPT, "a gpt.GPT")
+    check_prompt(prompt, n_new)
     check_number(temperature, "temperature", 0.0)
     tic = time.perf_counter()
     cache = kvcache.new_cache(model, 1, prompt.shape[1] + n_new)
     seq, new = prompt[0].tolist(), prompt
     for _ in range(n_new):
         logits = kvcache.cached_forward(model, new, cache)[0, -1]
-        x = _draw(_probs(logits, temperature), temperature, generator)
+        x = draw(probs_at(logits, temperature), temperature, generator)
         seq.append(x)
         new = torch.tensor([[x]])
     return torch.tensor([seq]), {

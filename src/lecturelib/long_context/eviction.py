@@ -33,20 +33,22 @@ import torch.nn.functional as F
 from einops import rearrange
 
 from lecturelib.efficiency import kvcache
+from lecturelib.long_context.longctx import check_stream
+from lecturelib.validate import check_sizes, check_type
 
 POLICIES = ("full", "window", "sinks", "h2o", "knn")
 
 
-def check_budget(policy: str, budget, n_sinks, n_recent) -> None:
+def check_policy(policy) -> None:
+    """``policy`` must be one of :data:`POLICIES`."""
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}; got {policy!r}")
-    for name, value in (
-        ("budget", budget),
-        ("n_sinks", n_sinks),
-        ("n_recent", n_recent),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int; got {value!r}")
+
+
+def check_budget(policy: str, budget, n_sinks, n_recent) -> None:
+    """A policy and a cache budget that holds what the policy keeps."""
+    check_policy(policy)
+    check_sizes(budget=budget, n_sinks=n_sinks, n_recent=n_recent)
     if policy == "sinks" and budget <= n_sinks:
         raise ValueError(
             f"the budget ({budget}) must be larger than n_sinks "
@@ -59,16 +61,11 @@ def check_budget(policy: str, budget, n_sinks, n_recent) -> None:
         )
 
 
-def keep(
-    policy: str, scores: torch.Tensor, budget: int, n_sinks: int = 4, n_recent: int = 1
-) -> torch.Tensor:
-    """Which of the ``s`` cached positions survive, in order: ``budget`` of them per
-    sequence and head. ``scores`` are H2O's accumulated attention.
-
-    Shapes: scores ``(b, h, s)`` → indices ``(b, h, budget)``."""
-    if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {POLICIES}; got {policy!r}")
-    if not isinstance(scores, torch.Tensor) or scores.dim() != 3:
+def check_keep(policy, scores, budget, n_sinks, n_recent) -> None:
+    """The arguments of :func:`keep`."""
+    check_policy(policy)
+    check_type(scores, "scores", torch.Tensor, "a (b, h, s) tensor")
+    if scores.dim() != 3:
         raise ValueError("scores must be a (b, h, s) tensor")
     if policy == "sinks" and budget < n_sinks:
         raise ValueError(
@@ -78,6 +75,16 @@ def keep(
         raise ValueError(
             f"n_recent ({n_recent}) must be in 1..budget-1 = 1..{budget - 1}"
         )
+
+
+def keep(
+    policy: str, scores: torch.Tensor, budget: int, n_sinks: int = 4, n_recent: int = 1
+) -> torch.Tensor:
+    """Which of the ``s`` cached positions survive, in order: ``budget`` of them per
+    sequence and head. ``scores`` are H2O's accumulated attention.
+
+    Shapes: scores ``(b, h, s)`` → indices ``(b, h, budget)``."""
+    check_keep(policy, scores, budget, n_sinks, n_recent)
     b, h, s = scores.shape
     if s <= budget or policy == "full":
         idx = torch.arange(s)
@@ -131,16 +138,7 @@ def stream(
     kvcache.check_gpt(model)
     n_recent = budget // 2 if n_recent is None else n_recent
     check_budget(policy, budget, n_sinks, n_recent)
-    if (
-        not isinstance(ids, torch.Tensor)
-        or ids.dim() != 2
-        or ids.shape[1] < 2
-        or ids.is_floating_point()
-    ):
-        got = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-        raise ValueError(
-            f"ids must be a (b, T) tensor of token ids with T >= 2; got {got}"
-        )
+    check_stream(ids)
     c = model.config
     b, T = ids.shape
     rope = kvcache.Rope(

@@ -34,12 +34,14 @@ import torch
 from lecturelib.efficiency import kvcache
 from lecturelib.pretraining import gpt
 from lecturelib.transformers import positions
+from lecturelib.validate import check_ids, check_int
 
 METHODS = ("none", "pi", "ntk", "ntk_by_parts", "yarn")
 ALPHA, BETA = 1.0, 32.0  # NTK-by-parts / YaRN defaults for LLaMA (Peng et al., 2023)
 
 
 def check_scale(scale) -> None:
+    """``scale`` (the new context over the trained one) must be a finite number >= 1."""
     if (
         isinstance(scale, bool)
         or not isinstance(scale, (int, float))
@@ -53,8 +55,16 @@ def check_scale(scale) -> None:
 
 
 def check_method(method) -> None:
+    """``method`` must be one of :data:`METHODS`."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+
+
+def check_frequencies(method, scale, train_len) -> None:
+    """The arguments of :func:`scaled_frequencies`."""
+    check_method(method)
+    check_scale(scale)
+    check_int(train_len, "train_len", 1)
 
 
 def ramp(r: torch.Tensor, alpha: float = ALPHA, beta: float = BETA) -> torch.Tensor:
@@ -77,11 +87,7 @@ def scaled_frequencies(
 ) -> torch.Tensor:
     """The frequencies ``θ'_i`` of ``method`` for a context ``scale`` times the trained
     ``train_len`` (float64). Shapes: → ``(d_head/2,)``."""
-    check_method(method)
-    check_scale(scale)
-    positions.check_int(train_len, "train_len")
-    if train_len < 1:
-        raise ValueError(f"train_len must be >= 1; got {train_len}")
+    check_frequencies(method, scale, train_len)
     theta = positions.frequencies(d_head, base)  # (d/2,)
     if method == "none":
         return theta
@@ -100,15 +106,21 @@ def yarn_mscale(scale: float) -> float:
     return 0.1 * math.log(scale) + 1.0
 
 
+def check_extend(model, seq_len, method) -> None:
+    """The arguments of :func:`extend`: a RoPE GPT read at ``seq_len >=`` its trained
+    length."""
+    check_model(model)
+    check_method(method)
+    check_int(seq_len, "seq_len", 1)
+    check_scale(seq_len / getattr(model, "train_len", model.config.seq_len))
+
+
 def extend(model: gpt.GPT, seq_len: int, method: str = "none") -> gpt.GPT:
     """A copy of ``model`` that reads ``seq_len`` tokens with ``method``'s frequencies
     (scale ``s = seq_len / model.config.seq_len``)."""
-    check_model(model)
-    check_method(method)
-    positions.check_int(seq_len, "seq_len")
+    check_extend(model, seq_len, method)
     train_len = getattr(model, "train_len", model.config.seq_len)
     scale = seq_len / train_len
-    check_scale(scale)
     theta = scaled_frequencies(
         method, model.config.d_head, scale, train_len, model.config.rope_base
     )
@@ -125,7 +137,20 @@ def extend(model: gpt.GPT, seq_len: int, method: str = "none") -> gpt.GPT:
 
 
 def check_model(model) -> None:
+    """``model`` must be a chapter-11 GPT with RoPE."""
     kvcache.check_gpt(model, "RoPE scaling")
+
+
+def check_loss_by_position(ids, seq_len) -> None:
+    """The arguments of :func:`loss_by_position`: a 1-D token stream of at least one
+    window of ``seq_len`` + 1."""
+    check_int(seq_len, "seq_len", 1)
+    check_ids(ids, "ids", dims=1)
+    if (len(ids) - 1) // seq_len < 1:
+        raise ValueError(
+            f"the stream ({len(ids)} tokens) is shorter than one window "
+            f"of seq_len={seq_len} + 1"
+        )
 
 
 @torch.no_grad()
@@ -134,17 +159,8 @@ def loss_by_position(
 ) -> torch.Tensor:
     """Mean next-token loss at each position ``0..seq_len-1`` of consecutive windows of
     ``seq_len`` tokens cut from the stream ``ids``. Shapes: ``(n,)`` → ``(seq_len,)``."""
-    positions.check_int(seq_len, "seq_len")
-    if seq_len < 1:
-        raise ValueError(f"seq_len must be >= 1; got {seq_len}")
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.is_floating_point():
-        raise ValueError("ids must be a 1-d integer token stream")
+    check_loss_by_position(ids, seq_len)
     n = (len(ids) - 1) // seq_len
-    if n < 1:
-        raise ValueError(
-            f"the stream ({len(ids)} tokens) is shorter than one window "
-            f"of seq_len={seq_len} + 1"
-        )
     device = next(model.parameters()).device
     x = ids[: n * seq_len].view(n, seq_len)
     y = ids[1 : n * seq_len + 1].view(n, seq_len)

@@ -31,7 +31,14 @@ from torch import nn
 from lecturelib.pretraining import gpt
 from lecturelib.recurrence import rnn
 from lecturelib.transformers import transformer
-from lecturelib.validate import check_int, check_number, describe
+from lecturelib.validate import (
+    check_choice,
+    check_ids,
+    check_int,
+    check_number,
+    check_type,
+    describe,
+)
 from lecturelib.transformers.self_attention import padding_mask
 
 IGNORE = -100  # the target of positions that carry no loss (F.cross_entropy's default)
@@ -68,20 +75,6 @@ class Specials:
         return self.n_text + 4
 
 
-def check_token_ids(ids, name: str = "ids", dims: tuple[int, ...] = (1, 2)) -> None:
-    if (
-        not isinstance(ids, torch.Tensor)
-        or ids.dim() not in dims
-        or ids.is_floating_point()
-        or ids.is_complex()
-        or ids.dtype == torch.bool
-    ):
-        axes = " or ".join({1: "(t,)", 2: "(b, t)"}[d] for d in dims)
-        raise ValueError(
-            f"{name} must be an integer tensor {axes} of token ids; got {describe(ids)}"
-        )
-
-
 def mask_tokens(
     ids: torch.Tensor,
     specials: Specials,
@@ -100,20 +93,7 @@ def mask_tokens(
 
     Shapes: ids ``(..., t)`` → inputs, targets ``(..., t)``.
     """
-    check_token_ids(ids)
-    if not isinstance(specials, Specials):
-        raise TypeError(f"specials must be a Specials; got {describe(specials)}")
-    if ids.numel() and (ids.min() < 0 or ids.max() >= specials.vocab_size):
-        raise ValueError(
-            f"ids must lie in 0..{specials.vocab_size - 1} (the ordinary "
-            f"and special tokens); got ids from {int(ids.min())} to "
-            f"{int(ids.max())}"
-        )
-    check_number(p, "p", 0.0, 1.0)
-    check_number(p_mask, "p_mask", 0.0, 1.0)
-    check_number(p_random, "p_random", 0.0, 1.0)
-    if p_mask + p_random > 1:
-        raise ValueError(f"p_mask + p_random must be <= 1; got {p_mask} + {p_random}")
+    check_mask_tokens(ids, specials, p, p_mask, p_random)
     u = torch.rand(ids.shape, generator=generator)
     selected = (u < p) & (ids < specials.n_text)  # ordinary tokens only
     how = torch.rand(ids.shape, generator=generator)  # which of the three
@@ -124,6 +104,28 @@ def mask_tokens(
     inputs = torch.where(to_random, random_ids, inputs)
     targets = torch.where(selected, ids, IGNORE)
     return inputs, targets
+
+
+def check_mask_tokens(ids, specials: Specials, p, p_mask, p_random) -> None:
+    """The arguments of :func:`mask_tokens`."""
+    check_ids(ids, "ids", min_len=0)
+    if ids.dim() not in (1, 2):
+        raise ValueError(
+            f"ids must be an integer tensor (t,) or (b, t) of token ids; got "
+            f"{describe(ids)}"
+        )
+    check_type(specials, "specials", Specials, "a Specials")
+    if ids.numel() and ids.max() >= specials.vocab_size:
+        raise ValueError(
+            f"ids must lie in 0..{specials.vocab_size - 1} (the ordinary "
+            f"and special tokens); got ids from {int(ids.min())} to "
+            f"{int(ids.max())}"
+        )
+    check_number(p, "p", 0.0, 1.0)
+    check_number(p_mask, "p_mask", 0.0, 1.0)
+    check_number(p_random, "p_random", 0.0, 1.0)
+    if p_mask + p_random > 1:
+        raise ValueError(f"p_mask + p_random must be <= 1; got {p_mask} + {p_random}")
 
 
 def token_stream(sentences: Sequence[list[int]], specials: Specials) -> torch.Tensor:
@@ -165,7 +167,7 @@ def mlm_batches(
 
     Shapes: stream ``(n,)`` → inputs, targets ``(batch_size, seq_len)``.
     """
-    check_token_ids(stream, "stream", (1,))
+    check_ids(stream, "stream", dims=1, min_len=0)
     check_int(batch_size, "batch_size", 1)
     check_int(seq_len, "seq_len", 2)
     if len(stream) < seq_len:
@@ -237,15 +239,17 @@ class BERTConfig(transformer.TransformerConfig):
     pool: str = "mean"
 
     def __post_init__(self):
-        transformer.check_sizes(
-            "BERTConfig", vocab_size=self.vocab_size, max_len=self.max_len
-        )
+        check_bert_config(self)
         super().__post_init__()
-        check_int(self.n_classes, "BERTConfig.n_classes", 2)
-        if self.pool not in POOLS:
-            raise ValueError(
-                f"BERTConfig.pool must be one of {POOLS}; got {self.pool!r}"
-            )
+
+
+def check_bert_config(config: BERTConfig) -> None:
+    """The fields :class:`BERTConfig` adds to chapter 8's ``TransformerConfig`` (whose
+    own checks then run): the vocabulary, positions, classes and pooling."""
+    check_int(config.vocab_size, "BERTConfig.vocab_size", 1)
+    check_int(config.max_len, "BERTConfig.max_len", 1)
+    check_int(config.n_classes, "BERTConfig.n_classes", 2)
+    check_choice(config.pool, "BERTConfig.pool", POOLS)
 
 
 class MLMHead(nn.Module):
@@ -276,7 +280,7 @@ class BERT(nn.Module):
 
     def __init__(self, config: BERTConfig):
         super().__init__()
-        transformer.check_config(config, BERTConfig)
+        check_type(config, "config", BERTConfig, "a BERTConfig")
         c = self.config = config
         self.embed = transformer.Embedding(
             c.vocab_size, c.d_model, c.max_len, c.dropout
@@ -285,7 +289,7 @@ class BERT(nn.Module):
         self.norm = nn.LayerNorm(c.d_model)
         self.mlm = MLMHead(self.embed.tok)
         self.classifier = nn.Linear(c.d_model, c.n_classes)
-        self.apply(gpt.GPT._init)  # weights N(0, 0.02²), biases zero: BERT's and GPT's
+        self.apply(gpt.GPT.init_weights)  # N(0, 0.02²), zero biases: BERT's, GPT's
 
     def keys(self, ids: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
         """The padding mask of the keys, True at real tokens.

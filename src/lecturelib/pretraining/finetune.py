@@ -28,13 +28,16 @@ SPECIAL_TOKENS = ("[START]", "[DELIM]", "[EXTRACT]")
 
 
 def check_id_list(ids, name: str) -> None:
+    """``ids`` must be a list (or tuple) of token ids, ints >= 0."""
     if (
         isinstance(ids, (str, torch.Tensor))
         or not isinstance(ids, Sequence)
-        or not all(
-            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids
-        )
+        or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
     ):
+        raise TypeError(
+            f"{name} must be a list of token ids (ints >= 0); got {describe(ids)}"
+        )
+    if any(i < 0 for i in ids):
         raise ValueError(
             f"{name} must be a list of token ids (ints >= 0); got {describe(ids)}"
         )
@@ -51,11 +54,8 @@ def format_input(
 ) -> list[int]:
     """``[START] a [DELIM] b [EXTRACT]`` (or ``[START] a [EXTRACT]`` when ``text_b`` is
     None), cutting the end of the longer text until the whole fits ``max_len``."""
-    check_id_list(text_a, "text_a")
-    if text_b is not None:
-        check_id_list(text_b, "text_b")
+    check_format_input(text_a, text_b, max_len)
     n_special = 2 if text_b is None else 3
-    check_int(max_len, "max_len", n_special + (1 if text_b is None else 2))
     a, b = list(text_a), None if text_b is None else list(text_b)
     while len(a) + (0 if b is None else len(b)) + n_special > max_len:
         if b is not None and len(b) > len(a):
@@ -65,6 +65,14 @@ def format_input(
     if b is None:
         return [start, *a, extract]
     return [start, *a, delim, *b, extract]
+
+
+def check_format_input(text_a, text_b, max_len: int) -> None:
+    """The arguments of :func:`format_input`: room for one token of each text."""
+    check_id_list(text_a, "text_a")
+    if text_b is not None:
+        check_id_list(text_b, "text_b")
+    check_int(max_len, "max_len", 3 if text_b is None else 5)
 
 
 def extend_vocab(
@@ -77,8 +85,7 @@ def extend_vocab(
     """A copy of ``model`` with ``n_new`` more tokens: ids ``vocab_size ..
     vocab_size + n_new - 1`` get new embedding rows ``N(0, std²)``; every other weight
     is the pretrained one."""
-    if not isinstance(model, gpt.GPT):
-        raise TypeError(f"model must be a gpt.GPT; got {describe(model)}")
+    gpt.check_gpt(model)
     check_int(n_new, "n_new", 1)
     check_number(std, "std", 0.0)
     old = model.config.vocab_size
@@ -103,9 +110,7 @@ class GPTClassifier(nn.Module):
 
     def __init__(self, model: gpt.GPT, n_classes: int):
         super().__init__()
-        if not isinstance(model, gpt.GPT):
-            raise TypeError(f"model must be a gpt.GPT; got {describe(model)}")
-        check_int(n_classes, "n_classes", 2)
+        check_gpt_classifier(model, n_classes)
         self.gpt = model
         self.head = nn.Linear(model.config.d_model, n_classes)
 
@@ -115,21 +120,39 @@ class GPTClassifier(nn.Module):
 
     def extract(self, h: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """The state at position ``length - 1`` of each row. Shapes: → ``(b, d)``."""
-        if (
-            not isinstance(lengths, torch.Tensor)
-            or lengths.shape != h.shape[:1]
-            or lengths.is_floating_point()
-            or (lengths < 1).any()
-            or (lengths > h.shape[1]).any()
-        ):
-            raise ValueError(
-                f"lengths must be (b,) = ({h.shape[0]},) integer lengths "
-                f"in 1..{h.shape[1]}; got {describe(lengths)}"
-            )
+        check_extract(h, lengths)
         return h[torch.arange(len(h), device=h.device), lengths.to(h.device) - 1]
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return self.head(self.extract(self.hidden(ids), lengths))  # (b, c)
+
+
+def check_gpt_classifier(model, n_classes: int) -> None:
+    """The arguments of :class:`GPTClassifier`."""
+    gpt.check_gpt(model)
+    check_int(n_classes, "n_classes", 2)
+
+
+def check_extract(h: torch.Tensor, lengths) -> None:
+    """``lengths`` must be ``(b,)`` integer lengths in ``1..t`` for the states ``h``
+    ``(b, t, d)``."""
+    message = (
+        f"lengths must be (b,) = ({h.shape[0]},) integer lengths in 1..{h.shape[1]}; "
+        f"got {describe(lengths)}"
+    )
+    if (
+        not isinstance(lengths, torch.Tensor)
+        or lengths.is_floating_point()
+        or lengths.is_complex()
+        or lengths.dtype == torch.bool
+    ):
+        raise TypeError(message)
+    if (
+        lengths.shape != h.shape[:1]
+        or (lengths < 1).any()
+        or (lengths > h.shape[1]).any()
+    ):
+        raise ValueError(message)
 
 
 def classifier_loss(

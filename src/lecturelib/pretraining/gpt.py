@@ -32,6 +32,14 @@ from einops import rearrange
 from torch import nn
 
 from lecturelib.transformers import positions
+from lecturelib.validate import (
+    check_choice,
+    check_ids,
+    check_int,
+    check_number,
+    check_sizes,
+    check_type,
+)
 
 NORMS = ("rms", "layer")
 POSITIONS = ("rope", "learned")
@@ -55,45 +63,34 @@ class GPTConfig:
     rope_base: float = 10000.0
 
     def __post_init__(self):
-        for name in ("vocab_size", "seq_len", "d_model", "n_layers", "n_heads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"GPTConfig.{name} must be a positive int; got {value!r}"
-                )
-        if self.d_ff is not None and (not isinstance(self.d_ff, int) or self.d_ff < 1):
-            raise ValueError(
-                f"GPTConfig.d_ff must be a positive int or None; got {self.d_ff!r}"
-            )
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"GPTConfig.d_model ({self.d_model}) must be divisible by "
-                f"n_heads ({self.n_heads})"
-            )
-        if self.positions == "rope" and (self.d_model // self.n_heads) % 2:
-            raise ValueError(
-                f"rope needs an even d_head; got d_model/n_heads = "
-                f"{self.d_model // self.n_heads}"
-            )
-        if self.norm not in NORMS:
-            raise ValueError(
-                f"GPTConfig.norm must be one of {NORMS}; got {self.norm!r}"
-            )
-        if self.positions not in POSITIONS:
-            raise ValueError(
-                f"GPTConfig.positions must be one of {POSITIONS}; got "
-                f"{self.positions!r}"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(
-                f"GPTConfig.dropout must be in [0, 1); got {self.dropout!r}"
-            )
-        if not self.rope_base > 1:
-            raise ValueError(f"GPTConfig.rope_base must be > 1; got {self.rope_base!r}")
+        check_gpt_config(self)
 
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+
+def check_gpt_config(config: GPTConfig) -> None:
+    """The fields of a :class:`GPTConfig`."""
+    for name in ("vocab_size", "seq_len", "d_model", "n_layers", "n_heads"):
+        check_int(getattr(config, name), f"GPTConfig.{name}", 1)
+    if config.d_ff is not None:
+        check_int(config.d_ff, "GPTConfig.d_ff", 1)
+    if config.d_model % config.n_heads:
+        raise ValueError(
+            f"GPTConfig.d_model ({config.d_model}) must be divisible by "
+            f"n_heads ({config.n_heads})"
+        )
+    if config.positions == "rope" and (config.d_model // config.n_heads) % 2:
+        raise ValueError(
+            f"rope needs an even d_head; got d_model/n_heads = "
+            f"{config.d_model // config.n_heads}"
+        )
+    check_choice(config.norm, "GPTConfig.norm", NORMS)
+    check_choice(config.positions, "GPTConfig.positions", POSITIONS)
+    if not (isinstance(config.dropout, (int, float)) and 0 <= config.dropout < 1):
+        raise ValueError(f"GPTConfig.dropout must be in [0, 1); got {config.dropout!r}")
+    check_number(config.rope_base, "GPTConfig.rope_base", 1.0, low_open=True)
 
 
 def make_norm(config: GPTConfig) -> nn.Module:
@@ -175,8 +172,7 @@ class GPT(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        if not isinstance(config, GPTConfig):
-            raise TypeError(f"config must be a GPTConfig; got {type(config).__name__}")
+        check_type(config, "config", GPTConfig, "a GPTConfig")
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.pos = (
@@ -190,46 +186,22 @@ class GPT(nn.Module):
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.head.weight = self.embed.weight
-        self.apply(self._init)
+        self.apply(self.init_weights)
         for block in self.blocks:  # residual branches: std 0.02/√(2·n_layers)
             for proj in (block.attn.out, block.mlp.down):
                 nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * config.n_layers))
 
     @staticmethod
-    def _init(module: nn.Module) -> None:
+    def init_weights(module: nn.Module) -> None:
+        """GPT-2's initialisation of a Linear or Embedding: weights N(0, 0.02²), biases
+        zero."""
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
     def check_ids(self, ids: torch.Tensor) -> None:
-        is_ids = (
-            isinstance(ids, torch.Tensor)
-            and ids.dim() == 2
-            and not (
-                ids.is_floating_point() or ids.dtype == torch.bool or ids.is_complex()
-            )
-        )
-        if not is_ids:
-            got = (
-                f"{ids.dtype} tensor of shape {tuple(ids.shape)}"
-                if isinstance(ids, torch.Tensor)
-                else type(ids).__name__
-            )
-            raise ValueError(
-                f"ids must be a (b, t) integer tensor of token ids; got {got}"
-            )
-        if not 1 <= ids.shape[1] <= self.config.seq_len:
-            raise ValueError(
-                f"ids has {ids.shape[1]} positions; the model takes 1 to "
-                f"seq_len = {self.config.seq_len}"
-            )
-        if ids.numel() and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
-            v = self.config.vocab_size
-            raise ValueError(
-                f"ids must lie in 0..{v - 1}; got values from "
-                f"{int(ids.min())} to {int(ids.max())}"
-            )
+        check_gpt_ids(ids, self.config)
 
     def embed_ids(self, ids: torch.Tensor) -> torch.Tensor:
         """The input of the first block. Shapes: ``(b, t)`` → ``(b, t, d)``."""
@@ -262,6 +234,22 @@ class GPT(nn.Module):
         return self(prefixes[:, -self.config.seq_len :])[:, -1]
 
 
+def check_gpt_ids(ids, config: GPTConfig) -> None:
+    """The ids a :class:`GPT` with ``config`` reads: an integer tensor ``(b, t)`` of ids in
+    ``0..vocab_size - 1`` with ``t`` in ``1..seq_len``."""
+    check_ids(ids, "ids", dims=2, vocab_size=config.vocab_size, min_len=0)
+    if not 1 <= ids.shape[1] <= config.seq_len:
+        raise ValueError(
+            f"ids has {ids.shape[1]} positions; the model takes 1 to "
+            f"seq_len = {config.seq_len}"
+        )
+
+
+def check_gpt(model, name: str = "model") -> None:
+    """``model`` must be a :class:`GPT` (or a subclass of it)."""
+    check_type(model, name, GPT, "a gpt.GPT")
+
+
 def n_params(model: GPT, embeddings: bool = False) -> int:
     """Parameters of ``model``, without the token and position embedding tables unless
     ``embeddings`` (the ``N`` of the scaling laws counts the non-embedding ones, Kaplan et al.,
@@ -281,15 +269,7 @@ def windows(ids: torch.Tensor, batch_size: int, seq_len: int, seed: int = 0):
 
     Shapes: ids ``(n,)`` → x, y ``(batch_size, seq_len)``.
     """
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.is_floating_point():
-        raise ValueError("ids must be a 1-d integer token stream")
-    for name, value in (("batch_size", batch_size), ("seq_len", seq_len)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int; got {value!r}")
-    if len(ids) <= seq_len:
-        raise ValueError(
-            f"the stream ({len(ids)} tokens) must be longer than seq_len={seq_len}"
-        )
+    check_windows(ids, batch_size, seq_len)
     offsets = torch.arange(seq_len + 1)
 
     def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -299,6 +279,16 @@ def windows(ids: torch.Tensor, batch_size: int, seq_len: int, seed: int = 0):
         return chunk[:, :-1], chunk[:, 1:]
 
     return batch
+
+
+def check_windows(ids, batch_size: int, seq_len: int) -> None:
+    """The arguments of :func:`windows`: a 1-d stream longer than ``seq_len``."""
+    check_ids(ids, "ids", dims=1, min_len=0)
+    check_sizes(batch_size=batch_size, seq_len=seq_len)
+    if len(ids) <= seq_len:
+        raise ValueError(
+            f"the stream ({len(ids)} tokens) must be longer than seq_len={seq_len}"
+        )
 
 
 @torch.no_grad()

@@ -22,14 +22,8 @@ import torch.nn.functional as F
 from einops import einsum, rearrange
 
 from lecturelib.pretraining import gpt
-from lecturelib.validate import describe
-
-
-def _check_gpt(model) -> None:
-    if not isinstance(model, gpt.GPT):
-        raise TypeError(
-            f"model must be a lecturelib.pretraining.gpt.GPT; got {describe(model)}"
-        )
+from lecturelib.pretraining.gpt import check_gpt
+from lecturelib.validate import check_type, describe
 
 
 @torch.no_grad()
@@ -38,7 +32,7 @@ def logit_lens(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
     the last entry equals ``model(ids)``.
 
     Shapes: ids ``(b, t)`` → ``(L + 1, b, t, v)``."""
-    _check_gpt(model)
+    check_gpt(model)
     states = model.residual_stream(ids)  # L + 1 tensors (b, t, d)
     return torch.stack([model.head(model.norm(h)) for h in states])
 
@@ -50,12 +44,7 @@ def lens_loss_rank(
     """Per layer of the logit lens, the mean cross-entropy of the true next token and
     its mean rank (0: the top prediction). Shapes: ids ``(b, t)`` with ``t >= 2`` →
     ``(L + 1,)`` twice."""
-    _check_gpt(model)
-    if isinstance(ids, torch.Tensor) and ids.dim() == 2 and ids.shape[1] < 2:
-        raise ValueError(
-            f"ids needs at least 2 positions (a next token); got shape "
-            f"{tuple(ids.shape)}"
-        )
+    check_lens_loss_rank(model, ids)
     logits = logit_lens(model, ids)[:, :, :-1]  # (L+1, b, t-1, v)
     target = ids[:, 1:].expand(len(logits), -1, -1)  # (L+1, b, t-1)
     loss = F.cross_entropy(logits.flatten(0, 2), target.flatten(), reduction="none")
@@ -64,16 +53,22 @@ def lens_loss_rank(
     return loss.view(target.shape).mean((1, 2)), rank.mean((1, 2))
 
 
+def check_lens_loss_rank(model, ids) -> None:
+    """A GPT and ids with a next token to predict (the model checks the rest)."""
+    check_gpt(model)
+    if isinstance(ids, torch.Tensor) and ids.dim() == 2 and ids.shape[1] < 2:
+        raise ValueError(
+            f"ids needs at least 2 positions (a next token); got shape "
+            f"{tuple(ids.shape)}"
+        )
+
+
 def attention(attn: gpt.CausalSelfAttention, x: torch.Tensor):
     """The attention weights of one block's attention on its (normalised) input ``x``,
     and the attention output computed from them on the plain path.
 
     Shapes: x ``(b, t, d)`` → weights ``(b, h, t, t)``, output ``(b, t, d)``."""
-    if not isinstance(attn, gpt.CausalSelfAttention):
-        raise TypeError(f"attn must be a gpt.CausalSelfAttention; got {describe(attn)}")
-    d = attn.out.in_features
-    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d:
-        raise ValueError(f"x must be a (b, t, {d}) tensor; got {describe(x)}")
+    check_attention(attn, x)
     q, k, v = rearrange(
         attn.qkv(x), "b t (three h e) -> three b h t e", three=3, h=attn.n_heads
     )
@@ -87,12 +82,23 @@ def attention(attn: gpt.CausalSelfAttention, x: torch.Tensor):
     return weights, attn.out(rearrange(y, "b h t e -> b t (h e)"))
 
 
+def check_attention(attn, x) -> None:
+    """The arguments of :func:`attention`: a GPT attention and its input ``(b, t, d)``."""
+    check_type(attn, "attn", gpt.CausalSelfAttention, "a gpt.CausalSelfAttention")
+    d = attn.out.in_features
+    message = f"x must be a (b, t, {d}) tensor; got {describe(x)}"
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(message)
+    if x.dim() != 3 or x.shape[-1] != d:
+        raise ValueError(message)
+
+
 @torch.no_grad()
 def attention_maps(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
     """Every block's attention weights on ``ids``.
 
     Shapes: ``(b, t)`` → ``(L, b, h, t, t)``."""
-    _check_gpt(model)
+    check_gpt(model)
     states = model.residual_stream(ids)
     return torch.stack(
         [

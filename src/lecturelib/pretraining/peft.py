@@ -34,7 +34,13 @@ from einops import rearrange
 from torch import nn
 
 from lecturelib.pretraining import gpt
-from lecturelib.validate import check_int, check_number, describe
+from lecturelib.validate import (
+    check_ids,
+    check_int,
+    check_number,
+    check_type,
+    describe,
+)
 
 
 class LoRALinear(nn.Module):
@@ -46,22 +52,9 @@ class LoRALinear(nn.Module):
 
     def __init__(self, base: nn.Linear, r: int, alpha: float, rows=None):
         super().__init__()
-        if not isinstance(base, nn.Linear):
-            raise TypeError(f"base must be an nn.Linear; got {describe(base)}")
+        check_lora_linear(base, r, alpha, rows)
         d_out, d_in = base.weight.shape
-        check_int(r, "r", 1, min(d_in, d_out))
-        check_number(alpha, "alpha", 0, low_open=True)
         rows = torch.arange(d_out) if rows is None else torch.as_tensor(rows)
-        if (
-            rows.dim() != 1
-            or rows.is_floating_point()
-            or not len(rows)
-            or (rows.min() < 0 or rows.max() >= d_out)
-        ):
-            raise ValueError(
-                f"rows must be a non-empty 1-d list of output rows in "
-                f"0..{d_out - 1}; got {describe(rows)}"
-            )
         self.base = base.requires_grad_(False)
         self.r, self.scale = r, alpha / r
         self.register_buffer("rows", rows.long(), persistent=False)
@@ -89,11 +82,25 @@ class LoRALinear(nn.Module):
         return out.to(base.weight.device)
 
 
-def _check_gpt(model) -> None:
-    if not isinstance(model, gpt.GPT):
-        raise TypeError(
-            f"model must be a lecturelib.pretraining.gpt.GPT; got {describe(model)}"
-        )
+def check_lora_linear(base, r: int, alpha: float, rows) -> None:
+    """The arguments of :class:`LoRALinear`."""
+    check_type(base, "base", nn.Linear, "an nn.Linear")
+    d_out, d_in = base.weight.shape
+    check_int(r, "r", 1, min(d_in, d_out))
+    check_number(alpha, "alpha", 0, low_open=True)
+    if rows is None:
+        return
+    rows = torch.as_tensor(rows)
+    message = (
+        f"rows must be a non-empty 1-d list of output rows in 0..{d_out - 1}; "
+        f"got {describe(rows)}"
+    )
+    if rows.numel() and (
+        rows.is_floating_point() or rows.is_complex() or rows.dtype == torch.bool
+    ):
+        raise TypeError(message)
+    if rows.dim() != 1 or not len(rows) or rows.min() < 0 or rows.max() >= d_out:
+        raise ValueError(message)
 
 
 def freeze(model: nn.Module) -> nn.Module:
@@ -107,7 +114,18 @@ def add_lora(
     """Freeze ``model`` and wrap every block's fused ``qkv`` projection in a
     :class:`LoRALinear` that updates the slices named by ``parts`` (letters of
     ``"qkv"``). Changes ``model`` in place and returns it."""
-    _check_gpt(model)
+    check_add_lora(model, parts)
+    d = model.config.d_model
+    rows = torch.cat([torch.arange(d) + "qkv".index(s) * d for s in parts])
+    freeze(model)
+    for block in model.blocks:
+        block.attn.qkv = LoRALinear(block.attn.qkv, r, alpha, rows)
+    return model
+
+
+def check_add_lora(model, parts: str) -> None:
+    """The arguments of :func:`add_lora`: a GPT without LoRA yet, and the slices."""
+    gpt.check_gpt(model)
     if (
         not isinstance(parts, str)
         or not parts
@@ -118,20 +136,14 @@ def add_lora(
             f"parts must name distinct slices among 'q', 'k', 'v' "
             f"(e.g. 'qv'); got {parts!r}"
         )
-    d = model.config.d_model
-    rows = torch.cat([torch.arange(d) + "qkv".index(s) * d for s in parts])
-    freeze(model)
-    for block in model.blocks:
-        if isinstance(block.attn.qkv, LoRALinear):
-            raise ValueError("model already has LoRA on its qkv projections")
-        block.attn.qkv = LoRALinear(block.attn.qkv, r, alpha, rows)
-    return model
+    if any(isinstance(block.attn.qkv, LoRALinear) for block in model.blocks):
+        raise ValueError("model already has LoRA on its qkv projections")
 
 
 def merge_lora(model: gpt.GPT) -> gpt.GPT:
     """Replace every :class:`LoRALinear` of ``model`` by its merged ``nn.Linear``, in
     place."""
-    _check_gpt(model)
+    gpt.check_gpt(model)
     merged = 0
     for block in model.blocks:
         if isinstance(block.attn.qkv, LoRALinear):
@@ -162,7 +174,7 @@ class Adapter(nn.Module):
 def add_adapters(model: gpt.GPT, d_bottleneck: int = 8) -> gpt.GPT:
     """Freeze ``model`` and put an :class:`Adapter` after the attention and after the
     MLP of every block (in place; returns ``model``)."""
-    _check_gpt(model)
+    gpt.check_gpt(model)
     check_int(d_bottleneck, "d_bottleneck", 1)
     freeze(model)
     d = model.config.d_model
@@ -224,26 +236,29 @@ class PromptTuned(nn.Module):
 
     def __init__(self, model: gpt.GPT, init_ids: torch.Tensor):
         super().__init__()
-        _check_gpt(model)
-        _check_init_ids(init_ids, model)
+        check_tuned(model, init_ids)
         self.model = freeze(model)
         self.prompt = nn.Parameter(model.embed(init_ids).detach().clone())  # (p, d)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        p, seq_len = len(self.prompt), self.model.config.seq_len
-        too_long = (
-            isinstance(ids, torch.Tensor)
-            and ids.dim() == 2
-            and (ids.shape[1] + p > seq_len)
-        )
-        if too_long:
-            raise ValueError(
-                f"ids has {ids.shape[1]} positions; with a prompt of {p} "
-                f"the model takes 1 to {seq_len - p}"
-            )
+        check_prompted_ids(ids, len(self.prompt), self.model.config.seq_len)
+        p = len(self.prompt)
         x = self.model.embed_ids(ids)  # (b, t, d)
         prompt = self.prompt.expand(x.shape[0], -1, -1)  # (b, p, d)
         return run_blocks(self.model, torch.cat([prompt, x], 1))[:, p:]
+
+
+def check_prompted_ids(ids, n_prompt: int, seq_len: int) -> None:
+    """The ids must leave room for the prompt (the model checks the rest)."""
+    if (
+        isinstance(ids, torch.Tensor)
+        and ids.dim() == 2
+        and ids.shape[1] + n_prompt > seq_len
+    ):
+        raise ValueError(
+            f"ids has {ids.shape[1]} positions; with a prompt of {n_prompt} "
+            f"the model takes 1 to {seq_len - n_prompt}"
+        )
 
 
 class PrefixTuned(nn.Module):
@@ -253,8 +268,7 @@ class PrefixTuned(nn.Module):
 
     def __init__(self, model: gpt.GPT, init_ids: torch.Tensor):
         super().__init__()
-        _check_gpt(model)
-        _check_init_ids(init_ids, model)
+        check_tuned(model, init_ids)
         self.model = freeze(model)
         keys, values = [], []
         with torch.no_grad():
@@ -277,17 +291,16 @@ class PrefixTuned(nn.Module):
         return run_blocks(self.model, self.model.embed_ids(ids), prefixes)
 
 
-def _check_init_ids(init_ids, model: gpt.GPT) -> None:
+def check_tuned(model, init_ids) -> None:
+    """The arguments of :class:`PromptTuned` and :class:`PrefixTuned`: a GPT, and an
+    integer tensor of 1 to ``seq_len - 1`` token ids to start the prompt or prefix from."""
+    gpt.check_gpt(model)
     c = model.config
-    ok = (
-        isinstance(init_ids, torch.Tensor)
-        and init_ids.dim() == 1
-        and not (init_ids.is_floating_point() or init_ids.dtype == torch.bool)
-    )
+    check_ids(init_ids, "init_ids", min_len=0)
     if (
-        not ok
+        init_ids.dim() != 1
         or not 1 <= len(init_ids) < c.seq_len
-        or (init_ids.min() < 0 or init_ids.max() >= c.vocab_size)
+        or init_ids.max() >= c.vocab_size
     ):
         raise ValueError(
             f"init_ids must be a 1-d tensor of 1 to {c.seq_len - 1} token "
@@ -298,8 +311,7 @@ def _check_init_ids(init_ids, model: gpt.GPT) -> None:
 def trainable(model: nn.Module) -> tuple[int, int]:
     """``(trainable, total)`` parameter counts of ``model`` (a tied head counted
     once)."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be an nn.Module; got {describe(model)}")
+    check_type(model, "model", nn.Module, "an nn.Module")
     params = list(model.parameters())  # unique tensors
     n_trainable = sum(p.numel() for p in params if p.requires_grad)
     return n_trainable, sum(p.numel() for p in params)
@@ -310,8 +322,7 @@ def to_vocab(text: str, vocab) -> tuple[str, dict[str, int]]:
     straight ones, double quotes to ``'`` when the vocabulary has no ``"``, dashes to
     ``-``, accented letters to plain ones) or dropped; returns the text and the count of
     every dropped character."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str; got {describe(text)}")
+    check_type(text, "text", str, "a str")
     known = set(vocab.stoi)
     table = {
         "\u2018": "'",

@@ -24,6 +24,7 @@ from lecturelib import data, train
 from lecturelib.pretraining import gpt
 from lecturelib.recurrence import lm
 from lecturelib.train import checkpoint, optim
+from lecturelib.validate import check_type
 
 
 @dataclass(frozen=True)
@@ -161,8 +162,7 @@ def train_gpt(
 ) -> tuple[gpt.GPT, train.History]:
     """Train a GPT with ``recipe`` on random windows of ``train_ids``; the validation loss on
     ``val_ids`` (its first ``eval_tokens``, or all) is evaluated ``evals`` times."""
-    if not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe must be a Recipe; got {type(recipe).__name__}")
+    check_type(recipe, "recipe", Recipe, "a Recipe")
     torch.manual_seed(recipe.seed)
     model = gpt.GPT(recipe.config(vocab_size)).to(device)
     opt = optimizer(model, recipe)
@@ -184,10 +184,12 @@ def train_gpt(
         scheduler=schedule,
         clip=recipe.clip,
         accumulate=recipe.accumulate,
-        eval_fn=validate,
-        eval_every=max(1, recipe.steps // evals),
-        checkpoint=checkpoint_path,
-        resume=resume,
+        evaluation=train.Evaluation(validate, every=max(1, recipe.steps // evals)),
+        checkpointing=(
+            train.Checkpointing(checkpoint_path, resume=resume)
+            if checkpoint_path
+            else None
+        ),
         progress=progress,
         desc=desc,
     )
@@ -197,7 +199,7 @@ def train_gpt(
 def model_path(profile: str) -> Path:
     """Where the cached pretrained GPT of ``profile`` lives (the name carries the recipe's
     hash, so a changed recipe is trained afresh)."""
-    _check_profile(profile)
+    check_profile(profile)
     return (
         data.cache_dir()
         / "models"
@@ -250,6 +252,7 @@ def with_steps(recipe: Recipe, steps: int) -> Recipe:
     return replace(recipe, steps=steps, warmup=min(recipe.warmup, steps - 1))
 
 
-def _check_profile(profile: str) -> None:
+def check_profile(profile: str) -> None:
+    """``profile`` must name one of :data:`RECIPES`."""
     if profile not in RECIPES:
         raise ValueError(f"profile must be one of {sorted(RECIPES)}; got {profile!r}")

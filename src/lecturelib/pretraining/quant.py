@@ -31,14 +31,18 @@ from lecturelib.validate import check_int, check_number, describe
 SCHEMES = ("absmax", "zeropoint")
 
 
-def _check_matrix(w, name: str = "w") -> None:
-    if not isinstance(w, torch.Tensor) or w.dim() != 2 or not w.is_floating_point():
-        raise ValueError(
-            f"{name} must be a 2-d float tensor (d_out, d_in); got {describe(w)}"
-        )
+def check_matrix(w, name: str = "w") -> None:
+    """``w`` must be a float matrix ``(d_out, d_in)``."""
+    message = f"{name} must be a 2-d float tensor (d_out, d_in); got {describe(w)}"
+    if not isinstance(w, torch.Tensor) or not w.is_floating_point():
+        raise TypeError(message)
+    if w.dim() != 2:
+        raise ValueError(message)
 
 
-def _check_args(bits, group_size, scheme, d_in: int) -> None:
+def check_quant_args(bits: int, group_size: int | None, scheme: str, d_in: int) -> None:
+    """The bits (2 to 16), the scheme and the group size (a divisor of ``d_in``, or None
+    for whole rows) of a quantization."""
     check_int(bits, "bits", 2, 16)
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES}; got {scheme!r}")
@@ -80,8 +84,7 @@ def fake_quantize(
 ) -> torch.Tensor:
     """Round-to-nearest quantize-dequantize of ``w``, per row or per group of
     ``group_size`` columns. Shapes: ``(d_out, d_in)`` → ``(d_out, d_in)``."""
-    _check_matrix(w)
-    _check_args(bits, group_size, scheme, w.shape[1])
+    check_fake_quantize(w, bits, group_size, scheme)
     g = group_size or w.shape[1]
     groups = w.reshape(w.shape[0], -1, g)  # (d_out, d_in/g, g)
     scale, zero = scale_zero(groups, bits, scheme)
@@ -89,10 +92,16 @@ def fake_quantize(
     return ((q - zero) * scale).reshape(w.shape)
 
 
+def check_fake_quantize(w, bits: int, group_size: int | None, scheme: str) -> None:
+    """The arguments of :func:`fake_quantize`."""
+    check_matrix(w)
+    check_quant_args(bits, group_size, scheme, w.shape[1])
+
+
 def hessian(x: torch.Tensor) -> torch.Tensor:
     """GPTQ's ``H = 2 X Xᵀ / n`` of calibration inputs. Shapes: ``(n, d_in)`` →
     ``(d_in, d_in)``."""
-    _check_matrix(x, "x")
+    check_matrix(x, "x")
     x = x.double()
     return 2 * x.T @ x / len(x)
 
@@ -108,14 +117,8 @@ def gptq(
     """GPTQ quantize-dequantize of ``w`` with the Hessian ``h`` of its inputs; ``damp``
     times the mean diagonal is added to the diagonal. Shapes: w ``(d_out, d_in)``,
     h ``(d_in, d_in)`` → ``(d_out, d_in)``."""
-    _check_matrix(w)
-    _check_args(bits, group_size, scheme, w.shape[1])
+    check_gptq(w, h, bits, group_size, scheme, damp)
     d_in = w.shape[1]
-    if not isinstance(h, torch.Tensor) or h.shape != (d_in, d_in):
-        raise ValueError(
-            f"h must be the ({d_in}, {d_in}) Hessian of w's inputs; got {describe(h)}"
-        )
-    check_number(damp, "damp", 0, low_open=True)
     w, h = w.double().clone(), h.double().clone()
     dead = h.diagonal() == 0  # inputs that are always zero
     h[dead, dead] = 1
@@ -135,6 +138,20 @@ def gptq(
         err = (col - q[:, i : i + 1]) / u[i, i]  # (d_out, 1)
         w[:, i:] -= err * u[i : i + 1, i:]
     return q.to(torch.get_default_dtype())
+
+
+def check_gptq(
+    w, h, bits: int, group_size: int | None, scheme: str, damp: float
+) -> None:
+    """The arguments of :func:`gptq`."""
+    check_fake_quantize(w, bits, group_size, scheme)
+    d_in = w.shape[1]
+    message = f"h must be the ({d_in}, {d_in}) Hessian of w's inputs; got {describe(h)}"
+    if not isinstance(h, torch.Tensor):
+        raise TypeError(message)
+    if h.shape != (d_in, d_in):
+        raise ValueError(message)
+    check_number(damp, "damp", 0, low_open=True)
 
 
 def block_linears(model: gpt.GPT) -> dict[str, nn.Linear]:
@@ -178,10 +195,7 @@ def quantize_model(
     ``method`` (``"rtn"`` round-to-nearest or ``"gptq"`` with the calibration windows
     ``calib_ids``); ``bits=16`` rounds every weight to float16. Embedding and tied head
     stay in float."""
-    if not isinstance(model, gpt.GPT):
-        raise TypeError(
-            f"model must be a lecturelib.pretraining.gpt.GPT; got {describe(model)}"
-        )
+    gpt.check_gpt(model)
     check_int(bits, "bits", 2, 16)
     if method not in ("rtn", "gptq"):
         raise ValueError(f"method must be 'rtn' or 'gptq'; got {method!r}")

@@ -33,14 +33,7 @@ def span_corrupt(
     generator: torch.Generator | None = None,
 ) -> tuple[list[int], list[int]]:
     """The corrupted input and the target of one sequence of token ids."""
-    check_id_list(ids, "ids")
-    check_id_list(sentinels, "sentinels")
-    check_number(rate, "rate", 0.0, 1.0, low_open=True)
-    check_number(mean_span, "mean_span", 1.0)
-    if len(ids) < 2:
-        raise ValueError(f"ids must hold at least 2 tokens; got {len(ids)}")
-    if set(ids) & set(sentinels):
-        raise ValueError("ids must not contain sentinel ids")
+    check_span_corrupt(ids, sentinels, rate, mean_span)
     n_noise = min(len(ids) - 1, max(1, round(rate * len(ids))))
     n_spans = max(1, min(round(n_noise / mean_span), len(ids) - n_noise))
     noise = random_partition(n_noise, n_spans, generator)  # span lengths
@@ -49,6 +42,18 @@ def span_corrupt(
     for gap, span in zip(keep, noise):
         corrupt += [False] * gap + [True] * span
     return split_spans(list(ids), corrupt, list(sentinels))
+
+
+def check_span_corrupt(ids, sentinels, rate: float, mean_span: float) -> None:
+    """The arguments of :func:`span_corrupt`."""
+    check_id_list(ids, "ids")
+    check_id_list(sentinels, "sentinels")
+    check_number(rate, "rate", 0.0, 1.0, low_open=True)
+    check_number(mean_span, "mean_span", 1.0)
+    if len(ids) < 2:
+        raise ValueError(f"ids must hold at least 2 tokens; got {len(ids)}")
+    if set(ids) & set(sentinels):
+        raise ValueError("ids must not contain sentinel ids")
 
 
 def random_partition(total: int, parts: int, generator) -> list[int]:

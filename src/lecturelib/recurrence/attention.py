@@ -39,7 +39,7 @@ from einops import einsum, rearrange, repeat
 from torch import nn
 
 from lecturelib.recurrence import seq2seq
-from lecturelib.recurrence.seq2seq import check_ids, check_sizes
+from lecturelib.validate import check_callable, check_ids, check_sizes
 from lecturelib.recurrence.translation import PAD_ID
 
 SCORES = ("dot", "bilinear", "additive")
@@ -70,6 +70,16 @@ def check_qk(
         )
 
 
+def check_dot_score(q, k) -> None:
+    """The queries and keys of :class:`DotScore`: one width ``d``."""
+    check_qk(q, k)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"a dot-product score needs d_q == d_k; got queries "
+            f"{tuple(q.shape)} and keys {tuple(k.shape)}"
+        )
+
+
 class DotScore(nn.Module):
     """``score(q, k) = q·k``.
 
@@ -77,12 +87,7 @@ class DotScore(nn.Module):
     """
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        check_qk(q, k)
-        if q.shape[-1] != k.shape[-1]:
-            raise ValueError(
-                f"a dot-product score needs d_q == d_k; got queries "
-                f"{tuple(q.shape)} and keys {tuple(k.shape)}"
-            )
+        check_dot_score(q, k)
         return einsum(q, k, "b t d, b s d -> b t s")
 
 
@@ -94,7 +99,7 @@ class BilinearScore(nn.Module):
 
     def __init__(self, d_q: int, d_k: int):
         super().__init__()
-        check_sizes("BilinearScore", d_q=d_q, d_k=d_k)
+        check_sizes(d_q=d_q, d_k=d_k)
         self.W = nn.Parameter(torch.randn(d_q, d_k) / d_q**0.5)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -111,7 +116,7 @@ class AdditiveScore(nn.Module):
 
     def __init__(self, d_q: int, d_k: int, d_att: int):
         super().__init__()
-        check_sizes("AdditiveScore", d_q=d_q, d_k=d_k, d_att=d_att)
+        check_sizes(d_q=d_q, d_k=d_k, d_att=d_att)
         self.d_q, self.d_k = d_q, d_k
         self.W1 = nn.Linear(d_k, d_att, bias=False)
         self.W2 = nn.Linear(d_q, d_att)
@@ -127,7 +132,7 @@ class AdditiveScore(nn.Module):
 
 def make_score(kind: str, d_q: int, d_k: int, d_att: int | None = None) -> nn.Module:
     """One of the three score functions by name (``"dot"`` needs ``d_q == d_k``)."""
-    check_sizes("make_score", d_q=d_q, d_k=d_k)
+    check_sizes(d_q=d_q, d_k=d_k)
     if kind == "dot":
         if d_q != d_k:
             raise ValueError(
@@ -167,21 +172,15 @@ def check_mask(mask, b: int, t: int, s: int, name: str = "mask") -> None:
         raise ValueError(f"{name} must be {expected}; got {tuple(mask.shape)}")
 
 
-def masked_softmax(
-    scores: torch.Tensor, mask: torch.Tensor | None = None
-) -> torch.Tensor:
-    """Softmax over the last axis (the keys); keys with ``mask`` False get weight 0.
-
-    Shapes: scores ``(b, ..., t, s)`` (any axes, e.g. heads, between b and t), mask
-    ``(b, t, s)`` with ``b``, ``t`` possibly 1 → ``(b, ..., t, s)``.
-    """
+def check_masked_softmax(scores, mask) -> None:
+    """The arguments of :func:`masked_softmax`: a key to attend to in every row."""
     if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
         got = (
             scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
         )
         raise TypeError(f"scores must be a floating-point tensor; got {got}")
     if mask is None:
-        return F.softmax(scores, -1)
+        return
     if scores.dim() < 3:
         raise ValueError(
             f"scores must be (b, ..., t, s) when a mask is given; got "
@@ -193,19 +192,25 @@ def masked_softmax(
             "mask: every query needs at least one key that is not masked; "
             "got a row of mask that is all False"
         )
+
+
+def masked_softmax(
+    scores: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Softmax over the last axis (the keys); keys with ``mask`` False get weight 0.
+
+    Shapes: scores ``(b, ..., t, s)`` (any axes, e.g. heads, between b and t), mask
+    ``(b, t, s)`` with ``b``, ``t`` possibly 1 → ``(b, ..., t, s)``.
+    """
+    check_masked_softmax(scores, mask)
+    if mask is None:
+        return F.softmax(scores, -1)
     mask = mask.view(mask.shape[0], *[1] * (scores.dim() - 3), *mask.shape[1:])
     return F.softmax(scores.masked_fill(~mask, float("-inf")), -1)  # exp(-inf) = 0
 
 
-def attend(
-    scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None = None
-):
-    """Weights ``α = masked_softmax(scores)`` and the weighted sums ``c = α V``.
-
-    Shapes: scores ``(b, t, s)``, values ``(b, s, d_v)``, mask ``(b, t, s)`` (b, t may
-    be 1; a padding mask is ``(b, 1, s)``) or None → context ``(b, t, d_v)``, weights
-    ``(b, t, s)``.
-    """
+def check_attend(scores, values) -> None:
+    """The scores and values of :func:`attend` (its mask: :func:`masked_softmax`)."""
     check_float(values, "values", "(b, s, d_v)")
     if (
         not isinstance(scores, torch.Tensor)
@@ -218,6 +223,18 @@ def attend(
             f"{tuple(getattr(scores, 'shape', ()))} and "
             f"{tuple(values.shape)}"
         )
+
+
+def attend(
+    scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None = None
+):
+    """Weights ``α = masked_softmax(scores)`` and the weighted sums ``c = α V``.
+
+    Shapes: scores ``(b, t, s)``, values ``(b, s, d_v)``, mask ``(b, t, s)`` (b, t may
+    be 1; a padding mask is ``(b, 1, s)``) or None → context ``(b, t, d_v)``, weights
+    ``(b, t, s)``.
+    """
+    check_attend(scores, values)
     weights = masked_softmax(scores, mask)
     return einsum(weights, values, "b t s, b s d -> b t d"), weights
 
@@ -229,12 +246,33 @@ def lookup(q, k, v, score: nn.Module, mask: torch.Tensor | None = None):
     Shapes: q ``(b, t, d_q)``, k ``(b, s, d_k)``, v ``(b, s, d_v)``, mask ``(b, t, s)``
     (b, t may be 1) → context ``(b, t, d_v)``, weights ``(b, t, s)``.
     """
-    if not callable(score):
-        raise TypeError(
-            f"score must be a score module, score(q, k) -> (b, t, s); got "
-            f"{type(score).__name__}"
-        )
+    check_callable(score, "score")
     return attend(score(q, k), v, mask)
+
+
+def check_attention_decoder_input(dec, tgt_in, enc, h) -> None:
+    """The arguments of :meth:`AttentionDecoder.forward` (shapes: its docstring)."""
+    check_ids(tgt_in, "tgt_in", dims=2, vocab_size=dec.vocab_size)
+    if not isinstance(enc, seq2seq.Encoded):
+        raise TypeError(f"enc must be a seq2seq.Encoded; got {type(enc).__name__}")
+    b = tgt_in.shape[0]
+    if (
+        enc.states.dim() != 3
+        or enc.states.shape[0] != b
+        or enc.states.shape[2] != dec.d_enc
+    ):
+        raise ValueError(
+            f"enc.states must be (b, s, d_enc) = "
+            f"({b}, s, {dec.d_enc}); got {tuple(enc.states.shape)}"
+        )
+    if h is not None and (
+        not isinstance(h, torch.Tensor) or h.shape != (dec.n_layers, b, dec.d_model)
+    ):
+        got = tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__
+        raise ValueError(
+            f"h must be (l, b, d_model) = ({dec.n_layers}, {b}, "
+            f"{dec.d_model}) or None; got {got}"
+        )
 
 
 class AttentionDecoder(nn.Module):
@@ -257,7 +295,6 @@ class AttentionDecoder(nn.Module):
     ):
         super().__init__()
         check_sizes(
-            "AttentionDecoder",
             vocab_size=vocab_size,
             d_emb=d_emb,
             d_model=d_model,
@@ -277,35 +314,10 @@ class AttentionDecoder(nn.Module):
         h0 = torch.tanh(self.bridge(enc.context))  # (b, d_model)
         return repeat(h0, "b d -> l b d", l=self.n_layers)  # (l, b, d_model)
 
-    def check_input(self, tgt_in, enc, h) -> None:
-        """Raise unless the call matches the shapes in the class docstring."""
-        check_ids(tgt_in, self.vocab_size, "tgt_in")
-        if not isinstance(enc, seq2seq.Encoded):
-            raise TypeError(f"enc must be a seq2seq.Encoded; got {type(enc).__name__}")
-        b = tgt_in.shape[0]
-        if (
-            enc.states.dim() != 3
-            or enc.states.shape[0] != b
-            or enc.states.shape[2] != self.d_enc
-        ):
-            raise ValueError(
-                f"enc.states must be (b, s, d_enc) = "
-                f"({b}, s, {self.d_enc}); got {tuple(enc.states.shape)}"
-            )
-        if h is not None and (
-            not isinstance(h, torch.Tensor)
-            or h.shape != (self.n_layers, b, self.d_model)
-        ):
-            got = tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__
-            raise ValueError(
-                f"h must be (l, b, d_model) = ({self.n_layers}, {b}, "
-                f"{self.d_model}) or None; got {got}"
-            )
-
     def forward(
         self, tgt_in: torch.Tensor, enc: seq2seq.Encoded, h: torch.Tensor | None = None
     ):
-        self.check_input(tgt_in, enc, h)
+        check_attention_decoder_input(self, tgt_in, enc, h)
         h = self.init_state(enc) if h is None else h
         s, h = self.rnn(self.embed(tgt_in), h)  # (b, t, d_model)
         scores = self.score(s, enc.states)  # (b, t, s)

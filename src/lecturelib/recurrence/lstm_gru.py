@@ -43,7 +43,8 @@ KINDS = ("rnn", "gru", "lstm")
 N_GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 
 
-def _uniform(*shape: int, d_model: int) -> nn.Parameter:
+def uniform_parameter(*shape: int, d_model: int) -> nn.Parameter:
+    """A parameter of ``shape`` drawn from ``U(-1/√d_model, 1/√d_model)``."""
     bound = 1 / math.sqrt(d_model)  # the initialisation of torch.nn.LSTM and GRU
     return nn.Parameter(torch.empty(*shape).uniform_(-bound, bound))
 
@@ -62,9 +63,9 @@ class LSTMCell(nn.Module):
         super().__init__()
         check_sizes(d_in=d_in, d_model=d_model)
         self.d_in, self.d_model = d_in, d_model
-        self.W_x = _uniform(4 * d_model, d_in, d_model=d_model)
-        self.W_h = _uniform(4 * d_model, d_model, d_model=d_model)
-        self.b = _uniform(4 * d_model, d_model=d_model)
+        self.W_x = uniform_parameter(4 * d_model, d_in, d_model=d_model)
+        self.W_h = uniform_parameter(4 * d_model, d_model, d_model=d_model)
+        self.b = uniform_parameter(4 * d_model, d_model=d_model)
 
     def gates(self, x_t: torch.Tensor, h_prev: torch.Tensor) -> dict[str, torch.Tensor]:
         """The gates ``i, f, o`` and the candidate ``g``. Shapes: each
@@ -100,10 +101,10 @@ class GRUCell(nn.Module):
         super().__init__()
         check_sizes(d_in=d_in, d_model=d_model)
         self.d_in, self.d_model = d_in, d_model
-        self.W_x = _uniform(3 * d_model, d_in, d_model=d_model)
-        self.W_h = _uniform(3 * d_model, d_model, d_model=d_model)
-        self.b_x = _uniform(3 * d_model, d_model=d_model)
-        self.b_h = _uniform(3 * d_model, d_model=d_model)
+        self.W_x = uniform_parameter(3 * d_model, d_in, d_model=d_model)
+        self.W_h = uniform_parameter(3 * d_model, d_model, d_model=d_model)
+        self.b_x = uniform_parameter(3 * d_model, d_model=d_model)
+        self.b_h = uniform_parameter(3 * d_model, d_model=d_model)
 
     def gates(self, x_t: torch.Tensor, h_prev: torch.Tensor) -> dict[str, torch.Tensor]:
         """The gates ``r, z`` and the candidate ``n``. Shapes: each ``(b, d_model)``."""
@@ -122,7 +123,8 @@ class GRUCell(nn.Module):
 CELLS = {"lstm": LSTMCell, "gru": GRUCell}
 
 
-def _check_cell_input(cell: nn.Module, x: torch.Tensor, state) -> None:
+def check_cell_input(cell: nn.Module, x: torch.Tensor, state) -> None:
+    """The arguments of :func:`scan` and :func:`trace_gates`."""
     if not isinstance(cell, (LSTMCell, GRUCell)):
         kind = f"{type(cell).__module__}.{type(cell).__qualname__}"
         raise TypeError(
@@ -157,7 +159,7 @@ def _check_cell_input(cell: nn.Module, x: torch.Tensor, state) -> None:
         )
 
 
-def _zero_state(cell: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def zero_state(cell: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     zeros = x.new_zeros(x.shape[0], cell.d_model)
     return (zeros, zeros) if isinstance(cell, LSTMCell) else (zeros,)
 
@@ -170,13 +172,51 @@ def scan(
     Shapes: x ``(b, t, d_in)``, state a tuple of ``(b, d_model)`` → outputs
     ``(b, t, d_model)`` (the ``h_t``), and the last state tuple.
     """
-    _check_cell_input(cell, x, state)
-    state = _zero_state(cell, x) if state is None else state
+    check_cell_input(cell, x, state)
+    state = zero_state(cell, x) if state is None else state
     outputs = []
     for step in range(x.shape[1]):
         state = cell(x[:, step], state)
         outputs.append(state[0])
     return torch.stack(outputs, dim=1), state
+
+
+def check_recurrent(kind, d_in, d_model, n_layers) -> None:
+    """The arguments of :class:`Recurrent`."""
+    if kind not in CELLS:
+        raise ValueError(f"kind must be one of {sorted(CELLS)}; got {kind!r}")
+    check_sizes(d_in=d_in, d_model=d_model, n_layers=n_layers)
+
+
+def check_recurrent_input(model: "Recurrent", x, state) -> None:
+    """The input and the PyTorch-style state given to :meth:`Recurrent.forward`."""
+    check_tensor(x, "x", "(b, t, d_in)")
+    if x.dim() != 3:
+        raise ValueError(f"x must be (b, t, d_in); got shape {tuple(x.shape)}")
+    if state is None:
+        return
+    parts = state if model.kind == "lstm" else (state,)
+    expected = (len(model.cells), x.shape[0], model.d_model)
+    n_parts = 2 if model.kind == "lstm" else 1
+    if (
+        not isinstance(parts, (tuple, list))
+        or len(parts) != n_parts
+        or any(
+            not isinstance(p, torch.Tensor) or tuple(p.shape) != expected for p in parts
+        )
+    ):
+        what = "(h0, c0), each" if model.kind == "lstm" else "h0"
+        got = (
+            [
+                tuple(p.shape) if isinstance(p, torch.Tensor) else describe(p)
+                for p in parts
+            ]
+            if isinstance(parts, (tuple, list))
+            else describe(parts)
+        )
+        raise ValueError(
+            f"state must be {what} (l·dirs, b, d_model) = {expected}; got {got}"
+        )
 
 
 class Recurrent(nn.Module):
@@ -199,9 +239,7 @@ class Recurrent(nn.Module):
         bidirectional: bool = False,
     ):
         super().__init__()
-        if kind not in CELLS:
-            raise ValueError(f"kind must be one of {sorted(CELLS)}; got {kind!r}")
-        check_sizes(d_in=d_in, d_model=d_model, n_layers=n_layers)
+        check_recurrent(kind, d_in, d_model, n_layers)
         self.kind, self.d_model, self.n_layers = kind, d_model, n_layers
         self.dirs = 2 if bidirectional else 1
         # each layer's input width
@@ -211,7 +249,9 @@ class Recurrent(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, state=None):
-        state = self._per_cell(x, state)
+        check_recurrent_input(self, x, state)
+        if state is not None:  # one (h0_k, c0_k) or (h0_k,) per cell k
+            state = list(zip(*(state if self.kind == "lstm" else (state,))))
         inputs, last = x, []
         for layer in range(self.n_layers):
             outputs = []
@@ -228,37 +268,19 @@ class Recurrent(nn.Module):
             return inputs, (h_n, torch.stack([s[1] for s in last]))
         return inputs, h_n
 
-    def _per_cell(self, x: torch.Tensor, state):
-        """Split a PyTorch-style state into one tuple per cell, checking its shape."""
-        check_tensor(x, "x", "(b, t, d_in)")
-        if x.dim() != 3:
-            raise ValueError(f"x must be (b, t, d_in); got shape {tuple(x.shape)}")
-        if state is None:
-            return None
-        parts = state if self.kind == "lstm" else (state,)
-        expected = (len(self.cells), x.shape[0], self.d_model)
-        n_parts = 2 if self.kind == "lstm" else 1
-        if (
-            not isinstance(parts, (tuple, list))
-            or len(parts) != n_parts
-            or any(
-                not isinstance(p, torch.Tensor) or tuple(p.shape) != expected
-                for p in parts
-            )
-        ):
-            what = "(h0, c0), each" if self.kind == "lstm" else "h0"
-            got = (
-                [
-                    tuple(p.shape) if isinstance(p, torch.Tensor) else describe(p)
-                    for p in parts
-                ]
-                if isinstance(parts, (tuple, list))
-                else describe(parts)
-            )
-            raise ValueError(
-                f"state must be {what} (l·dirs, b, d_model) = {expected}; got {got}"
-            )
-        return list(zip(*parts))  # [(h0_k, c0_k) or (h0_k,) for every cell k]
+
+def check_torch_recurrent(module) -> None:
+    """:func:`from_torch` copies a batch_first ``nn.LSTM`` or ``nn.GRU`` with biases
+    and no projection."""
+    if not isinstance(module, (nn.LSTM, nn.GRU)):
+        raise TypeError(
+            f"expected a torch.nn.LSTM or torch.nn.GRU; got {type(module).__name__}"
+        )
+    if not module.batch_first or not module.bias or getattr(module, "proj_size", 0):
+        raise ValueError(
+            "only batch_first modules with biases and no projection "
+            f"can be copied; got {module}"
+        )
 
 
 @torch.no_grad()
@@ -269,15 +291,7 @@ def from_torch(module: nn.LSTM | nn.GRU) -> Recurrent:
     Shapes: ``weight_ih_l{k}[_reverse]`` ``(n_gates·d_model, d_in)`` → ``W_x``;
     ``weight_hh_l{k}[_reverse]`` → ``W_h``.
     """
-    if not isinstance(module, (nn.LSTM, nn.GRU)):
-        raise TypeError(
-            f"expected a torch.nn.LSTM or torch.nn.GRU; got {type(module).__name__}"
-        )
-    if not module.batch_first or not module.bias or getattr(module, "proj_size", 0):
-        raise ValueError(
-            "only batch_first modules with biases and no projection "
-            f"can be copied; got {module}"
-        )
+    check_torch_recurrent(module)
     kind = "lstm" if isinstance(module, nn.LSTM) else "gru"
     ours = Recurrent(
         kind,
@@ -300,6 +314,17 @@ def from_torch(module: nn.LSTM | nn.GRU) -> Recurrent:
     return ours.to(module.weight_ih_l0.device)
 
 
+def check_n_params(kind, d_in, d_model, n_layers) -> None:
+    """The arguments of :func:`n_params`."""
+    if kind not in N_GATES:
+        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+    if not all(isinstance(v, int) and v >= 1 for v in (d_in, d_model, n_layers)):
+        raise ValueError(
+            f"d_in, d_model and n_layers must be positive ints; "
+            f"got {d_in!r}, {d_model!r}, {n_layers!r}"
+        )
+
+
 def n_params(
     kind: str, d_in: int, d_model: int, n_layers: int = 1, bidirectional: bool = False
 ) -> int:
@@ -310,13 +335,7 @@ def n_params(
 
     Shapes: integers in, an integer out.
     """
-    if kind not in N_GATES:
-        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
-    if not all(isinstance(v, int) and v >= 1 for v in (d_in, d_model, n_layers)):
-        raise ValueError(
-            f"d_in, d_model and n_layers must be positive ints; "
-            f"got {d_in!r}, {d_model!r}, {n_layers!r}"
-        )
+    check_n_params(kind, d_in, d_model, n_layers)
     dirs, G, d = 2 if bidirectional else 1, N_GATES[kind], d_model
     first = G * (d * d_in + d * d + 2 * d)  # W_x, W_h and PyTorch's two biases
     upper = G * (d * dirs * d + d * d + 2 * d)
@@ -331,8 +350,8 @@ def trace_gates(cell: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
     Shapes: x ``(b, t, d_in)`` → a dict of ``(b, t, d_model)`` tensors: LSTM
     ``i, f, g, o, c, h``; GRU ``r, z, n, h``.
     """
-    _check_cell_input(cell, x, None)
-    state = _zero_state(cell, x)
+    check_cell_input(cell, x, None)
+    state = zero_state(cell, x)
     record: dict[str, list[torch.Tensor]] = {}
     for step in range(x.shape[1]):
         gates = cell.gates(x[:, step], state[0])
@@ -343,7 +362,8 @@ def trace_gates(cell: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
     return {name: torch.stack(values, dim=1) for name, values in record.items()}
 
 
-def _check_lm_input(model: "CharLSTM", x: torch.Tensor, state) -> None:
+def check_char_lstm_input(model: "CharLSTM", x: torch.Tensor, state) -> None:
+    """The ids and the stacked ``(h, c)`` state given to :meth:`CharLSTM.forward`."""
     check_ids(x, "x", dims=2, vocab_size=model.embed.num_embeddings)
     expected = (2, model.lstm.num_layers, x.shape[0], model.lstm.hidden_size)
     if state is not None and (
@@ -377,7 +397,7 @@ class CharLSTM(nn.Module):
         self.readout = nn.Linear(d_model, vocab_size)
 
     def forward(self, x: torch.Tensor, state: torch.Tensor | None = None):
-        _check_lm_input(self, x, state)
+        check_char_lstm_input(self, x, state)
         hc = None if state is None else (state[0], state[1])
         # states (b, t, d_model); h and c (l, b, d_model) each
         states, (h, c) = self.lstm(self.embed(x), hc)

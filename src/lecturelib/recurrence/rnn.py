@@ -4,14 +4,8 @@
   (1990), ``h_t = tanh(W_h h_{t-1} + W_x x_t + b)``, written as a plain loop over time
   steps; it is the reference (oracle) for ``torch.nn.RNN`` and keeps one bias where
   PyTorch keeps two;
-- :func:`jacobian_norms` measures ``‖∂h_T/∂h_t‖`` by automatic differentiation, the
-  quantity whose exponential decay or growth is the vanishing/exploding gradient problem
-  of Bengio, Simard and Frasconi (1994) and Pascanu, Mikolov and Bengio (2013,
-  arXiv:1211.5063);
-- :func:`init_recurrent_` sets recurrent weights to a chosen spectral radius, an
-  orthogonal matrix, or the identity (the IRNN of Le, Jaitly and Hinton, 2015,
-  arXiv:1504.00941, uses ReLU; here the identity is used with tanh);
-- :func:`clip_grad_norm` is gradient clipping by the global norm (Pascanu et al., 2013);
+- ``gradients`` holds the chapter's vanishing and exploding gradients: Jacobian norms,
+  the initialisation of recurrent weights and gradient clipping;
 - :func:`batchify`, :func:`chunk` and :class:`TruncatedBPTT` lay a long text out as
   parallel streams and train on consecutive chunks, carrying the hidden state over but
   not its gradient (truncated backpropagation through time, Werbos 1990; Williams and
@@ -84,7 +78,8 @@ class ElmanRNN(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, h0: torch.Tensor | None = None):
-        b, t, _ = self._check(x, h0)
+        check_elman_input(self, x, h0)
+        b, t, _ = x.shape
         inputs, h_last = x, []
         for layer, cell in enumerate(self.cells):
             h = x.new_zeros(b, self.d_model) if h0 is None else h0[layer]
@@ -96,30 +91,26 @@ class ElmanRNN(nn.Module):
             h_last.append(h)
         return inputs, torch.stack(h_last)
 
-    def _check(self, x: torch.Tensor, h0: torch.Tensor | None) -> tuple[int, int, int]:
-        check_tensor(x, "x", f"(b, t, d_in={self.d_in})")
-        if h0 is not None:
-            check_tensor(h0, "h0", "(l, b, d_model)")
-        if x.dim() != 3 or x.shape[-1] != self.d_in:
-            raise ValueError(
-                f"x must be (b, t, d_in={self.d_in}); got shape {tuple(x.shape)}"
-            )
-        expected = (len(self.cells), x.shape[0], self.d_model)
-        if h0 is not None and tuple(h0.shape) != expected:
-            raise ValueError(
-                f"h0 must be (l, b, d_model) = {expected}; got {tuple(h0.shape)}"
-            )
-        return tuple(x.shape)
+
+def check_elman_input(rnn: ElmanRNN, x, h0) -> None:
+    """The arguments of :meth:`ElmanRNN.forward`."""
+    check_tensor(x, "x", f"(b, t, d_in={rnn.d_in})")
+    if h0 is not None:
+        check_tensor(h0, "h0", "(l, b, d_model)")
+    if x.dim() != 3 or x.shape[-1] != rnn.d_in:
+        raise ValueError(
+            f"x must be (b, t, d_in={rnn.d_in}); got shape {tuple(x.shape)}"
+        )
+    expected = (len(rnn.cells), x.shape[0], rnn.d_model)
+    if h0 is not None and tuple(h0.shape) != expected:
+        raise ValueError(
+            f"h0 must be (l, b, d_model) = {expected}; got {tuple(h0.shape)}"
+        )
 
 
-@torch.no_grad()
-def from_torch(rnn: nn.RNN) -> ElmanRNN:
-    """An :class:`ElmanRNN` holding the weights of a ``torch.nn.RNN`` (its two biases
-    summed).
-
-    Shapes: ``weight_ih_l{k}`` ``(d_model, d_in)`` → ``W_x``; ``weight_hh_l{k}`` →
-    ``W_h``.
-    """
+def check_torch_rnn(rnn) -> None:
+    """:func:`from_torch` copies a tanh, unidirectional, batch_first ``nn.RNN`` with
+    biases."""
     if not isinstance(rnn, nn.RNN):
         raise TypeError(f"expected a torch.nn.RNN; got {type(rnn).__name__}")
     if (
@@ -132,6 +123,17 @@ def from_torch(rnn: nn.RNN) -> ElmanRNN:
             "only tanh, unidirectional, batch_first RNNs with biases "
             f"can be copied; got {rnn}"
         )
+
+
+@torch.no_grad()
+def from_torch(rnn: nn.RNN) -> ElmanRNN:
+    """An :class:`ElmanRNN` holding the weights of a ``torch.nn.RNN`` (its two biases
+    summed).
+
+    Shapes: ``weight_ih_l{k}`` ``(d_model, d_in)`` → ``W_x``; ``weight_hh_l{k}`` →
+    ``W_h``.
+    """
+    check_torch_rnn(rnn)
     ours = ElmanRNN(rnn.input_size, rnn.hidden_size, rnn.num_layers)
     for k, cell in enumerate(ours.cells):
         cell.W_x.copy_(getattr(rnn, f"weight_ih_l{k}"))
@@ -140,85 +142,12 @@ def from_torch(rnn: nn.RNN) -> ElmanRNN:
     return ours.to(rnn.weight_ih_l0.device)
 
 
-def jacobian_norms(cell: ElmanCell, x: torch.Tensor, h0: torch.Tensor | None = None):
-    """Spectral norms of ``∂h_T/∂h_{T-k}`` for ``k = 0..T`` by autograd (one batched
-    backward).
-
-    Shapes: x ``(t, d_in)`` (one sequence), h0 ``(d_model,)`` → ``(t + 1,)``, indexed by
-    the distance ``k = T - t``; entry 0 is the identity's norm, 1.
-    """
-    if not isinstance(cell, ElmanCell):
-        raise TypeError(f"cell must be an rnn.ElmanCell; got {describe(cell)}")
-    check_tensor(x, "x", "(t, d_in)")
-    if x.dim() != 2 or x.shape[1] != cell.W_x.shape[1]:
-        raise ValueError(
-            f"x must be (t, d_in={cell.W_x.shape[1]}); got {tuple(x.shape)}"
-        )
-    d = cell.W_h.shape[0]
-    h = x.new_zeros(d) if h0 is None else h0
-    states = [h.detach().requires_grad_()]
-    for x_t in x:
-        states.append(cell(x_t[None], states[-1][None])[0])
-    eye = torch.eye(d, dtype=x.dtype, device=x.device)
-    # row i of the output: the gradient of component i of h_T, i.e. row i of each
-    # Jacobian
-    jac = torch.autograd.grad(
-        states[-1], states, grad_outputs=eye, is_grads_batched=True, allow_unused=True
-    )
-    # h_T does not depend on itself through autograd
-    jac = [eye if j is None else j for j in jac]
-    norms = [torch.linalg.matrix_norm(j, ord=2) for j in reversed(jac)]
-    return torch.stack(norms).detach()
-
-
-@torch.no_grad()
-def init_recurrent_(
-    weight: torch.Tensor,
-    scheme: str = "orthogonal",
-    scale: float = 1.0,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """Overwrite a square recurrent matrix with ``scale`` times an orthogonal matrix,
-    the identity, or a Gaussian matrix rescaled to spectral radius exactly ``scale``.
-
-    Shapes: weight ``(d, d)`` → the same tensor, modified in place.
-    """
-    check_tensor(weight, "weight", "(d, d)")
-    check_number(scale, "scale", 0.0)
-    if weight.dim() != 2 or weight.shape[0] != weight.shape[1]:
-        raise ValueError(
-            f"a recurrent weight must be square (d, d); got {tuple(weight.shape)}"
-        )
-    d = weight.shape[0]
-    if scheme == "identity":
-        new = torch.eye(d)
-    elif scheme in ("orthogonal", "radius"):
-        a = torch.randn(d, d, generator=generator, dtype=torch.float64)
-        new = torch.linalg.qr(a).Q if scheme == "orthogonal" else a
-        new = new / torch.linalg.eigvals(new).abs().max()
-    else:
-        raise ValueError(
-            f"scheme must be 'orthogonal', 'identity' or 'radius'; got {scheme!r}"
-        )
-    return weight.copy_(scale * new)
-
-
-def clip_grad_norm(grads: list[torch.Tensor], max_norm: float) -> float:
-    """Scale all gradients by ``min(1, max_norm / ‖g‖)`` where ``‖g‖`` is their joint L2
-    norm; returns ``‖g‖`` before clipping. The direction of the update is unchanged.
-
-    Shapes: any list of tensors, modified in place.
-    """
-    check_number(max_norm, "max_norm", 0.0, low_open=True)
-    if not isinstance(grads, (list, tuple)) or not all(
-        isinstance(g, torch.Tensor) for g in grads
-    ):
-        raise TypeError(f"grads must be a list of tensors; got {describe(grads)}")
-    norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads)).item()
-    factor = min(1.0, max_norm / (norm + 1e-6))
-    for g in grads:
-        g.mul_(factor)
-    return norm
+def check_batchify(ids, batch_size) -> None:
+    """The arguments of :func:`batchify`: at least two tokens per stream."""
+    check_ids(ids, "ids", dims=1)
+    check_int(batch_size, "batch_size", 1)
+    if len(ids) // batch_size < 2:
+        raise ValueError(f"{len(ids)} tokens are too few for {batch_size} streams")
 
 
 def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
@@ -228,12 +157,17 @@ def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
 
     Shapes: ids ``(n_tokens,)`` → ``(b, n)`` with ``n = n_tokens // b``.
     """
-    check_ids(ids, "ids", dims=1)
-    check_int(batch_size, "batch_size", 1)
+    check_batchify(ids, batch_size)
     n = len(ids) // batch_size
-    if n < 2:
-        raise ValueError(f"{len(ids)} tokens are too few for {batch_size} streams")
     return rearrange(ids[: batch_size * n], "(b n) -> b n", b=batch_size)
+
+
+def check_chunk(streams, k, seq_len) -> None:
+    """The arguments of :func:`chunk`: ``k`` in ``0..n_chunks - 1``."""
+    check_ids(streams, "streams", dims=2)
+    check_int(seq_len, "seq_len", 1)
+    n_chunks = (streams.shape[1] - 1) // seq_len
+    check_int(k, "the chunk index k", 0, n_chunks - 1)
 
 
 def chunk(
@@ -244,15 +178,21 @@ def chunk(
     Shapes: streams ``(b, n)`` → x, y ``(b, seq_len)``; there are
     ``(n - 1) // seq_len`` chunks.
     """
-    check_ids(streams, "streams", dims=2)
-    check_int(seq_len, "seq_len", 1)
-    n_chunks = (streams.shape[1] - 1) // seq_len
-    check_int(k, "the chunk index k", 0, n_chunks - 1)
+    check_chunk(streams, k, seq_len)
     start = k * seq_len
     return (
         streams[:, start : start + seq_len],
         streams[:, start + 1 : start + seq_len + 1],
     )
+
+
+def check_truncated_bptt(ids, batch_size, seq_len) -> None:
+    """The arguments of :class:`TruncatedBPTT`: streams that hold a chunk."""
+    check_int(seq_len, "seq_len", 1)
+    check_batchify(ids, batch_size)
+    n = len(ids) // batch_size
+    if (n - 1) // seq_len < 1:
+        raise ValueError(f"streams of {n} tokens hold no chunk of {seq_len}")
 
 
 class TruncatedBPTT:
@@ -265,13 +205,9 @@ class TruncatedBPTT:
     """
 
     def __init__(self, ids: torch.Tensor, batch_size: int, seq_len: int):
-        check_int(seq_len, "seq_len", 1)
+        check_truncated_bptt(ids, batch_size, seq_len)
         self.streams, self.seq_len = batchify(ids, batch_size), seq_len
         self.n_chunks = (self.streams.shape[1] - 1) // seq_len
-        if self.n_chunks < 1:
-            raise ValueError(
-                f"streams of {self.streams.shape[1]} tokens hold no chunk of {seq_len}"
-            )
         self.h = None
 
     def batch(self, step: int):
@@ -286,7 +222,10 @@ class TruncatedBPTT:
         return F.cross_entropy(logits.flatten(0, 1), y.flatten())
 
 
-def _check_lm_input(embed: nn.Embedding, rnn: nn.RNNBase, x: torch.Tensor, h) -> None:
+def check_char_rnn_input(
+    embed: nn.Embedding, rnn: nn.RNNBase, x: torch.Tensor, h
+) -> None:
+    """The ids and state given to a character LM of ``embed`` and ``rnn``."""
     check_ids(x, "x", dims=2, vocab_size=embed.num_embeddings)
     if h is not None:
         expected = (rnn.num_layers, x.shape[0], rnn.hidden_size)
@@ -314,7 +253,7 @@ class CharRNN(nn.Module):
         self.readout = nn.Linear(d_model, vocab_size)
 
     def forward(self, x: torch.Tensor, h: torch.Tensor | None = None):
-        _check_lm_input(self.embed, self.rnn, x, h)
+        check_char_rnn_input(self.embed, self.rnn, x, h)
         states, h = self.rnn(self.embed(x), h)  # (b, t, d_model), (l, b, d_model)
         return self.readout(states), h
 
@@ -342,6 +281,15 @@ def stream_nll(
     return total / (n * batch_size)
 
 
+def check_sample(prompt, n_new, temperature, stop_id) -> None:
+    """The arguments of :func:`sample`."""
+    check_ids(prompt, "prompt", dims=1)
+    check_int(n_new, "n_new", 0)
+    check_number(temperature, "temperature", 0.0)
+    if stop_id is not None:
+        check_int(stop_id, "stop_id", 0)
+
+
 @torch.no_grad()
 def sample(
     model: nn.Module,
@@ -357,11 +305,7 @@ def sample(
 
     Shapes: prompt ``(t,)`` ids → ``(t + n_generated,)``.
     """
-    check_ids(prompt, "prompt", dims=1)
-    check_int(n_new, "n_new", 0)
-    check_number(temperature, "temperature", 0.0)
-    if stop_id is not None:
-        check_int(stop_id, "stop_id", 0)
+    check_sample(prompt, n_new, temperature, stop_id)
     out = prompt.tolist()
     logits, h = model(prompt[None].to(next(model.parameters()).device))
     for _ in range(n_new):
@@ -378,6 +322,17 @@ def sample(
     return torch.tensor(out)
 
 
+def check_pad_sequences(seqs, pad_id) -> None:
+    """The arguments of :func:`pad_sequences`."""
+    if not isinstance(seqs, (list, tuple)) or not seqs:
+        raise TypeError(
+            f"seqs must be a non-empty list of 1-D id tensors; got {describe(seqs)}"
+        )
+    for s in seqs:
+        check_ids(s, "each of seqs", dims=1)
+    check_int(pad_id, "pad_id", 0)
+
+
 def pad_sequences(
     seqs: list[torch.Tensor], pad_id: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -387,13 +342,7 @@ def pad_sequences(
     Shapes: ``b`` tensors ``(t_i,)`` → x ``(b, max t_i)`` long, mask ``(b, max t_i)``
     bool.
     """
-    if not isinstance(seqs, (list, tuple)) or not seqs:
-        raise TypeError(
-            f"seqs must be a non-empty list of 1-D id tensors; got {describe(seqs)}"
-        )
-    for s in seqs:
-        check_ids(s, "each of seqs", dims=1)
-    check_int(pad_id, "pad_id", 0)
+    check_pad_sequences(seqs, pad_id)
     x = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=torch.long)
     mask = torch.zeros(x.shape, dtype=torch.bool)
     for i, s in enumerate(seqs):
@@ -401,13 +350,8 @@ def pad_sequences(
     return x, mask
 
 
-def pool(states: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
-    """One vector per sequence from the states at the real positions (``mask`` True):
-    the last real state, their mean, or their elementwise max. Padded positions never
-    count.
-
-    Shapes: states ``(b, t, d)``, mask ``(b, t)`` bool → ``(b, d)``.
-    """
+def check_pool(states, mask, how) -> None:
+    """The arguments of :func:`pool`: a real position in every sequence."""
     check_tensor(states, "states", "(b, t, d)", 3)
     if (
         not isinstance(mask, torch.Tensor)
@@ -420,15 +364,34 @@ def pool(states: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
         )
     if not mask.any(1).all():
         raise ValueError("every sequence needs at least one real (unmasked) position")
+    if how not in POOLINGS:
+        raise ValueError(f"how must be one of {POOLINGS}; got {how!r}")
+
+
+def pool(states: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    """One vector per sequence from the states at the real positions (``mask`` True):
+    the last real state, their mean, or their elementwise max. Padded positions never
+    count.
+
+    Shapes: states ``(b, t, d)``, mask ``(b, t)`` bool → ``(b, d)``.
+    """
+    check_pool(states, mask, how)
     if how == "last":
         positions = torch.arange(mask.shape[1], device=mask.device)  # (t,)
         last = (mask * positions).argmax(1)  # (b,)
         return states[torch.arange(len(states)), last]
     if how == "mean":
         return (states * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
-    if how == "max":
-        return states.masked_fill(~mask[..., None], float("-inf")).amax(1)
-    raise ValueError(f"how must be one of {POOLINGS}; got {how!r}")
+    return states.masked_fill(~mask[..., None], float("-inf")).amax(1)  # "max"
+
+
+def check_rnn_classifier(vocab_size, d_emb, d_model, n_classes, pooling) -> None:
+    """The arguments of :class:`RNNClassifier`."""
+    check_sizes(
+        vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_classes=n_classes
+    )
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}; got {pooling!r}")
 
 
 class RNNClassifier(nn.Module):
@@ -448,11 +411,7 @@ class RNNClassifier(nn.Module):
         pooling: str = "last",
     ):
         super().__init__()
-        check_sizes(
-            vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_classes=n_classes
-        )
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}; got {pooling!r}")
+        check_rnn_classifier(vocab_size, d_emb, d_model, n_classes, pooling)
         self.pooling = pooling
         self.embed = nn.Embedding(vocab_size, d_emb)
         self.rnn = nn.RNN(d_emb, d_model, batch_first=True)

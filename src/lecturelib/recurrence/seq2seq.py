@@ -14,9 +14,9 @@
   and 8 (AdamW, warm-up and cosine decay, clipping, batches of similar length);
 - :func:`greedy_decode` translates a batch token by token until ``</s>``;
 - :func:`evaluate` scores translations with corpus BLEU (Papineni et al., 2002) through
-  ``lecturelib.metrics.bleu`` (sacreBLEU, Post 2018, arXiv:1804.08771) and keeps
-  per-sentence scores; :func:`plot_bleu_by_length` draws BLEU against source length;
-  :func:`formula_bleu` is BLEU written out from its definition, the oracle in the tests.
+  ``lecturelib.metrics.bleu`` (sacreBLEU, Post 2018, arXiv:1804.08771) into a
+  ``bleu.BleuReport``, which keeps per-sentence scores (``bleu`` also holds BLEU by
+  source length and BLEU written out from its definition).
 
 Both decoders of the book (this one and ``attention.AttentionDecoder``) share one
 interface, ``decoder(tgt_in, enc, h) -> (logits, h, weights)``, so that training and
@@ -28,11 +28,8 @@ Shapes use ``b`` batch, ``s`` source positions, ``t`` target positions, ``d`` wi
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import NamedTuple
 
 import torch
@@ -40,44 +37,15 @@ import torch.nn.functional as F
 from einops import rearrange, repeat
 from torch import nn
 
-from lecturelib import metrics, train
+from lecturelib import metrics, train, validate
 from lecturelib.recurrence import rnn, translation
+from lecturelib.recurrence.bleu import BleuReport, ngrams  # noqa: F401 (ngrams: ch. 9)
+from lecturelib.recurrence.corpus import check_token_lists
+from lecturelib.recurrence.legacy_checks import check_ids, check_sizes  # noqa: F401
 from lecturelib.recurrence.translation import BOS_ID, EOS_ID, PAD_ID, Batch
+from lecturelib.validate import check_choice, check_number, check_tensor, check_type
 
 CONTEXTS = ("last", "mean")
-
-
-def check_sizes(owner: str, **sizes) -> None:
-    """Raise a ValueError naming ``owner`` and the size unless every size is a positive
-    int: ``check_sizes("Encoder", d_model=0)`` raises."""
-    for name, n in sizes.items():
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"{owner}: {name} must be a positive int; got {n!r}")
-
-
-def check_ids(ids, vocab_size: int, name: str, axes: str = "(b, t)") -> None:
-    """Raise a ValueError naming ``name`` unless ``ids`` is a 2-D integer tensor of ids
-    in ``0 .. vocab_size-1`` (float ids would be truncated, negative ones wrap
-    around)."""
-    if (
-        not isinstance(ids, torch.Tensor)
-        or ids.dim() != 2
-        or ids.is_floating_point()
-        or ids.is_complex()
-        or ids.dtype == torch.bool
-    ):
-        got = (
-            f"{ids.dtype} {tuple(ids.shape)}"
-            if isinstance(ids, torch.Tensor)
-            else type(ids).__name__
-        )
-        raise ValueError(f"{name} must be {axes} integer token ids; got {got}")
-    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
-        raise ValueError(
-            f"{name} must lie in 0..{vocab_size - 1} "
-            f"(vocab_size={vocab_size}); "
-            f"got values from {int(ids.min())} to {int(ids.max())}"
-        )
 
 
 def check_lengths(src_len, src: torch.Tensor) -> None:
@@ -101,25 +69,6 @@ def check_lengths(src_len, src: torch.Tensor) -> None:
         )
 
 
-def check_token_lists(sentences, name: str) -> None:
-    """Raise a TypeError naming ``name`` unless ``sentences`` is a sequence of token
-    lists (a string would be read as a list of characters)."""
-    if isinstance(sentences, str) or not isinstance(sentences, Sequence):
-        raise TypeError(
-            f"{name} must be a list of token lists; got {type(sentences).__name__}"
-        )
-    for i, sent in enumerate(sentences):
-        if (
-            isinstance(sent, str)
-            or not isinstance(sent, Sequence)
-            or not all(isinstance(tok, str) for tok in sent)
-        ):
-            raise TypeError(
-                f"{name}[{i}] must be a list of str tokens (split the text "
-                f"first); got {sent!r:.60}"
-            )
-
-
 class Encoded(NamedTuple):
     """What the encoder hands to the decoder.
 
@@ -130,6 +79,20 @@ class Encoded(NamedTuple):
     states: torch.Tensor
     mask: torch.Tensor
     context: torch.Tensor
+
+
+def check_encoder(vocab_size, d_emb, d_model, n_layers, context) -> None:
+    """The arguments of :class:`Encoder`."""
+    validate.check_sizes(
+        vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_layers=n_layers
+    )
+    check_choice(context, "context", CONTEXTS)
+
+
+def check_encoder_input(encoder, src, src_len) -> None:
+    """The arguments of :meth:`Encoder.forward`."""
+    validate.check_ids(src, "src", dims=2, vocab_size=encoder.embed.num_embeddings)
+    check_lengths(src_len, src)
 
 
 class Encoder(nn.Module):
@@ -148,15 +111,7 @@ class Encoder(nn.Module):
         context: str = "last",
     ):
         super().__init__()
-        check_sizes(
-            "Encoder",
-            vocab_size=vocab_size,
-            d_emb=d_emb,
-            d_model=d_model,
-            n_layers=n_layers,
-        )
-        if context not in CONTEXTS:
-            raise ValueError(f"context must be one of {CONTEXTS}; got {context!r}")
+        check_encoder(vocab_size, d_emb, d_model, n_layers, context)
         self.context, self.n_dirs = context, 2 if bidirectional else 1
         self.d_enc = self.n_dirs * d_model
         self.embed = nn.Embedding(vocab_size, d_emb, padding_idx=PAD_ID)
@@ -165,8 +120,7 @@ class Encoder(nn.Module):
         )
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor) -> Encoded:
-        check_ids(src, self.embed.num_embeddings, "src", "(b, s)")
-        check_lengths(src_len, src)
+        check_encoder_input(self, src, src_len)
         # packing runs each sequence over its real tokens only: padding changes nothing
         packed = nn.utils.rnn.pack_padded_sequence(
             self.embed(src), src_len.cpu(), batch_first=True, enforce_sorted=False
@@ -183,6 +137,17 @@ class Encoder(nn.Module):
         return Encoded(states, mask, context)  # (b, s, d_enc), (b, s), (b, d_enc)
 
 
+def check_decoder_input(decoder, tgt_in, enc) -> None:
+    """The arguments of :meth:`Decoder.forward`."""
+    validate.check_ids(
+        tgt_in, "tgt_in", dims=2, vocab_size=decoder.embed.num_embeddings
+    )
+    if not isinstance(enc, Encoded):
+        raise TypeError(
+            f"enc must be the Encoded output of an encoder; got {type(enc).__name__}"
+        )
+
+
 class Decoder(nn.Module):
     """A conditional language model on a fixed context vector ``c``:
     ``h_0 = tanh(W_b c)``, ``s_t = GRU([E y_{t-1}; c], s_{t-1})``,
@@ -196,8 +161,7 @@ class Decoder(nn.Module):
         self, vocab_size: int, d_emb: int, d_model: int, d_enc: int, n_layers: int = 1
     ):
         super().__init__()
-        check_sizes(
-            "Decoder",
+        validate.check_sizes(
             vocab_size=vocab_size,
             d_emb=d_emb,
             d_model=d_model,
@@ -218,17 +182,18 @@ class Decoder(nn.Module):
     def forward(
         self, tgt_in: torch.Tensor, enc: Encoded, h: torch.Tensor | None = None
     ):
-        check_ids(tgt_in, self.embed.num_embeddings, "tgt_in")
-        if not isinstance(enc, Encoded):
-            raise TypeError(
-                f"enc must be the Encoded output of an encoder; got "
-                f"{type(enc).__name__}"
-            )
+        check_decoder_input(self, tgt_in, enc)
         h = self.init_state(enc) if h is None else h
         c = repeat(enc.context, "b d -> b t d", t=tgt_in.shape[1])  # same c at every t
         s, h = self.rnn(torch.cat([self.embed(tgt_in), c], -1), h)  # (b, t, d_model)
         out = torch.tanh(self.combine(torch.cat([s, c], -1)))  # (b, t, d_emb)
         return self.readout(out), h, None  # (b, t, v)
+
+
+def check_seq2seq(encoder, decoder) -> None:
+    """The parts of a :class:`Seq2Seq`."""
+    check_type(encoder, "encoder", nn.Module, "an nn.Module")
+    check_type(decoder, "decoder", nn.Module, "an nn.Module")
 
 
 class Seq2Seq(nn.Module):
@@ -239,11 +204,7 @@ class Seq2Seq(nn.Module):
 
     def __init__(self, encoder: nn.Module, decoder: nn.Module):
         super().__init__()
-        for name, part in (("encoder", encoder), ("decoder", decoder)):
-            if not isinstance(part, nn.Module):
-                raise TypeError(
-                    f"{name} must be an nn.Module; got {type(part).__name__}"
-                )
+        check_seq2seq(encoder, decoder)
         self.encoder, self.decoder = encoder, decoder
 
     def forward(self, src, src_len, tgt_in) -> torch.Tensor:
@@ -264,25 +225,24 @@ class Seq2SeqConfig:
     context: str = "last"
 
     def __post_init__(self):
-        check_sizes(
-            "Seq2SeqConfig",
-            src_vocab_size=self.src_vocab_size,
-            tgt_vocab_size=self.tgt_vocab_size,
-            d_emb=self.d_emb,
-            d_model=self.d_model,
-            n_layers=self.n_layers,
-        )
-        if self.context not in CONTEXTS:
-            raise ValueError(
-                f"Seq2SeqConfig: context must be one of {CONTEXTS}; got "
-                f"{self.context!r}"
-            )
+        check_seq2seq_config(self)
+
+
+def check_seq2seq_config(c: Seq2SeqConfig) -> None:
+    """The sizes of a :class:`Seq2SeqConfig` (and of its subclasses)."""
+    validate.check_sizes(
+        src_vocab_size=c.src_vocab_size,
+        tgt_vocab_size=c.tgt_vocab_size,
+        d_emb=c.d_emb,
+        d_model=c.d_model,
+        n_layers=c.n_layers,
+    )
+    check_choice(c.context, "context", CONTEXTS)
 
 
 def make_model(config: Seq2SeqConfig) -> Seq2Seq:
     """The chapter's encoder–decoder without attention."""
-    if not isinstance(config, Seq2SeqConfig):
-        raise TypeError(f"config must be a Seq2SeqConfig; got {type(config).__name__}")
+    check_type(config, "config", Seq2SeqConfig, "a Seq2SeqConfig")
     c = config
     enc = Encoder(
         c.src_vocab_size, c.d_emb, c.d_model, c.n_layers, c.bidirectional, c.context
@@ -292,28 +252,23 @@ def make_model(config: Seq2SeqConfig) -> Seq2Seq:
     )
 
 
-def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean negative log-likelihood over the real (non-``<pad>``) target tokens.
-
-    Shapes: logits ``(b, t, v)``, targets ``(b, t)`` → scalar.
-    """
-    if (
-        not isinstance(logits, torch.Tensor)
-        or logits.dim() != 3
-        or not logits.is_floating_point()
-    ):
-        got = (
-            f"{logits.dtype} {tuple(logits.shape)}"
-            if isinstance(logits, torch.Tensor)
-            else type(logits).__name__
-        )
-        raise ValueError(f"logits must be a floating-point (b, t, v) tensor; got {got}")
-    check_ids(targets, logits.shape[-1], "targets")
+def check_logits_targets(logits, targets) -> None:
+    """The arguments of :func:`masked_cross_entropy`."""
+    check_tensor(logits, "logits", "(b, t, v)", 3)
+    validate.check_ids(targets, "targets", dims=2, vocab_size=logits.shape[-1])
     if logits.shape[:2] != targets.shape:
         raise ValueError(
             f"logits (b, t, v) and targets (b, t) disagree: "
             f"{tuple(logits.shape)} vs {tuple(targets.shape)}"
         )
+
+
+def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean negative log-likelihood over the real (non-``<pad>``) target tokens.
+
+    Shapes: logits ``(b, t, v)``, targets ``(b, t)`` → scalar.
+    """
+    check_logits_targets(logits, targets)
     nll = F.cross_entropy(
         rearrange(logits, "b t v -> (b t) v"),
         rearrange(targets, "b t -> (b t)"),
@@ -323,9 +278,8 @@ def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.T
     return (nll * mask).sum() / mask.sum()
 
 
-def loss(model: Seq2Seq, batch: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Teacher-forcing loss of a batch ``(src, src_len, tgt_in, tgt_out)``, for
-    ``train.fit``. Shapes: as in ``translation.Batch`` → scalar."""
+def check_batch(batch) -> None:
+    """A batch must be ``(src, src_len, tgt_in, tgt_out)``."""
     if not isinstance(batch, Sequence) or len(batch) != 4:
         got = (
             f"{type(batch).__name__} of length {len(batch)}"
@@ -333,8 +287,24 @@ def loss(model: Seq2Seq, batch: Sequence[torch.Tensor]) -> torch.Tensor:
             else type(batch).__name__
         )
         raise TypeError(f"batch must be (src, src_len, tgt_in, tgt_out); got {got}")
+
+
+def loss(model: Seq2Seq, batch: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Teacher-forcing loss of a batch ``(src, src_len, tgt_in, tgt_out)``, for
+    ``train.fit``. Shapes: as in ``translation.Batch`` → scalar."""
+    check_batch(batch)
     b = Batch(*batch)
     return masked_cross_entropy(model(b.src, b.src_len, b.tgt_in), b.tgt_out)
+
+
+def check_val_loss(corpus, batch_size) -> None:
+    """The arguments of :func:`val_loss`."""
+    if not isinstance(corpus, translation.TranslationData) or not corpus.val:
+        raise TypeError(
+            f"corpus must be a TranslationData with validation pairs; got "
+            f"{type(corpus).__name__}"
+        )
+    validate.check_sizes(batch_size=batch_size)
 
 
 @torch.no_grad()
@@ -346,18 +316,20 @@ def val_loss(
 ) -> dict[str, float]:
     """Mean loss per real target token over ``corpus.val``, as ``train.fit``'s
     ``eval_fn`` wants it: ``{"loss": ...}``."""
-    if not isinstance(corpus, translation.TranslationData) or not corpus.val:
-        raise TypeError(
-            f"corpus must be a TranslationData with validation pairs; got "
-            f"{type(corpus).__name__}"
-        )
-    check_sizes("val_loss", batch_size=batch_size)
+    check_val_loss(corpus, batch_size)
     total, count = 0.0, 0
     for b in corpus.batches(corpus.val, batch_size):
         n = int(b.tgt_mask.sum())
         total += loss(model, tuple(t.to(device) for t in b)).item() * n
         count += n
     return {"loss": total / count}
+
+
+def check_train_translator(corpus, steps, lr, batch_size) -> None:
+    """The arguments of :func:`train_translator`."""
+    validate.check_sizes(steps=steps, batch_size=batch_size)
+    check_number(lr, "lr", 0.0, low_open=True)
+    check_type(corpus, "corpus", translation.TranslationData, "a TranslationData")
 
 
 def train_translator(
@@ -373,13 +345,7 @@ def train_translator(
     """Train a translator with AdamW (fused where the device has the kernel), a warm-up
     over the first tenth of the ``steps`` and cosine decay, gradient clipping at 1 and
     batches of sentences of similar length; the validation loss is measured 5 times."""
-    check_sizes("train_translator", steps=steps, batch_size=batch_size)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
-        raise ValueError(f"train_translator: lr must be a positive number; got {lr!r}")
-    if not isinstance(corpus, translation.TranslationData):
-        raise TypeError(
-            f"corpus must be a TranslationData; got {type(corpus).__name__}"
-        )
+    check_train_translator(corpus, steps, lr, batch_size)
     try:
         opt = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)  # one kernel
     except RuntimeError:
@@ -395,8 +361,9 @@ def train_translator(
         optimizer=opt,
         scheduler=schedule,
         clip=1.0,
-        eval_fn=lambda m: val_loss(m, corpus, device),
-        eval_every=max(1, steps // 5),
+        evaluation=train.Evaluation(
+            lambda m: val_loss(m, corpus, device), every=max(1, steps // 5)
+        ),
         desc=desc,
     )
 
@@ -411,7 +378,7 @@ def greedy_decode(
     Shapes: src ``(b, s)``, src_len ``(b,)`` → ids ``(b, t)`` with ``t <= max_len``, and
     the attention weights ``(b, t, s)`` (None for a decoder without attention).
     """
-    check_sizes("greedy_decode", max_len=max_len)
+    validate.check_sizes(max_len=max_len)
     enc = model.encoder(src, src_len)
     token = torch.full((src.shape[0], 1), BOS_ID, device=src.device)  # (b, 1)
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
@@ -437,7 +404,7 @@ def translate(
 ):
     """Greedy translations (token lists) of tokenized source sentences."""
     check_token_lists(sources, "sources")
-    check_sizes("translate", max_len=max_len, batch_size=batch_size)
+    validate.check_sizes(max_len=max_len, batch_size=batch_size)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -449,38 +416,6 @@ def translate(
         outputs += [translation.decode(row, data.tgt_vocab) for row in ids.cpu()]
     model.train(was_training)
     return outputs
-
-
-@dataclass
-class BleuReport:
-    """Corpus BLEU of a test set, with per-sentence scores for plots by length."""
-
-    bleu: float
-    sentence_bleu: list[float]
-    src_len: list[int]
-    sources: list[list[str]]
-    hypotheses: list[list[str]]
-    references: list[list[str]]
-
-    def by_length(self, edges: Sequence[int]) -> dict[str, tuple[float, int]]:
-        """Corpus BLEU and the number of sentences per source-length bin
-        ``[e_i, e_{i+1})`` (BLEU is NaN for a bin without sentences)."""
-        if (
-            len(edges) < 2
-            or any(isinstance(e, bool) or not isinstance(e, int) for e in edges)
-            or any(lo >= hi for lo, hi in pairwise(edges))
-        ):
-            raise ValueError(
-                f"edges must be at least two increasing ints; got {edges!r}"
-            )
-        out = {}
-        for lo, hi in pairwise(edges):
-            rows = [i for i, n in enumerate(self.src_len) if lo <= n < hi]
-            hyps = [translation.detokenize(self.hypotheses[i]) for i in rows]
-            refs = [translation.detokenize(self.references[i]) for i in rows]
-            label = f"{lo}" if hi == lo + 1 else f"{lo}–{hi - 1}"
-            out[label] = (metrics.bleu(hyps, refs) if rows else math.nan, len(rows))
-        return out
 
 
 def evaluate(
@@ -511,79 +446,3 @@ def evaluate(
         hyps,
         refs,
     )
-
-
-def plot_bleu_by_length(
-    report: BleuReport,
-    edges: Sequence[int],
-    family: str,
-    label: str,
-    ax=None,
-    style: str = "o-",
-):
-    """Corpus BLEU of each source-length group (a line at the group centres) and the
-    mean sentence BLEU of each exact length (light points), in the colour of
-    ``family``."""
-    import matplotlib.pyplot as plt
-
-    from lecturelib import plot
-
-    ax = ax if ax is not None else plt.subplots()[1]
-    groups = report.by_length(edges)
-    centres = [(lo + hi - 1) / 2 for lo, hi in pairwise(edges)]
-    color = plot.family_color(family)
-    ax.plot(centres, [b for b, _ in groups.values()], style, color=color, label=label)
-    per_length: dict[int, list[float]] = {}
-    for n, score in zip(report.src_len, report.sentence_bleu):
-        per_length.setdefault(n, []).append(score)
-    lengths = sorted(per_length)
-    ax.plot(
-        lengths,
-        [sum(per_length[n]) / len(per_length[n]) for n in lengths],
-        ".",
-        color=color,
-        alpha=0.4,
-    )
-    ax.set(xlabel="source length (tokens)", ylabel="test BLEU", ylim=(0, None))
-    ax.legend()
-    return ax
-
-
-def ngrams(tokens: Sequence[str], n: int) -> Counter:
-    """Counts of the ``n``-grams of a token list."""
-    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
-        raise TypeError(
-            f"tokens must be a list of str tokens (split the text first); "
-            f"got {tokens!r:.60}"
-        )
-    check_sizes("ngrams", n=n)
-    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
-
-
-def formula_bleu(
-    hypotheses: Sequence[list[str]], references: Sequence[list[str]], max_n: int = 4
-) -> float:
-    """Corpus BLEU from its definition, 0–100, unsmoothed: ``BP · exp(mean log p_n)``
-    with clipped n-gram precisions ``p_n`` summed over the corpus and the brevity
-    penalty ``BP = min(1, exp(1 - r/c))`` for reference length ``r`` and hypothesis
-    length ``c``.
-    """
-    check_token_lists(hypotheses, "hypotheses")
-    check_token_lists(references, "references")
-    check_sizes("formula_bleu", max_n=max_n)
-    if len(hypotheses) != len(references) or not hypotheses:
-        raise ValueError(
-            f"need as many hypotheses as references (>0); got "
-            f"{len(hypotheses)} and {len(references)}"
-        )
-    matches, totals = [0] * max_n, [0] * max_n
-    for hyp, ref in zip(hypotheses, references):
-        for n in range(1, max_n + 1):
-            h, r = ngrams(hyp, n), ngrams(ref, n)
-            matches[n - 1] += sum(min(c, r[g]) for g, c in h.items())  # clipped counts
-            totals[n - 1] += max(len(hyp) - n + 1, 0)
-    if min(matches) == 0:
-        return 0.0
-    c, r = sum(map(len, hypotheses)), sum(map(len, references))
-    log_p = sum(math.log(m / t) for m, t in zip(matches, totals)) / max_n
-    return 100 * min(1.0, math.exp(1 - r / c)) * math.exp(log_p)

@@ -1,6 +1,6 @@
 """Translation data for chapters 4, 5 and 8: English–French pairs, ready for a model.
 
-The pipeline, one small function per step::
+The pipeline, one small function per step (the first five are in ``corpus``)::
 
     pairs = data.fra_eng_pairs()                    # (english, french) strings
     pairs = tokenize_pairs(pairs)                   # lower-cased words and punctuation
@@ -23,9 +23,6 @@ Shapes use ``b`` batch, ``s`` source positions, ``t`` target positions.
 
 from __future__ import annotations
 
-import random
-import re
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -34,68 +31,27 @@ import torch
 
 from lecturelib import data
 from lecturelib.recurrence import lm
+from lecturelib.recurrence.corpus import (  # noqa: F401 (detokenize: chapter 8)
+    TOKEN_RE,
+    Pair,
+    Tokens,
+    check_split_sizes,
+    check_str_tokens,
+    check_token_pairs,
+    check_tokens,
+    detokenize,
+    filter_by_length,
+    filter_by_vocab,
+    split_pairs,
+    tokenize,
+    tokenize_pairs,
+)
+from lecturelib.validate import check_int
 from lecturelib.recurrence.rnn import pad_sequences
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
-
-Tokens = list[str]
-Pair = tuple[Tokens, Tokens]
-
-# a token: a word cut after an apostrophe (l'|air, j'|ai), a word, or one other symbol
-TOKEN_RE = re.compile(r"\w+'|\w+|[^\w\s]")
-
-
-def _int(value, name: str, func: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
-            f"{func}(): {name} must be an int; got {value!r} ({type(value).__name__})"
-        )
-    if value < low:
-        raise ValueError(f"{func}(): {name} must be >= {low}; got {value}")
-    return value
-
-
-def _tokens(tokens, name: str, func: str) -> None:
-    """Refuse a string (it would be read as characters) or anything but a list of
-    str."""
-    if isinstance(tokens, str):
-        raise TypeError(
-            f"{func}(): {name} must be a list of tokens; "
-            f"got the str {tokens[:40]!r} "
-            f"(call tokenize() on a string first)"
-        )
-    if not isinstance(tokens, (list, tuple)):
-        raise TypeError(
-            f"{func}(): {name} must be a list of tokens; got {type(tokens).__name__}"
-        )
-
-
-def _token_pairs(pairs, func: str) -> None:
-    """Refuse anything but a sequence of (source tokens, target tokens) pairs."""
-    if isinstance(pairs, str) or not isinstance(pairs, Sequence):
-        raise TypeError(
-            f"{func}(): pairs must be a list of "
-            f"(source tokens, target tokens) pairs; "
-            f"got {type(pairs).__name__}"
-        )
-    seq = (list, tuple)
-    for i, pair in enumerate(pairs):
-        if (
-            isinstance(pair, seq)
-            and len(pair) == 2
-            and isinstance(pair[0], seq)
-            and isinstance(pair[1], seq)
-        ):
-            continue
-        if not isinstance(pair, seq) or len(pair) != 2:
-            raise ValueError(
-                f"{func}(): pairs[{i}] must be a "
-                f"(source tokens, target tokens) pair; got {pair!r:.60}"
-            )
-        _tokens(pair[0], f"pairs[{i}][0]", func)
-        _tokens(pair[1], f"pairs[{i}][1]", func)
 
 
 def _vocab(vocab, name: str, func: str) -> None:
@@ -104,152 +60,6 @@ def _vocab(vocab, name: str, func: str) -> None:
             f"{func}(): {name} must be a lecturelib.recurrence.lm.Vocab "
             f"(see build_vocab); got {type(vocab).__name__}"
         )
-
-
-def tokenize(text: str) -> Tokens:
-    """Lower-case ``text`` and split it into words and punctuation marks.
-
-    >>> tokenize("Tu n'as pas l'air occupé !")
-    ['tu', "n'", 'as', 'pas', "l'", 'air', 'occupé', '!']
-    """
-    if not isinstance(text, str):
-        raise TypeError(
-            f"tokenize(): text must be a str; got {type(text).__name__} "
-            f"(a list of tokens is already tokenized)"
-        )
-    return TOKEN_RE.findall(text.lower().replace("’", "'"))
-
-
-def detokenize(tokens: Sequence[str]) -> str:
-    """Join tokens for display: no space after an apostrophe, around a hyphen, or before
-    ``.`` and ``,``.
-
-    >>> detokenize(["est", "-", "ce", "que", "tu", "n'", "as", "pas", "l'", "air", "."])
-    "est-ce que tu n'as pas l'air."
-    """
-    _tokens(tokens, "tokens", "detokenize")
-    _str_tokens(tokens, "tokens", "detokenize")
-    text = " ".join(tokens).replace("' ", "'").replace(" - ", "-")
-    return re.sub(r" ([.,])", r"\1", text)
-
-
-def tokenize_pairs(pairs: Sequence[tuple[str, str]]) -> list[Pair]:
-    """Tokenize both sides of ``(source, target)`` string pairs."""
-    if isinstance(pairs, str) or not isinstance(pairs, Sequence):
-        raise TypeError(
-            f"tokenize_pairs(): pairs must be a list of (source, target) "
-            f"string pairs; got {type(pairs).__name__}"
-        )
-    for i, pair in enumerate(pairs):
-        if not (
-            isinstance(pair, (tuple, list))
-            and len(pair) == 2
-            and isinstance(pair[0], str)
-            and isinstance(pair[1], str)
-        ):
-            raise ValueError(
-                f"tokenize_pairs(): pairs[{i}] must be a (source, target) "
-                f"pair of str; got {pair!r:.60}"
-            )
-    return [(tokenize(src), tokenize(tgt)) for src, tgt in pairs]
-
-
-def filter_by_length(
-    pairs: Sequence[Pair], max_len: int, min_len: int = 1
-) -> list[Pair]:
-    """Keep the pairs whose source and target both have ``min_len..max_len`` tokens."""
-    _int(min_len, "min_len", "filter_by_length")
-    _int(max_len, "max_len", "filter_by_length")
-    if min_len > max_len:
-        raise ValueError(
-            f"filter_by_length(): need 1 <= min_len <= max_len; "
-            f"got min_len={min_len}, max_len={max_len}"
-        )
-    _token_pairs(pairs, "filter_by_length")
-    return _by_length(pairs, max_len, min_len)
-
-
-def _by_length(pairs: Sequence[Pair], max_len: int, min_len: int = 1) -> list[Pair]:
-    return [
-        (s, t)
-        for s, t in pairs
-        if min_len <= len(s) <= max_len and min_len <= len(t) <= max_len
-    ]
-
-
-def filter_by_vocab(pairs: Sequence[Pair], n_words: int) -> list[Pair]:
-    """Keep the pairs made only of the ``n_words`` most frequent tokens of each language
-    (counted over ``pairs``), so that no sentence needs ``<unk>`` and the softmax stays
-    small."""
-    _int(n_words, "n_words", "filter_by_vocab")
-    _token_pairs(pairs, "filter_by_vocab")
-    return _by_vocab(pairs, n_words)
-
-
-def _by_vocab(pairs: Sequence[Pair], n_words: int) -> list[Pair]:
-    common = []
-    for side in (0, 1):
-        counts = Counter(tok for pair in pairs for tok in pair[side])
-        common.append({tok for tok, _ in counts.most_common(n_words)})
-    return [
-        (s, t)
-        for s, t in pairs
-        if all(tok in common[0] for tok in s) and all(tok in common[1] for tok in t)
-    ]
-
-
-def split_pairs(
-    pairs: Sequence[Pair],
-    n_val: int,
-    n_test: int,
-    seed: int = 0,
-    n_train: int | None = None,
-) -> tuple[list[Pair], list[Pair], list[Pair]]:
-    """A seeded random split into train, validation and test sets.
-
-    All translations of one source sentence land in the same set, so no test sentence
-    was seen in training. ``n_val`` and ``n_test`` count pairs (whole groups are taken
-    until the count is reached); ``n_train`` caps the training set (``None``: all the
-    rest).
-    """
-    _split_sizes(n_val, n_test, n_train, seed, "split_pairs")
-    _token_pairs(pairs, "split_pairs")
-    return _split(pairs, n_val, n_test, seed, n_train)
-
-
-def _split(
-    pairs: Sequence[Pair], n_val: int, n_test: int, seed: int, n_train: int | None
-) -> tuple[list[Pair], list[Pair], list[Pair]]:
-    groups: dict[tuple[str, ...], list[Pair]] = {}
-    for src, tgt in pairs:
-        groups.setdefault(tuple(src), []).append((src, tgt))
-    keys = sorted(groups)
-    random.Random(seed).shuffle(keys)
-    sets: list[list[Pair]] = [[], [], []]
-    limits = [n_val, n_test, n_train if n_train is not None else len(pairs)]
-    part = 0
-    for key in keys:
-        while part < 3 and len(sets[part]) >= limits[part]:
-            part += 1
-        if part == 3:
-            break
-        sets[part].extend(groups[key])
-    val, test, train = sets
-    if len(val) < n_val or len(test) < n_test or not train:
-        raise ValueError(
-            f"pairs: {len(pairs)} pairs are too few for n_val={n_val} "
-            f"validation and n_test={n_test} test pairs and a training "
-            f"set"
-        )
-    return train, val, test
-
-
-def _split_sizes(n_val, n_test, n_train, seed, func: str) -> None:
-    _int(n_val, "n_val", func)
-    _int(n_test, "n_test", func)
-    if n_train is not None:
-        _int(n_train, "n_train", func)
-    _int(seed, "seed", func, low=-(2**63))
 
 
 def build_vocab(sentences: Sequence[Tokens], min_count: int = 1) -> lm.Vocab:
@@ -262,9 +72,9 @@ def build_vocab(sentences: Sequence[Tokens], min_count: int = 1) -> lm.Vocab:
             f"{type(sentences).__name__}"
         )
     for i, sent in enumerate(sentences):
-        _tokens(sent, f"sentences[{i}]", "build_vocab")
-        _str_tokens(sent, f"sentences[{i}]", "build_vocab")
-    _int(min_count, "min_count", "build_vocab")
+        check_tokens(sent, f"sentences[{i}]", "build_vocab")
+        check_str_tokens(sent, f"sentences[{i}]", "build_vocab")
+    check_int(min_count, "min_count", 1)
     return _build_vocab(sentences, min_count)
 
 
@@ -278,20 +88,10 @@ def _build_vocab(sentences: Sequence[Tokens], min_count: int) -> lm.Vocab:
 
 def encode(tokens: Sequence[str], vocab: lm.Vocab) -> torch.Tensor:
     """``<s> tokens </s>`` as ids. Shapes: ``m`` tokens → ``(m + 2,)`` long."""
-    _tokens(tokens, "tokens", "encode")
+    check_tokens(tokens, "tokens", "encode")
     _vocab(vocab, "vocab", "encode")
-    _str_tokens(tokens, "tokens", "encode")
+    check_str_tokens(tokens, "tokens", "encode")
     return _encode(tokens, vocab)
-
-
-def _str_tokens(tokens: Sequence, name: str, func: str) -> None:
-    if not all(isinstance(tok, str) for tok in tokens):
-        i, tok = next(
-            (i, tok) for i, tok in enumerate(tokens) if not isinstance(tok, str)
-        )
-        raise TypeError(
-            f"{func}(): {name}[{i}] must be a str; got {tok!r} ({type(tok).__name__})"
-        )
 
 
 def _encode(tokens: Sequence[str], vocab: lm.Vocab) -> torch.Tensor:
@@ -408,7 +208,7 @@ def check_pairs(
 ) -> None:
     """Refuse anything but a non-empty list of (source tokens, target tokens) pairs of
     str tokens with two :class:`lecturelib.recurrence.lm.Vocab` s, naming what was expected."""
-    _token_pairs(pairs, func)
+    check_token_pairs(pairs, func)
     if not pairs:
         raise ValueError(
             f"{func}(): pairs must hold at least one (source, target) pair; got none"
@@ -416,8 +216,8 @@ def check_pairs(
     _vocab(src_vocab, "src_vocab", func)
     _vocab(tgt_vocab, "tgt_vocab", func)
     for i, (s, t) in enumerate(pairs):
-        _str_tokens(s, f"pairs[{i}][0]", func)
-        _str_tokens(t, f"pairs[{i}][1]", func)
+        check_str_tokens(s, f"pairs[{i}][0]", func)
+        check_str_tokens(t, f"pairs[{i}][1]", func)
 
 
 def make_batch(
@@ -459,8 +259,8 @@ class TranslationData:
         length before cutting it into batches, so a batch holds sentences of about one
         length and little padding, while the batches still come in random order.
         """
-        _int(batch_size, "batch_size", "sampler")
-        _int(seed, "seed", "sampler", low=-(2**63))
+        check_int(batch_size, "batch_size", 1)
+        check_int(seed, "seed", -(2**63))
         if batch_size > len(self.train):
             raise ValueError(
                 f"sampler(): batch_size must be in 1..{len(self.train)} "
@@ -468,7 +268,7 @@ class TranslationData:
             )
         if not isinstance(by_length, bool):
             raise TypeError(f"sampler(): by_length must be a bool; got {by_length!r}")
-        _token_pairs(self.train, "sampler")
+        check_token_pairs(self.train, "sampler")
         gen = torch.Generator().manual_seed(seed)
         queue: list[list[int]] = []
 
@@ -496,8 +296,8 @@ class TranslationData:
 
     def batches(self, pairs: Sequence[Pair], batch_size: int) -> Iterator[Batch]:
         """Consecutive batches of ``pairs`` in order (for evaluation)."""
-        _int(batch_size, "batch_size", "batches")
-        _token_pairs(pairs, "batches")
+        check_int(batch_size, "batch_size", 1)
+        check_token_pairs(pairs, "batches")
         return (
             make_batch(
                 pairs[start : start + batch_size], self.src_vocab, self.tgt_vocab
@@ -518,16 +318,15 @@ def load(
     """English → French pairs with at most ``max_len`` tokens per side, made of the
     ``n_words`` most common tokens of each language (None: any), split by ``seed``, with
     vocabularies of the training tokens seen at least ``min_count`` times."""
-    _int(max_len, "max_len", "load")
+    check_int(max_len, "max_len", 1)
     if n_words is not None:
-        _int(n_words, "n_words", "load")
-    _int(min_count, "min_count", "load")
-    _split_sizes(n_val, n_test, n_train, seed, "load")
-    pairs = [(tokenize(src), tokenize(tgt)) for src, tgt in data.fra_eng_pairs()]
-    pairs = _by_length(pairs, max_len)
+        check_int(n_words, "n_words", 1)
+    check_int(min_count, "min_count", 1)
+    check_split_sizes(n_val, n_test, n_train, seed, "load")
+    pairs = filter_by_length(tokenize_pairs(data.fra_eng_pairs()), max_len)
     if n_words is not None:
-        pairs = _by_vocab(pairs, n_words)
-    train, val, test = _split(pairs, n_val, n_test, seed, n_train)
+        pairs = filter_by_vocab(pairs, n_words)
+    train, val, test = split_pairs(pairs, n_val, n_test, seed, n_train)
     return TranslationData(
         train,
         val,

@@ -52,11 +52,19 @@ def legs_nplr(N: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
     return -A + P[:, None] * P[None, :], P
 
 
+def check_vector(value, name: str, what: str) -> None:
+    """``value`` must be a 1-D float tensor (``what`` names its entries): a TypeError for
+    another kind of object, a ValueError for another shape."""
+    message = f"{name} must be a 1-D float tensor of {what}; got {describe(value)}"
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+        raise TypeError(message)
+    if value.dim() != 1:
+        raise ValueError(message)
+
+
 def check_signal(f) -> None:
-    if not isinstance(f, torch.Tensor) or not f.is_floating_point() or f.dim() != 1:
-        raise ValueError(
-            f"f must be a 1-D float tensor of samples (L,); got {describe(f)}"
-        )
+    """``f`` must be a 1-D float tensor of at least one sample."""
+    check_vector(f, "f", "samples (L,)")
     if f.numel() < 1:
         raise ValueError("f must hold at least one sample; got an empty tensor")
 
@@ -93,25 +101,24 @@ def legendre(n_max: int, x: torch.Tensor) -> torch.Tensor:
     return torch.stack(P[:n_max])
 
 
+def check_reconstruct(c, s) -> None:
+    """The arguments of :func:`legs_reconstruct`."""
+    check_vector(c, "c", "N coefficients")
+    check_vector(s, "s", "relative times")
+    if s.numel() and (s.min() < 0 or s.max() > 1):
+        raise ValueError(
+            f"s must lie in [0, 1] (a fraction of the history); got "
+            f"values from {s.min().item():g} to {s.max().item():g}"
+        )
+
+
 def legs_reconstruct(c: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """Evaluate ``Σ_n c_n √(2n+1) P_n(2s - 1)`` at relative times ``s`` in ``[0, 1]``
     (``s = 1`` is now, ``s = 0`` the start of the history).
 
     Shapes: c ``(N,)``, s ``(P,)`` → ``(P,)``.
     """
-    if not isinstance(c, torch.Tensor) or not c.is_floating_point() or c.dim() != 1:
-        raise ValueError(
-            f"c must be a 1-D float tensor of N coefficients; got {describe(c)}"
-        )
-    if not isinstance(s, torch.Tensor) or not s.is_floating_point() or s.dim() != 1:
-        raise ValueError(
-            f"s must be a 1-D float tensor of relative times; got {describe(s)}"
-        )
-    if s.numel() and (s.min() < 0 or s.max() > 1):
-        raise ValueError(
-            f"s must lie in [0, 1] (a fraction of the history); got "
-            f"values from {s.min().item():g} to {s.max().item():g}"
-        )
+    check_reconstruct(c, s)
     N = c.shape[0]
     q = torch.sqrt(2 * torch.arange(N, dtype=c.dtype) + 1)
     return (c * q) @ legendre(N, 2 * s.to(c.dtype) - 1)

@@ -5,7 +5,7 @@ al., 2024, arXiv:2403.19887) and Griffin (De et al., 2024, arXiv:2402.19427) int
 recurrent and attention layers: a ``pattern`` such as ``"MA"`` names the layers from the
 input up (``M`` Mamba, ``A`` the GPT block of chapter 11). :func:`build` makes any of
 the book's families (:data:`KINDS`) into a next-token model of the same width and depth,
-so that one training loop (:func:`train_task`) and one scorer (:func:`accuracy`) serve
+so that one training call (:func:`train_task`, through :func:`lecturelib.train.fit`) and one scorer (:func:`accuracy`) serve
 the synthetic tasks of :mod:`lecturelib.tasks`; :func:`state_bytes` is the memory each
 family keeps per sequence while generating.
 
@@ -19,24 +19,48 @@ Shapes: ids ``(b, t)`` → logits ``(b, t, vocab_size)``.
 
 from __future__ import annotations
 
-import time
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lecturelib import train
 from lecturelib.pretraining import gpt
-from lecturelib.state_space import mamba, ssm
+from lecturelib.state_space import mamba, s4d
+from lecturelib.tasks import IGNORE
 from lecturelib.validate import (
     check_callable,
     check_ids,
     check_int,
     check_number,
+    check_sizes,
+    check_type,
     describe,
 )
-from lecturelib.tasks import IGNORE
 
 KINDS = ("rnn", "lstm", "transformer", "s4d", "mamba", "hybrid")
+
+
+def check_hybrid(config, pattern) -> None:
+    """The arguments of :class:`HybridLM`: a Mamba config and a pattern of layers."""
+    check_type(config, "config", mamba.MambaConfig, "a MambaConfig")
+    message = (
+        f"pattern must be a non-empty string of 'M' (Mamba) and 'A' "
+        f"(attention); got {pattern!r}"
+    )
+    if not isinstance(pattern, str):
+        raise TypeError(message)
+    if not pattern or set(pattern) - {"M", "A"}:
+        raise ValueError(message)
+
+
+def check_hybrid_ids(ids, vocab_size: int, seq_len: int) -> None:
+    """``(b, t)`` token ids of the vocabulary, ``t <= seq_len``."""
+    check_ids(ids, "ids", dims=2, vocab_size=vocab_size)
+    if ids.shape[1] > seq_len:
+        raise ValueError(
+            f"ids has {ids.shape[1]} positions; the model takes at most "
+            f"seq_len = {seq_len}"
+        )
 
 
 class HybridLM(nn.Module):
@@ -54,15 +78,7 @@ class HybridLM(nn.Module):
         seq_len: int = 256,
     ):
         super().__init__()
-        if not isinstance(config, mamba.MambaConfig):
-            raise TypeError(
-                f"config must be a MambaConfig; got {type(config).__name__}"
-            )
-        if not isinstance(pattern, str) or not pattern or set(pattern) - {"M", "A"}:
-            raise ValueError(
-                f"pattern must be a non-empty string of 'M' (Mamba) and 'A' "
-                f"(attention); got {pattern!r}"
-            )
+        check_hybrid(config, pattern)
         attn = gpt.GPTConfig(
             vocab_size=config.vocab_size,
             seq_len=seq_len,
@@ -82,12 +98,7 @@ class HybridLM(nn.Module):
         nn.init.normal_(self.embed.weight, std=0.02)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        check_ids(ids, "ids", dims=2, vocab_size=self.config.vocab_size)
-        if ids.shape[1] > self.seq_len:
-            raise ValueError(
-                f"ids has {ids.shape[1]} positions; the model takes at most "
-                f"seq_len = {self.seq_len}"
-            )
+        check_hybrid_ids(ids, self.config.vocab_size, self.seq_len)
         x = self.embed(ids)  # (b, t, d_model)
         for layer in self.layers:
             x = layer(x)
@@ -106,7 +117,7 @@ class S4DLM(nn.Module):
             mamba.Residual(
                 d_model,
                 nn.Sequential(
-                    ssm.S4D(d_model, d_state=d_state),
+                    s4d.S4D(d_model, d_state=d_state),
                     nn.GELU(),
                     nn.Linear(d_model, d_model),
                 ),
@@ -171,14 +182,13 @@ def build(
     short sequences)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
-    for name, value in (
-        ("vocab_size", vocab_size),
-        ("d_model", d_model),
-        ("n_layers", n_layers),
-        ("seq_len", seq_len),
-        ("d_state", d_state),
-    ):
-        check_int(value, name, 1)
+    check_sizes(
+        vocab_size=vocab_size,
+        d_model=d_model,
+        n_layers=n_layers,
+        seq_len=seq_len,
+        d_state=d_state,
+    )
     if kind in ("rnn", "lstm"):
         return RecurrentLM(kind, vocab_size, d_model, n_layers)
     if kind == "transformer":
@@ -208,17 +218,19 @@ def build(
     )
 
 
-def _check_task(x, y) -> None:
+def check_task(x, y) -> None:
+    """A task batch: ``(b, t)`` token ids ``x`` and targets ``y`` of the same shape."""
     check_ids(x, "x", dims=2)
-    if not isinstance(y, torch.Tensor) or y.shape != x.shape:
-        raise ValueError(
-            f"y must be a tensor of x's shape {tuple(x.shape)}; got {describe(y)}"
-        )
+    message = f"y must be a tensor of x's shape {tuple(x.shape)}; got {describe(y)}"
+    if not isinstance(y, torch.Tensor):
+        raise TypeError(message)
+    if y.shape != x.shape:
+        raise ValueError(message)
 
 
 def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     """The share of scored positions (``y != IGNORE``) that the model predicts exactly."""
-    _check_task(x, y)
+    check_task(x, y)
     scored = y != IGNORE
     if not scored.any():
         raise ValueError("y scores no position (every target is IGNORE)")
@@ -228,27 +240,33 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def train_task(model: nn.Module, make_batch, steps: int, lr: float = 3e-3):
-    """Train on ``make_batch(step) -> (x, y)`` with AdamW and a cosine schedule; the
-    loss at every step and the seconds per step."""
+    """Train on ``make_batch(step) -> (x, y)`` with :func:`lecturelib.train.fit` (AdamW,
+    weight decay 0.01, a cosine schedule, gradients clipped at 1, full precision,
+    silent); the loss at every step and the seconds per step."""
     check_callable(make_batch, "make_batch")
     check_int(steps, "steps", 1)
     check_number(lr, "lr", 0.0, low_open=True)
+
+    def loss_fn(net, batch):
+        x, y = batch
+        check_task(x, y)
+        return F.cross_entropy(net(x).flatten(0, 1), y.flatten(), ignore_index=IGNORE)
+
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-    losses, start = [], time.perf_counter()
-    model.train()
-    for step in range(steps):
-        x, y = make_batch(step)
-        _check_task(x, y)
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=IGNORE)
-        opt.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
+    history = train.fit(
+        model,
+        make_batch,
+        loss_fn,
+        steps=steps,
+        optimizer=opt,
+        scheduler=sched,
+        clip=1.0,
+        amp=False,
+        progress=False,
+    )
     model.eval()
-    return losses, (time.perf_counter() - start) / steps
+    return history.train_loss, history.seconds / steps
 
 
 def state_bytes(model: nn.Module, length: int, bytes_per_value: int = 4) -> int:
@@ -262,7 +280,7 @@ def state_bytes(model: nn.Module, length: int, bytes_per_value: int = 4) -> int:
             per_layer.append(module.num_layers * module.hidden_size)
         elif isinstance(module, nn.LSTM):
             per_layer.append(2 * module.num_layers * module.hidden_size)
-        elif isinstance(module, ssm.S4D):
+        elif isinstance(module, s4d.S4D):
             per_layer.append(
                 module.d_model * module.d_state
             )  # d_state // 2 complex modes

@@ -28,7 +28,31 @@ from einops import einsum, rearrange
 from torch import nn
 
 from lecturelib.state_space import scan
-from lecturelib.validate import check_ids, check_int, check_number, describe
+from lecturelib.validate import (
+    check_ids,
+    check_int,
+    check_number,
+    check_type,
+    describe,
+)
+
+
+def check_mamba_config(config) -> None:
+    """The fields of a :class:`MambaConfig`."""
+    for name in ("d_model", "n_layers", "vocab_size", "d_state", "expand", "d_conv"):
+        check_int(getattr(config, name), f"MambaConfig.{name}", 1)
+    if config.dt_rank is not None:
+        check_int(config.dt_rank, "MambaConfig.dt_rank", 1)
+    check_number(config.dt_min, "MambaConfig.dt_min", 0, low_open=True)
+    if not (isinstance(config.dt_max, (int, float)) and config.dt_max > config.dt_min):
+        raise ValueError(
+            f"MambaConfig.dt_max must be > dt_min = {config.dt_min}; "
+            f"got {config.dt_max!r}"
+        )
+    if config.scan not in scan.METHODS:
+        raise ValueError(
+            f"MambaConfig.scan must be one of {scan.METHODS}; got {config.scan!r}"
+        )
 
 
 @dataclass
@@ -47,32 +71,25 @@ class MambaConfig:
     scan: str = "chunked"
 
     def __post_init__(self):
-        for name in (
-            "d_model",
-            "n_layers",
-            "vocab_size",
-            "d_state",
-            "expand",
-            "d_conv",
-        ):
-            check_int(getattr(self, name), f"MambaConfig.{name}", 1)
+        check_mamba_config(self)
         if self.dt_rank is None:
             self.dt_rank = math.ceil(self.d_model / 16)
-        check_int(self.dt_rank, "MambaConfig.dt_rank", 1)
-        check_number(self.dt_min, "MambaConfig.dt_min", 0, low_open=True)
-        if not (isinstance(self.dt_max, (int, float)) and self.dt_max > self.dt_min):
-            raise ValueError(
-                f"MambaConfig.dt_max must be > dt_min = {self.dt_min}; "
-                f"got {self.dt_max!r}"
-            )
-        if self.scan not in scan.METHODS:
-            raise ValueError(
-                f"MambaConfig.scan must be one of {scan.METHODS}; got {self.scan!r}"
-            )
 
     @property
     def d_inner(self) -> int:
         return self.expand * self.d_model
+
+
+def check_causal_conv(channels, kernel_size, padding) -> None:
+    """The arguments of :class:`CausalConv1d`: sizes, and no padding but the causal
+    one."""
+    check_int(channels, "channels", 1)
+    check_int(kernel_size, "kernel_size", 1)
+    if padding is not None and padding != kernel_size - 1:
+        raise ValueError(
+            f"a causal conv1d pads kernel_size - 1 = {kernel_size - 1} "
+            f"steps on the left only; got padding={padding!r}"
+        )
 
 
 class CausalConv1d(nn.Module):
@@ -84,13 +101,7 @@ class CausalConv1d(nn.Module):
 
     def __init__(self, channels: int, kernel_size: int, padding: int | None = None):
         super().__init__()
-        check_int(channels, "channels", 1)
-        check_int(kernel_size, "kernel_size", 1)
-        if padding is not None and padding != kernel_size - 1:
-            raise ValueError(
-                f"a causal conv1d pads kernel_size - 1 = {kernel_size - 1} "
-                f"steps on the left only; got padding={padding!r}"
-            )
+        check_causal_conv(channels, kernel_size, padding)
         self.kernel_size = kernel_size
         self.weight = nn.Parameter(
             torch.randn(channels, kernel_size) / kernel_size**0.5
@@ -119,10 +130,7 @@ class MambaBlock(nn.Module):
 
     def __init__(self, config: MambaConfig):
         super().__init__()
-        if not isinstance(config, MambaConfig):
-            raise TypeError(
-                f"config must be a MambaConfig; got {type(config).__name__}"
-            )
+        check_type(config, "config", MambaConfig, "a MambaConfig")
         c = self.config = config
         self.in_proj = nn.Linear(c.d_model, 2 * c.d_inner, bias=False)
         self.conv = CausalConv1d(c.d_inner, c.d_conv)
@@ -139,13 +147,13 @@ class MambaBlock(nn.Module):
         self.out_proj = nn.Linear(c.d_inner, c.d_model, bias=False)
 
     def selection(self, x: torch.Tensor):
-        """Δ, B, C computed from the input ``x (…, d_inner)``, and ``A (d_inner, n)``."""
+        """Δ, B, C from the input ``x (…, d_inner)``, and ``A (d_inner, n)``."""
         c = self.config
         dt, B, C = self.x_proj(x).split([c.dt_rank, c.d_state, c.d_state], dim=-1)
         return F.softplus(self.dt_proj(dt)), -torch.exp(self.A_log), B, C
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_x(x, self.config.d_model)
+        check_block_input(x, self.config.d_model)
         x, z = self.in_proj(x).chunk(2, dim=-1)  # (b, t, d_inner)
         x = F.silu(self.conv(x))
         delta, A, B, C = self.selection(x)
@@ -174,16 +182,15 @@ class MambaBlock(nn.Module):
         return self.out_proj(y_t * F.silu(z_t)), (conv_state, h)
 
 
-def _check_x(x, d_model: int) -> None:
-    if (
-        not isinstance(x, torch.Tensor)
-        or not x.is_floating_point()
-        or x.dim() != 3
-        or x.shape[-1] != d_model
-    ):
-        raise ValueError(
-            f"x must be a floating (b, t, d_model={d_model}) tensor; got {describe(x)}"
-        )
+def check_block_input(x, d_model: int) -> None:
+    """``x`` must be a float tensor ``(b, t, d_model)``."""
+    message = (
+        f"x must be a floating (b, t, d_model={d_model}) tensor; got {describe(x)}"
+    )
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(message)
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(message)
 
 
 class Residual(nn.Module):
@@ -201,6 +208,18 @@ class Residual(nn.Module):
         return x_t + y_t, state
 
 
+def check_step(ids_t, states, vocab_size: int, n_layers: int) -> None:
+    """The arguments of :meth:`MambaLM.step`: ``(b,)`` token ids and one state per
+    layer."""
+    check_ids(ids_t, "ids_t", dims=1, vocab_size=vocab_size)
+    check_type(states, "states", list, "a list of layer states (from init_state)")
+    if len(states) != n_layers:
+        raise ValueError(
+            f"states must be a list of {n_layers} layer states "
+            f"(from init_state); got {describe(states)}"
+        )
+
+
 class MambaLM(nn.Module):
     """Token embedding → ``n_layers`` residual Mamba blocks → RMSNorm → tied output
     head.
@@ -210,10 +229,7 @@ class MambaLM(nn.Module):
 
     def __init__(self, config: MambaConfig):
         super().__init__()
-        if not isinstance(config, MambaConfig):
-            raise TypeError(
-                f"config must be a MambaConfig; got {type(config).__name__}"
-            )
+        check_type(config, "config", MambaConfig, "a MambaConfig")
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.layers = nn.ModuleList(
@@ -236,12 +252,7 @@ class MambaLM(nn.Module):
     def step(self, ids_t: torch.Tensor, states: list):
         """One token per sequence: ``ids_t (b,)`` and the states → logits ``(b,
         vocab)``, new states."""
-        check_ids(ids_t, "ids_t", dims=1, vocab_size=self.config.vocab_size)
-        if not isinstance(states, list) or len(states) != len(self.layers):
-            raise ValueError(
-                f"states must be a list of {len(self.layers)} layer states "
-                f"(from init_state); got {describe(states)}"
-            )
+        check_step(ids_t, states, self.config.vocab_size, len(self.layers))
         x = self.embed(ids_t)
         new = []
         for layer, state in zip(self.layers, states):

@@ -32,29 +32,18 @@ import torch
 import torch.nn.functional as F
 from einops import einsum
 
-from lecturelib.validate import check_int, describe
+from lecturelib.validate import check_int, check_tensor, check_type, describe
 
 METHODS = ("loop", "parallel", "chunked")
 
 
-def _float(value, name: str, shape: str, dims: int) -> None:
-    if (
-        not isinstance(value, torch.Tensor)
-        or not value.is_floating_point()
-        or value.dim() != dims
-    ):
-        raise ValueError(
-            f"{name} must be a floating {shape} tensor; got {describe(value)}"
-        )
-
-
-def check_inputs(u, delta, A, B, C, D=None, z=None) -> None:
+def check_inputs(u, delta, A, B, C, D=None, z=None, h0=None) -> None:
     """Validate the inputs of a selective scan: shapes that agree, and ``Δ > 0``."""
-    _float(u, "u", "(b, t, d)", 3)
-    _float(delta, "delta", "(b, t, d)", 3)
-    _float(A, "A", "(d, n)", 2)
-    _float(B, "B", "(b, t, n)", 3)
-    _float(C, "C", "(b, t, n)", 3)
+    check_tensor(u, "u", "(b, t, d)", 3)
+    check_tensor(delta, "delta", "(b, t, d)", 3)
+    check_tensor(A, "A", "(d, n)", 2)
+    check_tensor(B, "B", "(b, t, n)", 3)
+    check_tensor(C, "C", "(b, t, n)", 3)
     b, t, d = u.shape
     if delta.shape != u.shape:
         raise ValueError(
@@ -71,21 +60,30 @@ def check_inputs(u, delta, A, B, C, D=None, z=None) -> None:
                 f"mismatched state sizes: {name} must be (b, t, n) = "
                 f"{(b, t, n)} (n from A); got {tuple(value.shape)}"
             )
-    if D is not None and (not isinstance(D, torch.Tensor) or D.shape != (d,)):
-        raise ValueError(f"D must be a ({d},) tensor or None; got {describe(D)}")
-    if z is not None and (not isinstance(z, torch.Tensor) or z.shape != u.shape):
-        raise ValueError(
-            f"z must have u's shape {tuple(u.shape)} or be None; got {describe(z)}"
-        )
+    if D is not None:
+        check_type(D, "D", torch.Tensor, f"a ({d},) tensor or None")
+        if D.shape != (d,):
+            raise ValueError(f"D must be a ({d},) tensor or None; got {describe(D)}")
+    if z is not None:
+        check_type(z, "z", torch.Tensor, "a tensor or None")
+        if z.shape != u.shape:
+            raise ValueError(
+                f"z must have u's shape {tuple(u.shape)} or be None; got {describe(z)}"
+            )
     if t and not bool((delta > 0).all()):
         raise ValueError(
             f"delta (Δ) must be > 0 everywhere; got a minimum of "
             f"{delta.min().item():.3g}"
         )
+    check_state(h0, b, d, n)
 
 
-def _check_state(h0, b: int, d: int, n: int) -> None:
-    if h0 is not None and (not isinstance(h0, torch.Tensor) or h0.shape != (b, d, n)):
+def check_state(h0, b: int, d: int, n: int) -> None:
+    """``h0`` must be None or a ``(b, d, n)`` state."""
+    if h0 is None:
+        return
+    check_type(h0, "h0", torch.Tensor, "a (b, d, n) tensor or None")
+    if h0.shape != (b, d, n):
         raise ValueError(
             f"mismatched state sizes: h0 must be (b, d, n) = {(b, d, n)}; "
             f"got {describe(h0)}"
@@ -98,9 +96,8 @@ def selective_scan_ref(u, delta, A, B, C, D=None, z=None, h0=None, return_state=
     Shapes: u, delta, z ``(b, t, d)``; A ``(d, n)``; B, C ``(b, t, n)``; D ``(d,)``;
     h0 ``(b, d, n)`` → y ``(b, t, d)`` (and the last state ``(b, d, n)``).
     """
-    check_inputs(u, delta, A, B, C, D, z)
+    check_inputs(u, delta, A, B, C, D, z, h0)
     b, t, d = u.shape
-    _check_state(h0, b, d, A.shape[1])
     deltaA = torch.exp(einsum(delta, A, "b t d, d n -> b t d n"))
     deltaB_u = einsum(delta, B, u, "b t d, b t n, b t d -> b t d n")
     h = u.new_zeros(b, d, A.shape[1]) if h0 is None else h0
@@ -116,16 +113,19 @@ def selective_scan_ref(u, delta, A, B, C, D=None, z=None, h0=None, return_state=
     return (y, h) if return_state else y
 
 
-def _check_pairs(a, x, h0) -> None:
-    _float(a, "a", "(b, t, d, n)", 4)
-    _float(x, "x", "(b, t, d, n)", 4)
+def check_pairs(a, x, h0, chunk: int = 1) -> None:
+    """The arguments of the linear scans: pairs ``(a, x)`` of one shape, a state
+    ``h0`` that fits them and (chunked) a chunk size >= 1."""
+    check_tensor(a, "a", "(b, t, d, n)", 4)
+    check_tensor(x, "x", "(b, t, d, n)", 4)
     if a.shape != x.shape:
         raise ValueError(
             f"a and x must have the same shape; got {tuple(a.shape)} "
             f"and {tuple(x.shape)}"
         )
     b, _, d, n = x.shape
-    _check_state(h0, b, d, n)
+    check_state(h0, b, d, n)
+    check_int(chunk, "chunk", 1)
 
 
 def linear_scan_loop(a, x, h0=None):
@@ -133,7 +133,7 @@ def linear_scan_loop(a, x, h0=None):
 
     Shapes: a, x ``(b, t, d, n)``, h0 ``(b, d, n)`` → h ``(b, t, d, n)``.
     """
-    _check_pairs(a, x, h0)
+    check_pairs(a, x, h0)
     h = torch.zeros_like(x[:, 0]) if h0 is None else h0
     hs = []
     for a_i, x_i in zip(a.unbind(1), x.unbind(1)):
@@ -150,7 +150,7 @@ def linear_scan_parallel(a, x, h0=None):
 
     Shapes: a, x ``(b, t, d, n)``, h0 ``(b, d, n)`` → h ``(b, t, d, n)``.
     """
-    _check_pairs(a, x, h0)
+    check_pairs(a, x, h0)
     if h0 is not None:  # fold the initial state into the first input
         x = torch.cat([x[:, :1] + a[:, :1] * h0[:, None], x[:, 1:]], dim=1)
     k = 1
@@ -171,8 +171,7 @@ def linear_scan_chunked(a, x, h0=None, chunk: int = 32):
 
     Shapes: a, x ``(b, t, d, n)``, h0 ``(b, d, n)`` → h ``(b, t, d, n)``.
     """
-    _check_pairs(a, x, h0)
-    check_int(chunk, "chunk", 1)
+    check_pairs(a, x, h0, chunk)
     b, t, d, n = x.shape
     pad = -t % chunk
     if pad:  # a = 1, x = 0 after the end leave the states unchanged
@@ -215,8 +214,7 @@ def selective_scan(
     """
     if method not in SCANS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
-    check_inputs(u, delta, A, B, C, D, z)
-    _check_state(h0, u.shape[0], u.shape[2], A.shape[1])
+    check_inputs(u, delta, A, B, C, D, z, h0)
     deltaA = torch.exp(delta[..., None] * A)  # (b, t, d, n)
     deltaB_u = (delta * u)[..., None] * B[:, :, None, :]  # (b, t, d, n)
     h = SCANS[method](deltaA, deltaB_u, h0)  # (b, t, d, n)

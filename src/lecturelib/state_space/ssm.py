@@ -7,13 +7,8 @@ hold, or :func:`discretize_bilinear`) into the linear recurrence
 Unrolled, the output is a causal convolution of the input with the kernel
 ``K̄ = (CB̄, CĀB̄, …, CĀ^{L-1}B̄)`` (:func:`ssm_kernel`), computed for the whole
 sequence at once by FFT (:func:`ssm_convolve`). Both modes give the same numbers (tests
-assert it for dense, real diagonal and complex diagonal ``A``).
-
-:class:`S4D` (Gu, Gupta et al., arXiv:2206.11893) is one such SSM per channel with a
-diagonal complex ``A`` initialised as S4D-Lin (``A_n = -1/2 + iπn``) or S4D-Inv
-(``A_n = -1/2 + i(N/π)(N/(2n+1) - 1)``), a learned step ``Δ`` per channel and a skip
-``D``; it uses zero-order hold where the S4D paper also offers the bilinear rule.
-:class:`S4DNet` stacks S4D layers into a small sequence model.
+assert it for dense, real diagonal and complex diagonal ``A``). The S4D layer built on
+them is in :mod:`lecturelib.state_space.s4d`.
 
 Conventions. Matrices act on column vectors. ``A`` is either dense ``(N, N)`` (then
 ``B`` and ``C`` are ``(N,)``) or diagonal, given by its diagonal ``(..., N)`` (then
@@ -27,12 +22,8 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 from lecturelib.validate import check_int, check_number, describe
-
-INITS = ("lin", "inv")
 
 
 def _check_tensor(value, name: str, what: str) -> None:
@@ -100,6 +91,14 @@ def check_one_step(dt) -> None:
         )
 
 
+def check_discretize(A, B, dt) -> None:
+    """The arguments of :func:`discretize_zoh` and :func:`discretize_bilinear`."""
+    diagonal = is_diagonal(A, B)
+    check_dt(dt)
+    if not diagonal:
+        check_one_step(dt)
+
+
 def discretize_zoh(A: torch.Tensor, B: torch.Tensor, dt):
     """Zero-order hold: ``Ā = exp(ΔA)``, ``B̄ = (ΔA)^{-1}(exp(ΔA) - I)·ΔB``.
 
@@ -111,14 +110,12 @@ def discretize_zoh(A: torch.Tensor, B: torch.Tensor, dt):
 
     Shapes: returns ``(Ā, B̄)`` shaped like ``(A, B)``.
     """
-    diagonal = is_diagonal(A, B)
-    check_dt(dt)
-    if diagonal:
+    check_discretize(A, B, dt)
+    if is_diagonal(A, B):
         Abar = torch.exp(dt * A)
         safe = torch.where(A == 0, torch.ones_like(A), A)
         Bbar = torch.where(A == 0, dt * B, (Abar - 1) / safe * B)
         return Abar, Bbar
-    check_one_step(dt)
     n = A.shape[0]
     M = torch.zeros(
         n + 1, n + 1, dtype=torch.promote_types(A.dtype, B.dtype), device=A.device
@@ -131,12 +128,10 @@ def discretize_zoh(A: torch.Tensor, B: torch.Tensor, dt):
 def discretize_bilinear(A: torch.Tensor, B: torch.Tensor, dt):
     """Bilinear (Tustin) rule: ``Ā = (I - Δ/2·A)^{-1}(I + Δ/2·A)``,
     ``B̄ = (I - Δ/2·A)^{-1}·ΔB`` (used by S4; shapes as :func:`discretize_zoh`)."""
-    diagonal = is_diagonal(A, B)
-    check_dt(dt)
-    if diagonal:
+    check_discretize(A, B, dt)
+    if is_diagonal(A, B):
         back = 1 - dt / 2 * A
         return (1 + dt / 2 * A) / back, dt * B / back
-    check_one_step(dt)
     eye = torch.eye(A.shape[0], dtype=A.dtype, device=A.device)
     back = eye - dt / 2 * A
     return torch.linalg.solve(back, eye + dt / 2 * A), torch.linalg.solve(back, dt * B)
@@ -158,6 +153,12 @@ def skip(D, x: torch.Tensor) -> torch.Tensor:
     return D * x
 
 
+def check_ssm(Abar, Bbar, C, x) -> None:
+    """The arguments of :func:`ssm_recurrent`."""
+    check_C(Abar, C, is_diagonal(Abar, Bbar))
+    check_x(x)
+
+
 def ssm_recurrent(Abar, Bbar, C, x, D=None, h0=None, return_state: bool = False):
     """The discrete SSM as a linear RNN, one step at a time:
     ``h_k = Ā h_{k-1} + B̄ x_k``, ``y_k = Re(C h_k) + D x_k``.
@@ -169,9 +170,8 @@ def ssm_recurrent(Abar, Bbar, C, x, D=None, h0=None, return_state: bool = False)
     Shapes: x ``(..., L)`` → y ``(..., L)``; with ``return_state`` also the last state
     ``(..., N)``.
     """
+    check_ssm(Abar, Bbar, C, x)
     diagonal = is_diagonal(Abar, Bbar)
-    check_C(Abar, C, diagonal)
-    check_x(x)
     if diagonal:
         shape = torch.broadcast_shapes(Abar.shape, x.shape[:-1] + (1,))
     else:
@@ -189,6 +189,12 @@ def ssm_recurrent(Abar, Bbar, C, x, D=None, h0=None, return_state: bool = False)
     return (y, h) if return_state else y
 
 
+def check_kernel(Abar, Bbar, C, L) -> None:
+    """The arguments of :func:`ssm_kernel`."""
+    check_C(Abar, C, is_diagonal(Abar, Bbar))
+    check_int(L, "L", 1)
+
+
 def ssm_kernel(Abar, Bbar, C, L: int) -> torch.Tensor:
     """The convolution kernel ``K̄_l = Re(C Ā^l B̄)`` for ``l = 0 … L-1``.
 
@@ -197,10 +203,8 @@ def ssm_kernel(Abar, Bbar, C, L: int) -> torch.Tensor:
 
     Shapes: diagonal ``(..., N)`` → ``(..., L)``; dense → ``(L,)``.
     """
-    diagonal = is_diagonal(Abar, Bbar)
-    check_C(Abar, C, diagonal)
-    check_int(L, "L", 1)
-    if diagonal:
+    check_kernel(Abar, Bbar, C, L)
+    if is_diagonal(Abar, Bbar):
         ell = torch.arange(L, device=Abar.device, dtype=Abar.real.dtype)
         # Ā^l = exp(l·log Ā): several times faster than complex pow, same values
         log_A = Abar.to(torch.promote_types(Abar.dtype, torch.complex64)).log()
@@ -214,6 +218,20 @@ def ssm_kernel(Abar, Bbar, C, L: int) -> torch.Tensor:
     return torch.stack(out)
 
 
+def check_convolve(x, K, method) -> None:
+    """The arguments of :func:`ssm_convolve`."""
+    check_x(x)
+    if not isinstance(K, torch.Tensor) or not K.is_floating_point():
+        raise TypeError(f"K must be a real float tensor (..., L); got {describe(K)}")
+    L = x.shape[-1]
+    if K.dim() < 1 or K.shape[-1] != L:
+        raise ValueError(
+            f"K must be (..., L) with the L = {L} of x; got shape {tuple(K.shape)}"
+        )
+    if method not in ("fft", "direct"):
+        raise ValueError(f"method must be 'fft' or 'direct'; got {method!r}")
+
+
 def ssm_convolve(x, K, D=None, method: str = "fft") -> torch.Tensor:
     """The causal convolution ``y_k = Σ_{j≤k} K̄_j x_{k-j}`` (``+ D x_k``).
 
@@ -223,239 +241,18 @@ def ssm_convolve(x, K, D=None, method: str = "fft") -> torch.Tensor:
 
     Shapes: x ``(..., L)``, K ``(..., L)`` broadcasting against x → ``(..., L)``.
     """
-    check_x(x)
-    if not isinstance(K, torch.Tensor) or not K.is_floating_point():
-        raise TypeError(f"K must be a real float tensor (..., L); got {describe(K)}")
+    check_convolve(x, K, method)
     L = x.shape[-1]
-    if K.dim() < 1 or K.shape[-1] != L:
-        raise ValueError(
-            f"K must be (..., L) with the L = {L} of x; got shape {tuple(K.shape)}"
-        )
     if method == "fft":
         n = 2 * L
         y_f = torch.fft.rfft(x, n=n) * torch.fft.rfft(K, n=n)
         y = torch.fft.irfft(y_f, n=n)[..., :L]
-    elif method == "direct":
+    else:  # direct
         K, x = torch.broadcast_tensors(K, x)
         y = torch.stack(
             [(K[..., : k + 1].flip(-1) * x[..., : k + 1]).sum(-1) for k in range(L)],
             dim=-1,
         )
-    else:
-        raise ValueError(f"method must be 'fft' or 'direct'; got {method!r}")
     if D is not None:
         y = y + skip(D, x)
     return y
-
-
-def s4d_init(d_state: int, init: str = "inv") -> torch.Tensor:
-    """The diagonal of S4D's ``A``: ``d_state // 2`` complex modes (their conjugates are
-    implied), S4D-Lin ``A_n = -1/2 + iπn`` or S4D-Inv
-    ``A_n = -1/2 + i(N/π)(N/(2n+1) - 1)`` with ``N = d_state // 2``.
-
-    Shapes: ``(d_state // 2,)`` complex128.
-    """
-    check_int(d_state, "d_state", 2)
-    if d_state % 2:
-        raise ValueError(
-            f"d_state must be even (d_state/2 complex conjugate pairs); got {d_state}"
-        )
-    if init not in INITS:
-        raise ValueError(f"init must be one of {INITS}; got {init!r}")
-    N = d_state // 2
-    n = torch.arange(N, dtype=torch.float64)
-    imag = math.pi * n if init == "lin" else N / math.pi * (N / (2 * n + 1) - 1)
-    return torch.complex(torch.full_like(n, -0.5), imag)
-
-
-class S4D(nn.Module):
-    """One diagonal SSM per channel (S4D), causal.
-
-    Channel ``h`` has a learned step ``Δ_h`` (log-uniform in ``[dt_min, dt_max]`` at
-    init), ``A_h = -exp(log_A_real) + i·A_imag`` (``d_state // 2`` modes from
-    :func:`s4d_init`), ``B = 1`` (absorbed into ``C``), a complex ``C_h`` and a real
-    skip ``D_h``. Each mode counts with its conjugate:
-    ``K̄ = 2·Re(Σ_n C_n B̄_n Ā_n^l)``.
-    :meth:`forward` convolves by FFT; :meth:`recurrent` and :meth:`step` run the same
-    layer as a recurrence.
-
-    Shapes: ``(b, t, d_model)`` → ``(b, t, d_model)``.
-    """
-
-    def __init__(
-        self,
-        d_model: int,
-        d_state: int = 64,
-        init: str = "inv",
-        dt_min: float = 1e-3,
-        dt_max: float = 1e-1,
-    ):
-        super().__init__()
-        check_int(d_model, "d_model", 1)
-        A = s4d_init(d_state, init)  # (N/2,)
-        check_number(dt_min, "dt_min", 0.0, low_open=True)
-        check_number(dt_max, "dt_max", dt_min)
-        self.d_model, self.d_state, self.init = d_model, d_state, init
-        u = torch.rand(d_model, dtype=torch.float64)
-        log_dt = math.log(dt_min) + u * (math.log(dt_max) - math.log(dt_min))
-        self.log_dt = nn.Parameter(log_dt.float())  # (d_model,)
-        self.log_A_real = nn.Parameter(A.real.neg().log().float().repeat(d_model, 1))
-        self.A_imag = nn.Parameter(A.imag.float().repeat(d_model, 1))
-        C = torch.randn(d_model, d_state // 2, dtype=torch.cfloat) * 0.5**0.5
-        self.C = nn.Parameter(torch.view_as_real(C))  # (d_model, N/2, 2)
-        self.D = nn.Parameter(torch.randn(d_model))
-
-    def discrete(self):
-        """``(Ā, B̄, 2C)``, each ``(d_model, d_state // 2)`` complex (ZOH, B = 1)."""
-        A = torch.complex(-self.log_A_real.exp(), self.A_imag)
-        dt = self.log_dt.exp().unsqueeze(-1)  # (d_model, 1)
-        Abar, Bbar = discretize_zoh(A, torch.ones_like(A), dt)
-        return Abar, Bbar, 2 * torch.view_as_complex(self.C)
-
-    def kernel(self, L: int) -> torch.Tensor:
-        """The real kernel ``K̄``. Shapes: → ``(d_model, L)``."""
-        check_int(L, "L", 1)
-        return ssm_kernel(*self.discrete(), L)
-
-    def check_input(self, u) -> None:
-        if not isinstance(u, torch.Tensor) or not u.is_floating_point() or u.dim() != 3:
-            raise ValueError(
-                f"S4D input must be a float tensor (b, t, d_model="
-                f"{self.d_model}); got {describe(u)}"
-            )
-        if u.shape[-1] != self.d_model:
-            raise ValueError(
-                f"S4D input must be (b, t, d_model={self.d_model}); got "
-                f"shape {tuple(u.shape)}"
-            )
-
-    def forward(self, u: torch.Tensor) -> torch.Tensor:
-        """Convolutional mode: ``y = K̄ * u + D u`` per channel, by FFT."""
-        self.check_input(u)
-        x = u.transpose(1, 2)  # (b, d_model, t)
-        y = ssm_convolve(x, self.kernel(x.shape[-1]), self.D)
-        return y.transpose(1, 2)  # (b, t, d_model)
-
-    def recurrent(self, u: torch.Tensor) -> torch.Tensor:
-        """Recurrent mode: the outputs of :meth:`forward`, one step at a time."""
-        self.check_input(u)
-        y = ssm_recurrent(*self.discrete(), u.transpose(1, 2), self.D)
-        return y.transpose(1, 2)
-
-    def step(self, u_t: torch.Tensor, h: torch.Tensor | None = None):
-        """One step: ``u_t (b, d_model)`` and the state ``h (b, d_model, d_state // 2)``
-        complex (zeros if None) → ``(y_t, h)``."""
-        if (
-            not isinstance(u_t, torch.Tensor)
-            or u_t.dim() != 2
-            or u_t.shape[-1] != self.d_model
-        ):
-            raise ValueError(
-                f"u_t must be (b, d_model={self.d_model}); got {describe(u_t)}"
-            )
-        Abar, Bbar, C2 = self.discrete()
-        if h is None:
-            h = u_t.new_zeros(u_t.shape[0], *Abar.shape, dtype=Abar.dtype)
-        h = Abar * h + Bbar * u_t.unsqueeze(-1)
-        return (C2 * h).sum(-1).real + self.D * u_t, h
-
-
-class S4DBlock(nn.Module):
-    """Pre-norm residual block: ``x + Linear(GELU(S4D(LayerNorm(x))))``.
-
-    Shapes: ``(b, t, d_model)`` → ``(b, t, d_model)``.
-    """
-
-    def __init__(
-        self,
-        d_model: int,
-        d_state: int = 64,
-        init: str = "inv",
-        dt_min: float = 1e-3,
-        dt_max: float = 1e-1,
-        dropout: float = 0.0,
-    ):
-        super().__init__()
-        self.norm = nn.LayerNorm(d_model)
-        self.ssm = S4D(d_model, d_state, init, dt_min, dt_max)
-        self.out = nn.Linear(d_model, d_model)
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.drop(self.out(F.gelu(self.ssm(self.norm(x)))))
-
-
-class S4DNet(nn.Module):
-    """:class:`S4DBlock` layers between an input map and an output head, causal.
-
-    With ``vocab_size`` the input is token ids ``(b, t)`` (embedded); with ``d_in`` it
-    is features ``(b, t, d_in)`` (projected).
-
-    Shapes: → ``(b, t, d_out)``.
-    """
-
-    def __init__(
-        self,
-        d_out: int,
-        d_model: int = 64,
-        n_layers: int = 2,
-        d_state: int = 64,
-        vocab_size: int | None = None,
-        d_in: int | None = None,
-        init: str = "inv",
-        dt_min: float = 1e-3,
-        dt_max: float = 1e-1,
-        dropout: float = 0.0,
-    ):
-        super().__init__()
-        for name, value in (
-            ("d_out", d_out),
-            ("d_model", d_model),
-            ("n_layers", n_layers),
-        ):
-            check_int(value, name, 1)
-        if (vocab_size is None) == (d_in is None):
-            raise ValueError(
-                f"give exactly one of vocab_size (token input) and d_in "
-                f"(feature input); got vocab_size={vocab_size!r}, "
-                f"d_in={d_in!r}"
-            )
-        check_int(
-            vocab_size if d_in is None else d_in,
-            "vocab_size" if d_in is None else "d_in",
-            1,
-        )
-        self.vocab_size, self.d_in = vocab_size, d_in
-        self.inp = (
-            nn.Embedding(vocab_size, d_model)
-            if vocab_size is not None
-            else nn.Linear(d_in, d_model)
-        )
-        self.blocks = nn.ModuleList(
-            S4DBlock(d_model, d_state, init, dt_min, dt_max, dropout)
-            for _ in range(n_layers)
-        )
-        self.norm = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, d_out)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        ok = isinstance(x, torch.Tensor)
-        if self.vocab_size is not None:
-            if not ok or x.dim() != 2 or x.is_floating_point():
-                raise ValueError(
-                    f"S4DNet with vocab_size takes (b, t) token ids; got {describe(x)}"
-                )
-        elif (
-            not ok
-            or x.dim() != 3
-            or not x.is_floating_point()
-            or x.shape[-1] != self.d_in
-        ):
-            raise ValueError(
-                f"S4DNet with d_in={self.d_in} takes (b, t, {self.d_in}) "
-                f"features; got {describe(x)}"
-            )
-        h = self.inp(x)  # (b, t, d_model)
-        for block in self.blocks:
-            h = block(h)
-        return self.head(self.norm(h))  # (b, t, d_out)

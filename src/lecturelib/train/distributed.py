@@ -20,6 +20,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from lecturelib.validate import check_int
+
 
 @dataclass(frozen=True)
 class Distributed:
@@ -29,20 +31,8 @@ class Distributed:
     world: int = 1
 
     def __post_init__(self):
-        if (
-            isinstance(self.world, bool)
-            or not isinstance(self.world, int)
-            or self.world < 1
-        ):
-            raise ValueError(
-                f"world must be a positive number of processes; got {self.world!r}"
-            )
-        if (
-            isinstance(self.rank, bool)
-            or not isinstance(self.rank, int)
-            or not 0 <= self.rank < self.world
-        ):
-            raise ValueError(f"rank must be in 0..{self.world - 1}; got {self.rank!r}")
+        check_int(self.world, "world", 1)
+        check_int(self.rank, "rank", 0, self.world - 1)
 
     @property
     def is_main(self) -> bool:

@@ -12,14 +12,17 @@ import torch
 from torch import nn
 
 from lecturelib.train.batches import model_device
+from lecturelib.validate import check_int, check_number, check_type, is_int
 
 
-def positive_int(name: str, value, allow_none: bool = False) -> None:
-    """Raise unless ``value`` is an int >= 1 (or None when ``allow_none``)."""
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int; got {value!r}")
+def check_warmup_cosine(steps, warmup, final) -> None:
+    """The arguments of :func:`warmup_cosine`."""
+    check_int(steps, "steps", 1)
+    if not is_int(warmup) or not 0 <= warmup < steps:
+        raise ValueError(
+            f"need 0 <= warmup < steps; got warmup={warmup!r}, steps={steps}"
+        )
+    check_number(final, "final (a fraction of the peak rate)", 0, 1)
 
 
 def warmup_cosine(
@@ -27,19 +30,7 @@ def warmup_cosine(
 ):
     """Linear warm-up over ``warmup`` steps, then cosine decay to ``final × lr`` at ``steps``;
     pass the result as ``fit(..., optimizer=optimizer, scheduler=...)``."""
-    positive_int("steps", steps)
-    if (
-        isinstance(warmup, bool)
-        or not isinstance(warmup, int)
-        or not 0 <= warmup < steps
-    ):
-        raise ValueError(
-            f"need 0 <= warmup < steps; got warmup={warmup!r}, steps={steps}"
-        )
-    if not 0.0 <= final <= 1.0:
-        raise ValueError(
-            f"final must be a fraction of the peak rate in [0, 1]; got {final!r}"
-        )
+    check_warmup_cosine(steps, warmup, final)
 
     def factor(step: int) -> float:
         if step < warmup:
@@ -50,13 +41,18 @@ def warmup_cosine(
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def check_decay_groups(model, weight_decay) -> None:
+    """The arguments of :func:`decay_groups`."""
+    check_type(model, "model", nn.Module, "a torch.nn.Module")
+    check_number(weight_decay, "weight_decay", 0)
+
+
 def decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """AdamW parameter groups: weight decay on the matrices of linear layers only.
 
     None on biases, normalisation gains or embeddings (decaying those only shrinks what
     the model needs). A weight shared by two modules (tied embeddings) counts once."""
-    if not (isinstance(weight_decay, (int, float)) and weight_decay >= 0):
-        raise ValueError(f"weight_decay must be a number >= 0; got {weight_decay!r}")
+    check_decay_groups(model, weight_decay)
     no_decay = {
         id(p)
         for m in model.modules()
@@ -82,8 +78,7 @@ def adamw(
     betas: tuple[float, float] = (0.9, 0.95),
 ) -> torch.optim.AdamW:
     """AdamW over :func:`decay_groups` (fused into one kernel on CUDA)."""
-    if not (isinstance(lr, (int, float)) and lr > 0):
-        raise ValueError(f"lr must be a positive number; got {lr!r}")
+    check_number(lr, "lr", 0, low_open=True)
     fused = model_device(model).type == "cuda"
     return torch.optim.AdamW(
         decay_groups(model, weight_decay), lr=lr, betas=betas, fused=fused
@@ -150,8 +145,7 @@ def muon_adamw(
     for embeddings, biases and norms. Muon's rate is scaled to match AdamW's update size
     (``adjust_lr_fn="match_rms_adamw"``, Liu et al., arXiv:2502.16982), so one ``lr`` and one
     schedule serve both."""
-    if not (isinstance(lr, (int, float)) and lr > 0):
-        raise ValueError(f"lr must be a positive number; got {lr!r}")
+    check_number(lr, "lr", 0, low_open=True)
     decay, rest = decay_groups(model, weight_decay)
     matrices = decay["params"]
     muon = torch.optim.Muon(

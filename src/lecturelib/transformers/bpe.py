@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import regex
 
-from lecturelib.validate import describe
+from lecturelib.validate import check_int, check_type, describe
 
 # GPT-2's pre-tokenizer (Radford et al. 2019; openai/gpt-2 src/encoder.py):
 # contractions, an optional space followed by letters, by digits, or by other symbols,
@@ -60,14 +60,16 @@ def pretokenize(text: str, pattern: str | None = GPT2_PATTERN) -> list[str]:
     >>> pretokenize("Hello world, it's 2024!")
     ['Hello', ' world', ',', ' it', "'s", ' 2024', '!']
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str; got {type(text).__name__}")
+    check_type(text, "text", str, "a str")
     if pattern is None:
         return [text] if text else []
-    return _compile(pattern).findall(text)
+    return compile_pattern(pattern).findall(text)
 
 
-def _compile(pattern: str) -> regex.Pattern:
+def compile_pattern(pattern: str) -> regex.Pattern:
+    """``pattern`` compiled (and cached) by the ``regex`` module, which knows the
+    Unicode classes ``\\p{L}`` and ``\\p{N}`` of :data:`GPT2_PATTERN`; a bad pattern
+    raises a ValueError that names it."""
     if not isinstance(pattern, str):
         raise TypeError(
             f"pattern must be a str (a regular expression) or None; got "
@@ -81,7 +83,8 @@ def _compile(pattern: str) -> regex.Pattern:
         ) from None
 
 
-def _check_id_lists(words: list[list[int]], freqs: list[int] | None) -> None:
+def check_id_lists(words: list[list[int]], freqs: list[int] | None) -> None:
+    """The arguments of :func:`count_pairs`: lists of ids (not text), one count each."""
     if isinstance(words, (str, bytes)) or (
         words and isinstance(words[0], (str, bytes))
     ):
@@ -101,13 +104,22 @@ def count_pairs(words: list[list[int]], freqs: list[int] | None = None) -> Count
     >>> count_pairs([[1, 2, 3, 1, 2]])
     Counter({(1, 2): 2, (2, 3): 1, (3, 1): 1})
     """
-    _check_id_lists(words, freqs)
+    check_id_lists(words, freqs)
     counts: Counter = Counter()
     for i, ids in enumerate(words):
         f = 1 if freqs is None else freqs[i]
         for pair in zip(ids, ids[1:]):
             counts[pair] += f
     return counts
+
+
+def check_merge(ids, pair) -> None:
+    """The arguments of :func:`merge`: a list of ids and a pair of two ids."""
+    if isinstance(ids, (str, bytes)) or not isinstance(pair, tuple) or len(pair) != 2:
+        raise TypeError(
+            f"ids must be a list of int ids and pair a tuple of two ids; "
+            f"got {describe(ids)} and {describe(pair)}"
+        )
 
 
 def merge(ids: list[int], pair: Pair, new_id: int) -> list[int]:
@@ -117,11 +129,7 @@ def merge(ids: list[int], pair: Pair, new_id: int) -> list[int]:
     >>> merge([97, 97, 97, 98], (97, 97), 256)
     [256, 97, 98]
     """
-    if isinstance(ids, (str, bytes)) or not isinstance(pair, tuple) or len(pair) != 2:
-        raise TypeError(
-            f"ids must be a list of int ids and pair a tuple of two ids; "
-            f"got {describe(ids)} and {describe(pair)}"
-        )
+    check_merge(ids, pair)
     out, i = [], 0
     while i < len(ids):
         if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
@@ -131,6 +139,24 @@ def merge(ids: list[int], pair: Pair, new_id: int) -> list[int]:
             out.append(ids[i])
             i += 1
     return out
+
+
+def check_merges(merges: dict[Pair, int]) -> None:
+    """The merges of a :class:`Tokenizer`: new ids 256, 257, ... in order, each made of
+    earlier tokens."""
+    for i, ((a, b), new_id) in enumerate(merges.items()):
+        if new_id != 256 + i or max(a, b) >= new_id:
+            raise ValueError(
+                f"merge {(a, b)} -> {new_id}: ids must be 256, 257, "
+                f"... in order, each made of earlier tokens"
+            )
+
+
+def check_token_ids(ids: list[int], vocab_size: int) -> None:
+    """Token ids to decode: ints in ``0..vocab_size - 1``."""
+    bad = [i for i in ids if not (isinstance(i, int) and 0 <= i < vocab_size)]
+    if bad:
+        raise ValueError(f"token ids must be ints in [0, {vocab_size}); got {bad[:5]}")
 
 
 @dataclass
@@ -154,13 +180,9 @@ class Tokenizer:
     )
 
     def __post_init__(self):
+        check_merges(self.merges)
         self.vocab: list[bytes] = [bytes([b]) for b in range(256)]
         for (a, b), new_id in self.merges.items():
-            if new_id != len(self.vocab) or max(a, b) >= new_id:
-                raise ValueError(
-                    f"merge {(a, b)} -> {new_id}: ids must be 256, 257, "
-                    f"... in order, each made of earlier tokens"
-                )
             self.vocab.append(self.vocab[a] + self.vocab[b])
 
     @property
@@ -193,11 +215,7 @@ class Tokenizer:
 
     def decode_bytes(self, ids: list[int]) -> bytes:
         """The bytes that the tokens ``ids`` stand for (always defined)."""
-        bad = [i for i in ids if not (isinstance(i, int) and 0 <= i < len(self.vocab))]
-        if bad:
-            raise ValueError(
-                f"token ids must be ints in [0, {len(self.vocab)}); got {bad[:5]}"
-            )
+        check_token_ids(ids, len(self.vocab))
         return b"".join(self.vocab[i] for i in ids)
 
     def decode(self, ids: list[int], errors: str = "replace") -> str:
@@ -213,11 +231,8 @@ class Tokenizer:
     def truncated(self, vocab_size: int) -> "Tokenizer":
         """The tokenizer made of the first ``vocab_size - 256`` merges: what training to
         ``vocab_size`` would have learned, since training is greedy."""
+        check_int(vocab_size, "vocab_size", 256, self.vocab_size)
         n = n_merges(vocab_size)
-        if n > len(self.merges):
-            raise ValueError(
-                f"vocab_size {vocab_size} exceeds this tokenizer's {self.vocab_size}"
-            )
         return Tokenizer(
             dict(list(self.merges.items())[:n]), self.pattern, self.counts[:n]
         )
@@ -226,13 +241,7 @@ class Tokenizer:
 def n_merges(vocab_size: int) -> int:
     """How many merges a vocabulary of ``vocab_size`` tokens holds:
     ``vocab_size - 256``."""
-    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
-        raise TypeError(f"vocab_size must be an int; got {type(vocab_size).__name__}")
-    if vocab_size < 256:
-        raise ValueError(
-            f"vocab_size must be at least 256 (one token per byte value); "
-            f"got {vocab_size}"
-        )
+    check_int(vocab_size, "vocab_size", 256)  # 256 byte tokens, then merges
     return vocab_size - 256
 
 
@@ -375,9 +384,8 @@ def train_hf_bpe(text: str, vocab_size: int):
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import decoders, models, pre_tokenizers, trainers
 
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str; got {describe(text)}")
-    n_merges(vocab_size)
+    check_type(text, "text", str, "a str")
+    n_merges(vocab_size)  # checks vocab_size
     tok = HFTokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()

@@ -15,8 +15,8 @@ has its own random distribution.
   likely sequences; beam search keeps finished hypotheses aside and ranks them by
   ``log p / length^alpha``, a simpler length normalisation than GNMT's
   ``((5 + length) / 6)^alpha`` (Wu et al., 2016, arXiv:1609.08144).
-- :func:`repetition` and :func:`distinct_n` measure repeated n-grams (Welleck et al.,
-  2020, arXiv:1908.04319; Li et al., 2016, arXiv:1510.03055).
+- ``degeneration.repetition`` and ``degeneration.distinct_n`` measure the repeated
+  n-grams of what they find.
 
 Shapes use ``b`` batch, ``t`` time, ``v`` vocabulary.
 """
@@ -24,20 +24,26 @@ Shapes use ``b`` batch, ``t`` time, ``v`` vocabulary.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lecturelib.validate import check_callable, check_int, check_number, describe
-from lecturelib.recurrence.seq2seq import ngrams
+from lecturelib.validate import (
+    check_callable,
+    check_int,
+    check_number,
+    check_sizes,
+    describe,
+)
 
 Step = Callable[[torch.Tensor], torch.Tensor]
 
 
-def _check_logits(logits: torch.Tensor, what: str = "logits") -> None:
+def check_logits(logits: torch.Tensor, what: str = "logits") -> None:
+    """Logits ``(..., v)``: a float tensor, a non-empty vocabulary, no nan."""
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
         raise TypeError(
             f"{what} must be a float tensor (..., v); got {describe(logits)}"
@@ -54,7 +60,8 @@ def _check_logits(logits: torch.Tensor, what: str = "logits") -> None:
         )
 
 
-def _check_prefixes(prefixes: torch.Tensor, what: str = "prefixes") -> None:
+def check_prefixes(prefixes: torch.Tensor, what: str = "prefixes") -> None:
+    """Prefixes ``(b, t)`` of token ids, as a step takes them: a long tensor, ids >= 0."""
     if not isinstance(prefixes, torch.Tensor) or prefixes.dtype != torch.long:
         raise TypeError(
             f"{what} must be a long tensor of token ids (b, t); "
@@ -70,18 +77,31 @@ def _check_prefixes(prefixes: torch.Tensor, what: str = "prefixes") -> None:
         )
 
 
-def _check_step_output(logits: torch.Tensor, n: int) -> None:
-    _check_logits(logits, "step(prefixes)")
+def check_step_output(logits: torch.Tensor, n: int, eos: int | None = None) -> None:
+    """What a step returned for ``n`` prefixes: logits ``(n, v)`` in which ``eos``, if
+    given, is a token."""
+    check_logits(logits, "step(prefixes)")
     if logits.dim() != 2 or logits.shape[0] != n:
         raise ValueError(
             f"step(prefixes) must return logits (b, v) with b = {n}, "
             f"one row per prefix; got shape {tuple(logits.shape)}"
         )
+    check_eos(eos, logits.shape[1])
 
 
-def _check_eos(eos: int | None, v: int | None = None) -> None:
+def check_eos(eos: int | None, v: int | None = None) -> None:
+    """``eos``: None or a token id (below the vocabulary size ``v`` when known)."""
     if eos is not None:
         check_int(eos, "eos", 0, None if v is None else v - 1)
+
+
+def check_generate(step, prompts, max_new, choose, eos) -> None:
+    """The arguments of :func:`generate`."""
+    check_callable(step, "step")
+    check_prefixes(prompts, "prompts")
+    check_int(max_new, "max_new", 0)
+    check_callable(choose, "choose")
+    check_eos(eos)
 
 
 @torch.no_grad()
@@ -98,15 +118,11 @@ def generate(
 
     Shapes: prompts ``(b, t)`` → ``(b, t + n)`` with ``n <= max_new``.
     """
-    check_callable(step, "step")
-    _check_prefixes(prompts, "prompts")
-    check_int(max_new, "max_new", 0)
-    _check_eos(eos)
+    check_generate(step, prompts, max_new, choose, eos)
     ids, done = prompts, torch.zeros(len(prompts), dtype=torch.bool)
     for _ in range(max_new):
         logits = step(ids)  # (b, v)
-        _check_step_output(logits, len(ids))
-        _check_eos(eos, logits.shape[1])
+        check_step_output(logits, len(ids), eos)
         token = choose(logits)  # (b,)
         if eos is not None:
             token = token.masked_fill(done, eos)
@@ -125,6 +141,34 @@ def greedy(step: Step, prompts: torch.Tensor, max_new: int, eos: int | None = No
     return generate(step, prompts, max_new, lambda logits: logits.argmax(-1), eos)
 
 
+def check_tree_lm(vocab_size, depth, seed, scale, max_logits: int) -> None:
+    """The arguments of :class:`TreeLM`: a tree of at most ``max_logits`` logits."""
+    check_int(vocab_size, "vocab_size", 1)
+    check_int(depth, "depth", 1)
+    check_int(seed, "seed", 0)
+    check_number(scale, "scale", 0.0)
+    n_logits = vocab_size * sum(vocab_size**d for d in range(depth + 1))
+    if n_logits > max_logits:
+        raise ValueError(
+            f"vocab_size {vocab_size} and depth {depth} need "
+            f"{n_logits:,} logits; at most {max_logits:,}"
+        )
+
+
+def check_tree_prefixes(prefixes, depth: int, v: int) -> None:
+    """The prefixes a :class:`TreeLM` reads: a start symbol, then at most ``depth``
+    tokens in ``0..v-1``."""
+    check_prefixes(prefixes)
+    path = prefixes[:, 1:]
+    if path.shape[1] > depth or (path >= v).any():
+        raise ValueError(
+            f"prefixes must hold a start symbol and at most "
+            f"{depth} tokens in 0..{v - 1}; "
+            f"got shape {tuple(prefixes.shape)} with "
+            f"largest id {prefixes.max().item()}"
+        )
+
+
 class TreeLM:
     """A toy language model in which every prefix has its own next-token distribution,
     with logits drawn once as ``scale * N(0, 1)``. The first token of a prefix is a
@@ -136,17 +180,8 @@ class TreeLM:
     MAX_LOGITS = 50_000_000  # 400 MB of float64
 
     def __init__(self, vocab_size: int, depth: int, seed: int = 0, scale: float = 1.0):
-        check_int(vocab_size, "vocab_size", 1)
-        check_int(depth, "depth", 1)
-        check_int(seed, "seed", 0)
-        check_number(scale, "scale", 0.0)
+        check_tree_lm(vocab_size, depth, seed, scale, self.MAX_LOGITS)
         n_nodes = sum(vocab_size**d for d in range(depth + 1))
-        if n_nodes * vocab_size > self.MAX_LOGITS:
-            raise ValueError(
-                f"vocab_size {vocab_size} and depth {depth} need "
-                f"{n_nodes * vocab_size:,} logits; "
-                f"at most {self.MAX_LOGITS:,}"
-            )
         self.vocab_size, self.depth = vocab_size, depth
         g = torch.Generator().manual_seed(seed)
         self.logits = scale * torch.randn(
@@ -154,16 +189,9 @@ class TreeLM:
         )
 
     def __call__(self, prefixes: torch.Tensor) -> torch.Tensor:
-        _check_prefixes(prefixes)
+        check_tree_prefixes(prefixes, self.depth, self.vocab_size)
         path = prefixes[:, 1:]  # (b, d): the tokens after the start symbol
         d, v = path.shape[1], self.vocab_size
-        if d > self.depth or (path >= v).any():
-            raise ValueError(
-                f"prefixes must hold a start symbol and at most "
-                f"{self.depth} tokens in 0..{v - 1}; "
-                f"got shape {tuple(prefixes.shape)} with "
-                f"largest id {prefixes.max().item()}"
-            )
         weights = torch.tensor([v ** (d - 1 - i) for i in range(d)], dtype=torch.long)
         node = sum(v**j for j in range(d)) + (path * weights).sum(1)  # nodes of depth d
         return self.logits[node]
@@ -185,7 +213,9 @@ class Hypothesis:
         return self.logprob / max(1, len(self.tokens)) ** alpha
 
 
-def _extend(step: Step, prompt: torch.Tensor, live: list[Hypothesis]) -> torch.Tensor:
+def extend(
+    step: Step, prompt: torch.Tensor, live: list[Hypothesis], eos: int | None = None
+) -> torch.Tensor:
     """Log-probabilities ``(n, v)`` of the next token after each live hypothesis
     (float64)."""
     # (n, t + len): all hypotheses have one length
@@ -193,13 +223,20 @@ def _extend(step: Step, prompt: torch.Tensor, live: list[Hypothesis]) -> torch.T
         [torch.cat([prompt, torch.tensor(h.tokens, dtype=torch.long)]) for h in live]
     )
     logits = step(prefixes)
-    _check_step_output(logits, len(live))
+    check_step_output(logits, len(live), eos)
     return F.log_softmax(logits.double(), dim=-1)
 
 
-def _check_search(
-    step: Step, prompt: torch.Tensor, max_new: int, eos: int | None, alpha: float
+def check_search(
+    step: Step,
+    prompt: torch.Tensor,
+    max_new: int,
+    eos: int | None,
+    alpha: float,
+    **sizes: int,
 ) -> None:
+    """The arguments of :func:`beam_search` and :func:`exhaustive_search`; ``sizes``
+    (``beam_size``, ``limit``) must be ints >= 1."""
     check_callable(step, "step")
     if not isinstance(prompt, torch.Tensor) or prompt.dtype != torch.long:
         raise TypeError(
@@ -214,8 +251,9 @@ def _check_search(
     if (prompt < 0).any():
         raise ValueError(f"prompt must hold token ids >= 0; got {prompt.min().item()}")
     check_int(max_new, "max_new", 1)
-    _check_eos(eos)
+    check_eos(eos)
     check_number(alpha, "the length-normalisation exponent alpha", 0.0)
+    check_sizes(**sizes)
 
 
 @torch.no_grad()
@@ -239,13 +277,11 @@ def beam_search(
 
     Shapes: prompt ``(t,)``.
     """
-    _check_search(step, prompt, max_new, eos, alpha)
-    check_int(beam_size, "beam_size", 1)
+    check_search(step, prompt, max_new, eos, alpha, beam_size=beam_size)
     live, done = [Hypothesis([], 0.0)], []
     for _ in range(max_new):
-        logp = _extend(step, prompt, live)  # (n, v)
+        logp = extend(step, prompt, live, eos)  # (n, v)
         v = logp.shape[1]
-        _check_eos(eos, v)
         past = torch.tensor([h.logprob for h in live], dtype=torch.float64)  # (n,)
         total = past[:, None] + logp  # (n, v)
         # each live hypothesis has one eos extension, so the 2k best hold k that go on
@@ -285,12 +321,10 @@ def exhaustive_search(
 
     Shapes: prompt ``(t,)``.
     """
-    _check_search(step, prompt, max_new, eos, alpha)
-    check_int(limit, "limit", 1)
+    check_search(step, prompt, max_new, eos, alpha, limit=limit)
     frontier, done = [Hypothesis([], 0.0)], []
     for _ in range(max_new):
-        logp = _extend(step, prompt, frontier)  # (n, v)
-        _check_eos(eos, logp.shape[1])
+        logp = extend(step, prompt, frontier, eos)  # (n, v)
         if logp.numel() > limit:
             raise ValueError(
                 f"{logp.numel():,} continuations exceed the limit of {limit:,}"
@@ -309,29 +343,33 @@ def exhaustive_search(
     return sorted(done, key=lambda h: h.score(alpha), reverse=True)
 
 
+def check_recurrent_step(model, batch_dim) -> None:
+    """The arguments of :class:`RecurrentStep`."""
+    if not isinstance(model, nn.Module) or next(model.parameters(), None) is None:
+        raise TypeError(
+            f"model must be a torch.nn.Module with parameters; got {describe(model)}"
+        )
+    check_int(batch_dim, "batch_dim", -8, 7)
+
+
 class RecurrentStep:
     """The step of a recurrent model
     ``model(x (b, t), state) -> (logits (b, t, v), state)`` such as ``rnn.CharRNN`` or
-    ``gated.CharLSTM``. It remembers the state after each prefix of its last call, so a
-    prefix that extends one of them by a token costs one time step; any other prefix is
-    read from the start. Put the model in eval mode first.
+    ``lstm_gru.CharLSTM``. It remembers the state after each prefix of its last call,
+    so a prefix that extends one of them by a token costs one time step; any other
+    prefix is read from the start. Put the model in eval mode first.
 
     Shapes: prefixes ``(b, t)`` → logits ``(b, v)`` (CPU, float32); the model's state
     has its batch axis at ``batch_dim``.
     """
 
     def __init__(self, model: nn.Module, batch_dim: int = -2):
-        if not isinstance(model, nn.Module) or next(model.parameters(), None) is None:
-            raise TypeError(
-                f"model must be a torch.nn.Module with parameters; got "
-                f"{describe(model)}"
-            )
-        check_int(batch_dim, "batch_dim", -8, 7)
+        check_recurrent_step(model, batch_dim)
         self.model, self.batch_dim, self.cache = model, batch_dim, {}
 
     @torch.no_grad()
     def __call__(self, prefixes: torch.Tensor) -> torch.Tensor:
-        _check_prefixes(prefixes)
+        check_prefixes(prefixes)
         device = next(self.model.parameters()).device
         keys = [tuple(row) for row in prefixes.tolist()]
         parents = [self.cache.get(key[:-1]) for key in keys]
@@ -344,12 +382,17 @@ class RecurrentStep:
         return logits[:, -1].float().cpu()
 
 
-def pipe(step: Step, *processors: Callable[[torch.Tensor], torch.Tensor]) -> Step:
-    """A step whose logits pass through ``processors`` in order, e.g.
-    ``pipe(step, lambda z: temperature(z, 0.8), lambda z: top_p(z, 0.9))``."""
+def check_pipe(step, processors) -> None:
+    """The arguments of :func:`pipe`: callables."""
     check_callable(step, "step")
     for i, process in enumerate(processors):
         check_callable(process, f"processor {i}")
+
+
+def pipe(step: Step, *processors: Callable[[torch.Tensor], torch.Tensor]) -> Step:
+    """A step whose logits pass through ``processors`` in order, e.g.
+    ``pipe(step, lambda z: temperature(z, 0.8), lambda z: top_p(z, 0.9))``."""
+    check_pipe(step, processors)
 
     def processed(prefixes: torch.Tensor) -> torch.Tensor:
         logits = step(prefixes)
@@ -368,7 +411,7 @@ def sequence_logprobs(step: Step, ids: torch.Tensor, n_prompt: int) -> torch.Ten
     Shapes: ids ``(b, t)`` → ``(b, t - n_prompt)``.
     """
     check_callable(step, "step")
-    _check_prefixes(ids, "ids")
+    check_prefixes(ids, "ids")
     if ids.shape[1] < 2:
         raise ValueError(
             f"ids must hold a prompt and at least one token to score "
@@ -378,55 +421,8 @@ def sequence_logprobs(step: Step, ids: torch.Tensor, n_prompt: int) -> torch.Ten
     out = []
     for t in range(n_prompt, ids.shape[1]):
         logits = step(ids[:, :t])
-        _check_step_output(logits, len(ids))
+        check_step_output(logits, len(ids))
         check_int(ids[:, t].max().item(), "every id of ids", 0, logits.shape[1] - 1)
         logp = F.log_softmax(logits.double(), dim=-1)  # (b, v)
         out.append(logp.gather(1, ids[:, t : t + 1]))
     return torch.cat(out, dim=1)
-
-
-def _check_tokens(tokens: Sequence[int], name: str = "tokens") -> list[int]:
-    if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
-        raise TypeError(
-            f"{name} must be a list of int token ids "
-            f"(e.g. tensor.tolist()); got {describe(tokens)}"
-        )
-    bad = [t for t in tokens if isinstance(t, bool) or not isinstance(t, int)]
-    if bad:
-        raise TypeError(
-            f"{name} must be a list of int token ids "
-            f"(e.g. tensor.tolist()); got an element {describe(bad[0])}"
-        )
-    return list(tokens)
-
-
-def repetition(tokens: Sequence[int], n: int = 4) -> float:
-    """The fraction of a sequence's n-grams that already occurred earlier in it,
-    ``1 - unique / total`` (0.0 when it has no n-gram).
-
-    >>> repetition([1, 2, 1, 2, 1, 2], n=2)
-    0.6
-    """
-    check_int(n, "n", 1)
-    counts = ngrams(_check_tokens(tokens), n)
-    total = sum(counts.values())
-    return 0.0 if total == 0 else 1 - len(counts) / total
-
-
-def distinct_n(sequences: Sequence[Sequence[int]], n: int = 2) -> float:
-    """Distinct n-grams of a set of sequences over their total number of n-grams.
-
-    >>> distinct_n([[1, 2, 3], [1, 2, 4]], n=2)
-    0.75
-    """
-    check_int(n, "n", 1)
-    if isinstance(sequences, (str, bytes)) or not isinstance(sequences, Sequence):
-        raise TypeError(
-            f"sequences must be a list of token-id lists; got {describe(sequences)}"
-        )
-    seqs = [_check_tokens(s, "each of sequences") for s in sequences]
-    counts = sum((ngrams(s, n) for s in seqs), start=ngrams([], n))
-    total = sum(counts.values())
-    if total == 0:
-        raise ValueError(f"the sequences hold no {n}-gram")
-    return len(counts) / total

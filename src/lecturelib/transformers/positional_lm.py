@@ -33,13 +33,27 @@ from lecturelib.transformers.positions import (
     check_embeddings,
     check_even,
 )
-from lecturelib.transformers.self_attention import MultiHeadAttention, causal_mask
-from lecturelib.recurrence.seq2seq import check_ids, check_sizes
+from lecturelib.transformers.self_attention import (
+    MultiHeadAttention,
+    causal_mask,
+    check_dropout,
+)
+from lecturelib.validate import (
+    check_callable,
+    check_choice,
+    check_ids,
+    check_sizes,
+    check_type,
+)
 
 
-def check_dropout(p) -> None:
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
-        raise ValueError(f"dropout must be a number in [0, 1); got {p!r}")
+def check_pre_ln_block(d_model, attn, dropout) -> None:
+    """The arguments of :class:`PreLNBlock`."""
+    check_sizes(d_model=d_model)
+    check_dropout(dropout)
+    check_type(
+        attn, "attn", nn.Module, "an attention nn.Module (e.g. MultiHeadAttention)"
+    )
 
 
 class PreLNBlock(nn.Module):
@@ -53,13 +67,7 @@ class PreLNBlock(nn.Module):
 
     def __init__(self, d_model: int, attn: nn.Module, dropout: float = 0.0):
         super().__init__()
-        check_sizes("PreLNBlock", d_model=d_model)
-        check_dropout(dropout)
-        if not isinstance(attn, nn.Module):
-            raise TypeError(
-                f"attn must be an attention nn.Module "
-                f"(e.g. MultiHeadAttention); got {type(attn).__name__}"
-            )
+        check_pre_ln_block(d_model, attn, dropout)
         self.d_model = d_model
         self.attn = attn
         self.norm1 = nn.LayerNorm(d_model)
@@ -83,6 +91,27 @@ class PreLNBlock(nn.Module):
         return x + self.drop(self.ffn(self.norm2(x)))
 
 
+def check_positional_lm_config(c) -> None:
+    """The fields of a :class:`PositionalLMConfig`."""
+    check_choice(c.scheme, "scheme", SCHEMES)
+    check_sizes(
+        vocab_size=c.vocab_size,
+        d_model=c.d_model,
+        n_heads=c.n_heads,
+        n_layers=c.n_layers,
+        max_len=c.max_len,
+        max_distance=c.max_distance,
+    )
+    if c.d_model % c.n_heads:
+        raise ValueError(
+            f"d_model must be divisible by n_heads; got d_model="
+            f"{c.d_model}, n_heads={c.n_heads}"
+        )
+    if c.scheme == "rope":
+        check_even(c.d_model // c.n_heads, "d_head = d_model / n_heads")
+    check_dropout(c.dropout)
+
+
 @dataclass(kw_only=True)
 class PositionalLMConfig:
     """The sizes of a :class:`PositionalLM` and its position scheme (one of
@@ -99,25 +128,14 @@ class PositionalLMConfig:
     dropout: float = 0.0
 
     def __post_init__(self):
-        if self.scheme not in SCHEMES:
-            raise ValueError(f"scheme must be one of {SCHEMES}; got {self.scheme!r}")
-        check_sizes(
-            "PositionalLMConfig",
-            vocab_size=self.vocab_size,
-            d_model=self.d_model,
-            n_heads=self.n_heads,
-            n_layers=self.n_layers,
-            max_len=self.max_len,
-            max_distance=self.max_distance,
-        )
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model must be divisible by n_heads; got d_model="
-                f"{self.d_model}, n_heads={self.n_heads}"
-            )
-        if self.scheme == "rope":
-            check_even(self.d_model // self.n_heads, "d_head = d_model / n_heads")
-        check_dropout(self.dropout)
+        check_positional_lm_config(self)
+
+
+def check_positional_lm(config, block) -> None:
+    """The arguments of :class:`PositionalLM`."""
+    check_type(config, "config", PositionalLMConfig, "a PositionalLMConfig")
+    if block is not None:
+        check_callable(block, "block")
 
 
 class PositionalLM(nn.Module):
@@ -136,15 +154,7 @@ class PositionalLM(nn.Module):
         block: Callable[[nn.Module], nn.Module] | None = None,
     ):
         super().__init__()
-        if not isinstance(config, PositionalLMConfig):
-            raise TypeError(
-                f"config must be a PositionalLMConfig; got {type(config).__name__}"
-            )
-        if block is not None and not callable(block):
-            raise TypeError(
-                f"block must be callable, block(attn) -> nn.Module; got "
-                f"{type(block).__name__}"
-            )
+        check_positional_lm(config, block)
         self.config = c = config
         self.embed = nn.Embedding(c.vocab_size, c.d_model)
         self.pos = {
@@ -172,7 +182,7 @@ class PositionalLM(nn.Module):
         )
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        check_ids(ids, self.config.vocab_size, "ids")
+        check_ids(ids, "ids", 2, self.config.vocab_size)
         t = ids.shape[1]
         x = self.pos(self.embed(ids))  # (b, t, d)
         mask = causal_mask(t, device=ids.device)  # (1, t, t)
@@ -184,6 +194,23 @@ class PositionalLM(nn.Module):
         for block in self.blocks:
             x = block(x, mask, bias)
         return self.head(self.norm(x))  # (b, t, v)
+
+
+def check_loss_by_position(model, ids, length, batch_size, max_windows) -> None:
+    """The arguments of :func:`loss_by_position`: a model with parameters, a stream of
+    token ids long enough for one window."""
+    if not isinstance(model, nn.Module) or next(model.parameters(), None) is None:
+        raise TypeError(
+            f"model must be an nn.Module with parameters; got {type(model).__name__}"
+        )
+    check_ids(ids, "ids", 1)
+    check_sizes(length=length, batch_size=batch_size)
+    if max_windows is not None:
+        check_sizes(max_windows=max_windows)
+    if len(ids) - 1 < length:
+        raise ValueError(
+            f"the stream ({len(ids)} tokens) is shorter than one window of {length + 1}"
+        )
 
 
 @torch.no_grad()
@@ -199,34 +226,9 @@ def loss_by_position(
 
     Shapes: ids ``(n,)`` → ``(length,)``.
     """
-    if not isinstance(model, nn.Module) or next(model.parameters(), None) is None:
-        raise TypeError(
-            f"model must be an nn.Module with parameters; got {type(model).__name__}"
-        )
-    if (
-        not isinstance(ids, torch.Tensor)
-        or ids.dim() != 1
-        or ids.is_floating_point()
-        or ids.is_complex()
-        or ids.dtype == torch.bool
-    ):
-        got = (
-            f"{ids.dtype} {tuple(ids.shape)}"
-            if isinstance(ids, torch.Tensor)
-            else type(ids).__name__
-        )
-        raise ValueError(
-            f"ids must be a 1-d integer tensor (n,) of token ids; got {got}"
-        )
-    check_sizes("loss_by_position", length=length, batch_size=batch_size)
-    if max_windows is not None:
-        check_sizes("loss_by_position", max_windows=max_windows)
+    check_loss_by_position(model, ids, length, batch_size, max_windows)
     n = (len(ids) - 1) // length
     n = n if max_windows is None else min(n, max_windows)
-    if n < 1:
-        raise ValueError(
-            f"the stream ({len(ids)} tokens) is shorter than one window of {length + 1}"
-        )
     device = next(model.parameters()).device
     starts = torch.arange(n) * length
     total = torch.zeros(length, dtype=torch.float64)

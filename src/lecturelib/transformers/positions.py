@@ -43,17 +43,18 @@ import torch
 from einops import einsum
 from torch import nn
 
-from lecturelib.recurrence.attention import check_float
 from lecturelib.transformers.self_attention import (
     MultiHeadAttention,
     scaled_dot_product,
 )
-from lecturelib.recurrence.seq2seq import check_sizes
+from lecturelib import validate
+from lecturelib.validate import check_sizes, check_tensor
 
 SCHEMES = ("none", "sinusoidal", "learned", "shaw", "alibi", "rope")
 
 
 def check_even(d: int, what: str = "d_model") -> None:
+    """``d`` (named ``what``) must be a positive even int."""
     if isinstance(d, bool) or not isinstance(d, int) or d < 2 or d % 2:
         raise ValueError(
             f"{what} must be a positive even int (dimensions come in pairs); got {d!r}"
@@ -61,6 +62,7 @@ def check_even(d: int, what: str = "d_model") -> None:
 
 
 def check_base(base: float) -> None:
+    """The base of the frequencies must be a finite number > 1."""
     if (
         isinstance(base, bool)
         or not isinstance(base, (int, float))
@@ -73,9 +75,11 @@ def check_base(base: float) -> None:
         )
 
 
-def check_int(n, what: str) -> None:
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise ValueError(f"{what} must be an int; got {n!r}")
+def check_frequencies(d: int, base: float, what: str = "d") -> None:
+    """The arguments of :func:`frequencies`: an even width ``d`` (named ``what``) and
+    a base > 1."""
+    check_even(d, what)
+    check_base(base)
 
 
 def frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
@@ -85,8 +89,7 @@ def frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
 
     Shapes: → ``(d/2,)``.
     """
-    check_even(d, "d")
-    check_base(base)
+    check_frequencies(d, base)
     return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
 
 
@@ -95,11 +98,17 @@ def sinusoidal(seq_len: int, d_model: int, base: float = 10000.0) -> torch.Tenso
 
     Shapes: → ``(seq_len, d_model)``.
     """
-    check_sizes("sinusoidal", seq_len=seq_len)
+    check_sizes(seq_len=seq_len)
     pos = torch.arange(seq_len, dtype=torch.float64)[:, None]  # (t, 1)
     angles = pos * frequencies(d_model, base)  # (t, d/2)
     pe = torch.stack([angles.sin(), angles.cos()], -1)  # (t, d/2, 2)
     return pe.flatten(1).float()  # (t, d): sin, cos, ...
+
+
+def check_shift_matrix(k, d_model, base) -> None:
+    """The arguments of :func:`shift_matrix`: a shift ``k`` of any sign."""
+    validate.check_int(k, "k", -math.inf)
+    check_frequencies(d_model, base, "d_model")
 
 
 def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -110,7 +119,7 @@ def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
 
     Shapes: → ``(d_model, d_model)``.
     """
-    check_int(k, "k")
+    check_shift_matrix(k, d_model, base)
     angle = k * frequencies(d_model, base)
     c, s = angle.cos(), angle.sin()
     blocks = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)
@@ -118,7 +127,8 @@ def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
 
 
 def check_embeddings(x, d_model: int) -> None:
-    check_float(x, "x", f"(b, t, {d_model})")
+    """Embeddings ``x`` ``(b, t, d_model)`` to which positions are added."""
+    check_tensor(x, "x", f"(b, t, {d_model})")
     if x.dim() != 3 or x.shape[-1] != d_model:
         raise ValueError(
             f"x must be (b, t, d_model) = (b, t, {d_model}); got {tuple(x.shape)}"
@@ -133,13 +143,24 @@ class SinusoidalPositions(nn.Module):
 
     def __init__(self, d_model: int, base: float = 10000.0):
         super().__init__()
-        check_even(d_model)
-        check_base(base)
+        check_frequencies(d_model, base, "d_model")
         self.d_model, self.base = d_model, base
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_embeddings(x, self.d_model)
         return x + sinusoidal(x.shape[1], self.d_model, self.base).to(x.device, x.dtype)
+
+
+def check_learned_input(x, d_model: int, max_len: int, clamp: bool) -> None:
+    """The input of :class:`LearnedPositions`: no longer than its table unless
+    ``clamp``."""
+    check_embeddings(x, d_model)
+    if x.shape[1] > max_len and not clamp:
+        raise ValueError(
+            f"learned positions exist for 0..{max_len - 1} only; "
+            f"got a sequence of {x.shape[1]} "
+            f"(pass clamp=True to reuse the last one)"
+        )
 
 
 class LearnedPositions(nn.Module):
@@ -152,39 +173,20 @@ class LearnedPositions(nn.Module):
 
     def __init__(self, max_len: int, d_model: int, clamp: bool = False):
         super().__init__()
-        check_sizes("LearnedPositions", max_len=max_len, d_model=d_model)
+        check_sizes(max_len=max_len, d_model=d_model)
         self.max_len, self.clamp, self.d_model = max_len, clamp, d_model
         self.table = nn.Embedding(max_len, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_embeddings(x, self.d_model)
-        t = x.shape[1]
-        if t > self.max_len and not self.clamp:
-            raise ValueError(
-                f"learned positions exist for 0..{self.max_len - 1} only; "
-                f"got a sequence of {t} "
-                f"(pass clamp=True to reuse the last one)"
-            )
-        pos = torch.arange(t, device=x.device).clamp(max=self.max_len - 1)
+        check_learned_input(x, self.d_model, self.max_len, self.clamp)
+        pos = torch.arange(x.shape[1], device=x.device).clamp(max=self.max_len - 1)
         return x + self.table(pos)
 
 
-def score_terms(
-    x: torch.Tensor,
-    p: torch.Tensor,
-    W_q: torch.Tensor | None = None,
-    W_k: torch.Tensor | None = None,
-) -> dict[str, torch.Tensor]:
-    """The four terms of ``q_m·k_n`` with ``q_m = W_q(x_m + p_m)``,
-    ``k_n = W_k(x_n + p_n)`` (identity weights by default): content–content,
-    content–position, position–content and position–position. They sum to the full
-    scores.
-
-    Shapes: x ``(..., t, d)``, p ``(t, d)``, W_q, W_k ``(d_k, d)`` → four
-    ``(..., t, t)``.
-    """
-    check_float(x, "x", "(..., t, d)")
-    check_float(p, "p", "(t, d)")
+def check_score_terms(x, p, W_q, W_k) -> None:
+    """The arguments of :func:`score_terms`."""
+    check_tensor(x, "x", "(..., t, d)")
+    check_tensor(p, "p", "(t, d)")
     if x.dim() < 2 or x.shape[-2:] != p.shape:
         raise ValueError(
             f"x must be (..., t, d) and p (t, d) with one t and d; got "
@@ -203,6 +205,23 @@ def score_terms(
             f"W_q and W_k must have one shape (d_k, d); got "
             f"{tuple(W_q.shape)} and {tuple(W_k.shape)}"
         )
+
+
+def score_terms(
+    x: torch.Tensor,
+    p: torch.Tensor,
+    W_q: torch.Tensor | None = None,
+    W_k: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """The four terms of ``q_m·k_n`` with ``q_m = W_q(x_m + p_m)``,
+    ``k_n = W_k(x_n + p_n)`` (identity weights by default): content–content,
+    content–position, position–content and position–position. They sum to the full
+    scores.
+
+    Shapes: x ``(..., t, d)``, p ``(t, d)``, W_q, W_k ``(d_k, d)`` → four
+    ``(..., t, t)``.
+    """
+    check_score_terms(x, p, W_q, W_k)
     eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
     W_q, W_k = (eye if W_q is None else W_q), (eye if W_k is None else W_k)
 
@@ -228,7 +247,7 @@ def relative_distances(
     Shapes: → ``(t, s)`` long, values in ``0..2k``.
     """
     s = t if s is None else s
-    check_sizes("relative_distances", t=t, s=s, max_distance=max_distance)
+    check_sizes(t=t, s=s, max_distance=max_distance)
     i = torch.arange(t, device=device)[:, None] + (s - t)
     j = torch.arange(s, device=device)[None, :]
     return (j - i).clamp(-max_distance, max_distance) + max_distance
@@ -254,7 +273,7 @@ class RelativeAttention(MultiHeadAttention):
         dropout: float = 0.0,
     ):
         super().__init__(d_model, n_heads, bias, dropout)
-        check_sizes("RelativeAttention", max_distance=max_distance)
+        check_sizes(max_distance=max_distance)
         self.max_distance = max_distance
         self.rel_k = nn.Embedding(2 * max_distance + 1, self.d_head)
         self.rel_v = nn.Embedding(2 * max_distance + 1, self.d_head)
@@ -286,8 +305,7 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
     Shapes: → ``(n_heads,)``.
     """
-    if not isinstance(n_heads, int) or n_heads < 1:
-        raise ValueError(f"n_heads must be a positive int; got {n_heads!r}")
+    check_sizes(n_heads=n_heads)
 
     def power_of_two(n):
         return [2 ** (-8 * (i + 1) / n) for i in range(n)]
@@ -304,10 +322,16 @@ def alibi_bias(n_heads: int, t: int, s: int | None = None, device=None) -> torch
     Shapes: → ``(h, t, s)``, to pass as ``bias`` to attention.
     """
     s = t if s is None else s
-    check_sizes("alibi_bias", t=t, s=s)
+    check_sizes(t=t, s=s)
     i = torch.arange(t, device=device)[:, None] + (s - t)
     j = torch.arange(s, device=device)[None, :]
     return -alibi_slopes(n_heads).to(device)[:, None, None] * (i - j).abs()
+
+
+def check_rope_angles(t, offset) -> None:
+    """The arguments of :func:`rope_angles`: ``t`` positions from ``offset`` on."""
+    validate.check_int(t, "t", 1)
+    validate.check_int(offset, "offset (the position of the first query)", 0)
 
 
 def rope_angles(
@@ -323,19 +347,15 @@ def rope_angles(
 
     Shapes: → ``(t, d_head/2)``.
     """
-    check_sizes("rope_angles", t=t)
-    check_int(offset, "offset")
-    if offset < 0:
-        raise ValueError(
-            f"offset must be >= 0 (the position of the first query); got {offset}"
-        )
+    check_rope_angles(t, offset)
     m = torch.arange(offset, offset + t, dtype=torch.float64)
     return (m[:, None] * frequencies(d_head, base)).to(device=device, dtype=dtype)
 
 
 def check_rope_input(x, angles) -> None:
-    check_float(x, "x", "(..., t, d)")
-    check_float(angles, "angles", "(t, d/2)")
+    """The arguments of :func:`rope_rotate` and :func:`rope_complex`."""
+    check_tensor(x, "x", "(..., t, d)")
+    check_tensor(angles, "angles", "(t, d/2)")
     if (
         x.dim() < 2
         or angles.dim() != 2
@@ -374,6 +394,15 @@ def rope_complex(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(rotated).flatten(-2).to(x.dtype)
 
 
+def check_rotary_input(x, d_head: int) -> None:
+    """The queries or keys ``(..., t, d_head)`` that :class:`Rotary` rotates."""
+    check_tensor(x, "x", f"(..., t, {d_head})")
+    if x.dim() < 2 or x.shape[-1] != d_head:
+        raise ValueError(
+            f"x must be (..., t, d_head) = (..., t, {d_head}); got {tuple(x.shape)}"
+        )
+
+
 class Rotary(nn.Module):
     """RoPE as the ``rotary`` of ``self_attention.MultiHeadAttention``: rotates queries
     or keys of positions ``offset..offset+t-1``.
@@ -383,17 +412,11 @@ class Rotary(nn.Module):
 
     def __init__(self, d_head: int, base: float = 10000.0):
         super().__init__()
-        check_even(d_head, "d_head")
-        check_base(base)
+        check_frequencies(d_head, base, "d_head")
         self.d_head, self.base = d_head, base
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        check_float(x, "x", f"(..., t, {self.d_head})")
-        if x.dim() < 2 or x.shape[-1] != self.d_head:
-            raise ValueError(
-                f"x must be (..., t, d_head) = (..., t, {self.d_head}); "
-                f"got {tuple(x.shape)}"
-            )
+        check_rotary_input(x, self.d_head)
         angles = rope_angles(
             x.shape[-2],
             self.d_head,

@@ -32,13 +32,32 @@ import regex
 import torch
 import torch.nn.functional as F
 
-from lecturelib.validate import check_callable, check_int, check_number, describe
+from lecturelib.validate import (
+    check_callable,
+    check_int,
+    check_number,
+    check_type,
+    describe,
+)
 from lecturelib.transformers.decoding import (
     Step,
-    _check_logits,
-    _check_prefixes,
+    check_logits,
+    check_prefixes,
     generate,
 )
+
+
+def check_generator(generator) -> None:
+    """A random generator: a ``torch.Generator`` or None."""
+    if generator is not None:
+        check_type(generator, "generator", torch.Generator, "a torch.Generator or None")
+
+
+def check_samplable(logits) -> None:
+    """Logits to sample from: every row keeps a token."""
+    check_logits(logits)
+    if not torch.isfinite(logits).any(-1).all():
+        raise ValueError("every logit of some row is -inf: there is nothing to sample")
 
 
 def sample(
@@ -53,24 +72,18 @@ def sample(
 
     Shapes: prompts ``(b, t)`` → ``(b, t + n)``.
     """
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(
-            f"generator must be a torch.Generator or None; got {describe(generator)}"
-        )
+    check_generator(generator)
 
     def draw(logits: torch.Tensor) -> torch.Tensor:
-        _check_logits(logits)
-        if not torch.isfinite(logits).any(-1).all():
-            raise ValueError(
-                "every logit of some row is -inf: there is nothing to sample"
-            )
+        check_samplable(logits)
         probs = logits.double().softmax(-1)  # (b, v)
         return torch.multinomial(probs, 1, generator=generator)[:, 0]  # (b,)
 
     return generate(step, prompts, max_new, draw, eos)
 
 
-def _check_draws(draws: torch.Tensor, probs: torch.Tensor) -> None:
+def check_draws(draws: torch.Tensor, probs: torch.Tensor) -> None:
+    """The arguments of :func:`chi_square`."""
     if (
         not isinstance(probs, torch.Tensor)
         or not probs.is_floating_point()
@@ -106,7 +119,7 @@ def chi_square(draws: torch.Tensor, probs: torch.Tensor) -> float:
 
     Shapes: draws ``(n,)`` ids, probs ``(v,)``.
     """
-    _check_draws(draws, probs)
+    check_draws(draws, probs)
     counts = torch.bincount(draws, minlength=len(probs)).double()
     if counts[probs == 0].sum() > 0:
         return 0.0
@@ -124,6 +137,12 @@ def chi_square(draws: torch.Tensor, probs: torch.Tensor) -> float:
     return float(torch.special.gammaincc(dof / 2, statistic / 2))
 
 
+def check_temperature(logits, T) -> None:
+    """The arguments of :func:`temperature`."""
+    check_logits(logits)
+    check_number(T, "the temperature T", 0.0, low_open=True)
+
+
 def temperature(logits: torch.Tensor, T: float) -> torch.Tensor:
     """``logits / T``: sampling from their softmax sharpens (``T < 1``) or flattens
     (``T > 1``) the distribution and never changes the order of the tokens.
@@ -133,9 +152,14 @@ def temperature(logits: torch.Tensor, T: float) -> torch.Tensor:
 
     Shapes: ``(..., v)`` → ``(..., v)``.
     """
-    _check_logits(logits)
-    check_number(T, "the temperature T", 0.0, low_open=True)
+    check_temperature(logits, T)
     return logits / T
+
+
+def check_top_k(logits, k) -> None:
+    """The arguments of :func:`top_k`."""
+    check_logits(logits)
+    check_int(k, "k", 1)
 
 
 def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -147,12 +171,17 @@ def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
 
     Shapes: ``(..., v)`` → ``(..., v)``.
     """
-    _check_logits(logits)
-    check_int(k, "k", 1)
+    check_top_k(logits, k)
     if k >= logits.shape[-1]:
         return logits
     kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest logit
     return logits.masked_fill(logits < kth, -math.inf)
+
+
+def check_top_p(logits, p) -> None:
+    """The arguments of :func:`top_p`."""
+    check_logits(logits)
+    check_number(p, "p", 0.0, 1.0, low_open=True)
 
 
 def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
@@ -165,14 +194,25 @@ def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
 
     Shapes: ``(..., v)`` → ``(..., v)``.
     """
-    _check_logits(logits)
-    check_number(p, "p", 0.0, 1.0, low_open=True)
+    check_top_p(logits, p)
     if p == 1:
         return logits
     probs, order = logits.softmax(-1).sort(dim=-1, descending=True)
     above = probs.cumsum(-1) - probs  # (..., v): mass of the tokens ranked above
     drop = torch.zeros_like(above, dtype=torch.bool).scatter(-1, order, above >= p)
     return logits.masked_fill(drop, -math.inf)
+
+
+def check_contrastive(strong, weak, alpha) -> None:
+    """The arguments of :func:`contrastive`."""
+    check_logits(strong, "strong")
+    check_logits(weak, "weak")
+    if weak.shape != strong.shape:
+        raise ValueError(
+            f"strong and weak logits must have one shape; got "
+            f"{tuple(strong.shape)} and {tuple(weak.shape)}"
+        )
+    check_number(alpha, "alpha", 0.0, 1.0)
 
 
 def contrastive(
@@ -183,27 +223,47 @@ def contrastive(
 
     Shapes: strong, weak logits ``(..., v)`` → scores ``(..., v)``.
     """
-    _check_logits(strong, "strong")
-    _check_logits(weak, "weak")
-    if weak.shape != strong.shape:
-        raise ValueError(
-            f"strong and weak logits must have one shape; got "
-            f"{tuple(strong.shape)} and {tuple(weak.shape)}"
-        )
-    check_number(alpha, "alpha", 0.0, 1.0)
+    check_contrastive(strong, weak, alpha)
     log_s, log_w = F.log_softmax(strong.double(), -1), F.log_softmax(weak.double(), -1)
     floor = math.log(alpha) if alpha > 0 else -math.inf
     plausible = log_s >= log_s.max(-1, keepdim=True).values + floor
     return (log_s - log_w).masked_fill(~plausible, -math.inf)
 
 
-def contrastive_step(strong: Step, weak: Step, alpha: float = 0.1) -> Step:
-    """A step whose "logits" are the :func:`contrastive` scores, for
-    ``decoding.greedy``."""
+def check_contrastive_step(strong, weak, alpha) -> None:
+    """The arguments of :func:`contrastive_step`."""
     check_callable(strong, "strong")
     check_callable(weak, "weak")
     check_number(alpha, "alpha", 0.0, 1.0)
+
+
+def contrastive_step(strong: Step, weak: Step, alpha: float = 0.1) -> Step:
+    """A step whose "logits" are the :func:`contrastive` scores, for
+    ``decoding.greedy``."""
+    check_contrastive_step(strong, weak, alpha)
     return lambda prefixes: contrastive(strong(prefixes), weak(prefixes), alpha)
+
+
+def check_constrain(step, allowed) -> None:
+    """The arguments of :func:`constrain`."""
+    check_callable(step, "step")
+    check_callable(allowed, "allowed")
+
+
+def check_allowed(ok, logits) -> None:
+    """What ``allowed(prefixes)`` returned: a bool mask of the logits' shape that allows
+    a token in every row."""
+    if (
+        not isinstance(ok, torch.Tensor)
+        or ok.dtype != torch.bool
+        or ok.shape != logits.shape
+    ):
+        raise ValueError(
+            f"allowed(prefixes) must be a bool mask of shape "
+            f"{tuple(logits.shape)}; got {describe(ok)}"
+        )
+    if not ok.any(-1).all():
+        raise ValueError("the constraint allows no token after some prefix")
 
 
 def constrain(step: Step, allowed: Callable[[torch.Tensor], torch.Tensor]) -> Step:
@@ -213,28 +273,21 @@ def constrain(step: Step, allowed: Callable[[torch.Tensor], torch.Tensor]) -> St
 
     Shapes: prefixes ``(b, t)`` → logits ``(b, v)``.
     """
-    check_callable(step, "step")
-    check_callable(allowed, "allowed")
+    check_constrain(step, allowed)
 
     def constrained(prefixes: torch.Tensor) -> torch.Tensor:
         logits, ok = step(prefixes), allowed(prefixes)
-        if (
-            not isinstance(ok, torch.Tensor)
-            or ok.dtype != torch.bool
-            or ok.shape != logits.shape
-        ):
-            raise ValueError(
-                f"allowed(prefixes) must be a bool mask of shape "
-                f"{tuple(logits.shape)}; got {describe(ok)}"
-            )
-        if not ok.any(-1).all():
-            raise ValueError("the constraint allows no token after some prefix")
+        check_allowed(ok, logits)
         return logits.masked_fill(~ok, -math.inf)
 
     return constrained
 
 
-def _check_rule(pattern: str, tokens: Sequence[str], eos: int, n_prompt: int, sep: str):
+def check_rule(
+    pattern: str, tokens: Sequence[str], eos: int, n_prompt: int, sep: str
+) -> None:
+    """The arguments of :func:`regex_allowed`: a valid regular expression, the text of
+    each token, an ``eos`` among them."""
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be a str; got {describe(pattern)}")
     if (
@@ -251,11 +304,17 @@ def _check_rule(pattern: str, tokens: Sequence[str], eos: int, n_prompt: int, se
     if not isinstance(sep, str):
         raise TypeError(f"sep must be a str; got {describe(sep)}")
     try:
-        return regex.compile(pattern)
+        regex.compile(pattern)
     except regex.error as err:
         raise ValueError(
             f"pattern must be a valid regular expression; got {pattern!r} ({err})"
         ) from None
+
+
+def check_rule_prefixes(prefixes, v: int) -> None:
+    """The prefixes a rule of :func:`regex_allowed` reads: ids of its ``v`` tokens."""
+    check_prefixes(prefixes)
+    check_int(prefixes.max().item(), "every id of prefixes", 0, v - 1)
 
 
 def regex_allowed(
@@ -271,11 +330,11 @@ def regex_allowed(
 
     Shapes: prefixes ``(b, t)`` → mask ``(b, v)`` with ``v = len(tokens)``.
     """
-    compiled = _check_rule(pattern, tokens, eos, n_prompt, sep)
+    check_rule(pattern, tokens, eos, n_prompt, sep)
+    compiled = regex.compile(pattern)
 
     def allowed(prefixes: torch.Tensor) -> torch.Tensor:
-        _check_prefixes(prefixes)
-        check_int(prefixes.max().item(), "every id of prefixes", 0, len(tokens) - 1)
+        check_rule_prefixes(prefixes, len(tokens))
         mask = torch.zeros(prefixes.shape[0], len(tokens), dtype=torch.bool)
         for i, row in enumerate(prefixes[:, n_prompt:].tolist()):
             if eos in row:

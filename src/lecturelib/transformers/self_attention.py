@@ -23,7 +23,6 @@ Shapes use ``b`` batch, ``t`` queries, ``s`` keys, ``d`` width, ``h`` heads.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
@@ -31,8 +30,55 @@ import torch.nn.functional as F
 from einops import einsum, rearrange
 from torch import nn
 
-from lecturelib.recurrence.attention import check_float, masked_softmax
-from lecturelib.recurrence.seq2seq import check_ids, check_sizes
+from lecturelib.recurrence.attention import masked_softmax
+from lecturelib.validate import (
+    check_callable,
+    check_ids,
+    check_int,
+    check_number,
+    check_sizes,
+    check_tensor,
+    check_type,
+    describe,
+)
+
+
+def check_scaled_dot_product(q, k, v, bias=None, scale=None) -> None:
+    """The arguments of :func:`scaled_dot_product` (the mask is checked by
+    ``attention.masked_softmax``)."""
+    check_tensor(q, "q", "(..., t, d_k)")
+    check_tensor(k, "k", "(..., s, d_k)")
+    check_tensor(v, "v", "(..., s, d_v)")
+    if (
+        q.dim() < 2
+        or q.dim() != k.dim()
+        or k.dim() != v.dim()
+        or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+    ):
+        raise ValueError(
+            f"q, k, v must be (..., t, d_k), (..., s, d_k), (..., s, d_v) "
+            f"with the same leading axes; got {tuple(q.shape)}, "
+            f"{tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"q and k need one d_k, k and v one number of keys s; got "
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if scale is not None:
+        check_number(scale, "scale", 0, low_open=True)
+    if bias is not None:
+        scores = (*q.shape[:-1], k.shape[-2])
+        check_tensor(bias, "bias", f"broadcastable to the scores {scores}")
+        try:
+            grows = torch.broadcast_shapes(bias.shape, scores) != scores
+        except RuntimeError:
+            grows = True
+        if grows:
+            raise ValueError(
+                f"bias must broadcast to the scores (..., t, s) = "
+                f"{scores}; got {tuple(bias.shape)}"
+            )
 
 
 def scaled_dot_product(
@@ -51,53 +97,24 @@ def scaled_dot_product(
     possibly 1; bias (float) broadcastable to ``(b, ..., t, s)`` → out
     ``(b, ..., t, d_v)``, weights ``(b, ..., t, s)``.
     """
-    for name, a, shape in (
-        ("q", q, "(..., t, d_k)"),
-        ("k", k, "(..., s, d_k)"),
-        ("v", v, "(..., s, d_v)"),
-    ):
-        check_float(a, name, shape)
-    if (
-        q.dim() < 2
-        or q.dim() != k.dim()
-        or k.dim() != v.dim()
-        or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
-    ):
-        raise ValueError(
-            f"q, k, v must be (..., t, d_k), (..., s, d_k), (..., s, d_v) "
-            f"with the same leading axes; got {tuple(q.shape)}, "
-            f"{tuple(k.shape)}, {tuple(v.shape)}"
-        )
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"q and k need one d_k, k and v one number of keys s; got "
-            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
-    if scale is not None and (
-        isinstance(scale, bool)
-        or not isinstance(scale, (int, float))
-        or not math.isfinite(scale)
-        or scale <= 0
-    ):
-        raise ValueError(
-            f"scale must be a positive finite number or None; got {scale!r}"
-        )
+    check_scaled_dot_product(q, k, v, bias, scale)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = einsum(q, k, "... t d, ... s d -> ... t s") * scale
     if bias is not None:
-        check_float(bias, "bias", f"broadcastable to the scores {tuple(scores.shape)}")
-        try:
-            grows = torch.broadcast_shapes(bias.shape, scores.shape) != scores.shape
-        except RuntimeError:
-            grows = True
-        if grows:
-            raise ValueError(
-                f"bias must broadcast to the scores (..., t, s) = "
-                f"{tuple(scores.shape)}; got {tuple(bias.shape)}"
-            )
         scores = scores + bias
     weights = masked_softmax(scores, mask)
     return einsum(weights, v, "... t s, ... s d -> ... t d"), weights
+
+
+def check_causal_mask(t, s) -> None:
+    """The arguments of :func:`causal_mask`."""
+    check_int(t, "t", 1)
+    check_int(s, "s", 1)
+    if s < t:
+        raise ValueError(
+            f"need 1 <= t <= s (queries are the last t of s positions); "
+            f"got t={t}, s={s}"
+        )
 
 
 def causal_mask(t: int, s: int | None = None, device=None) -> torch.Tensor:
@@ -108,17 +125,35 @@ def causal_mask(t: int, s: int | None = None, device=None) -> torch.Tensor:
     Shapes: → ``(1, t, s)`` bool.
     """
     s = t if s is None else s
-    for name, n in (("t", t), ("s", s)):
-        if not isinstance(n, int) or isinstance(n, bool):
-            raise TypeError(f"{name} must be an int; got {n!r}")
-    if t < 1 or s < t:
-        raise ValueError(
-            f"need 1 <= t <= s (queries are the last t of s positions); "
-            f"got t={t}, s={s}"
-        )
+    check_causal_mask(t, s)
     i = torch.arange(t, device=device)[:, None] + (s - t)
     j = torch.arange(s, device=device)[None, :]
     return (j <= i)[None]  # (1, t, s)
+
+
+def check_padding_mask(lengths, s) -> None:
+    """The arguments of :func:`padding_mask`."""
+    if (
+        not isinstance(lengths, torch.Tensor)
+        or lengths.dtype.is_floating_point
+        or lengths.is_complex()
+        or lengths.dtype == torch.bool
+    ):
+        raise TypeError(
+            f"lengths must be a 1-d integer tensor (b,); got {describe(lengths)}"
+        )
+    if lengths.dim() != 1:
+        raise ValueError(
+            f"lengths must be a 1-d integer tensor (b,); got shape "
+            f"{tuple(lengths.shape)}"
+        )
+    if len(lengths) == 0 or lengths.min() < 1:
+        raise ValueError(
+            f"lengths must be at least 1 (a sequence needs a key to "
+            f"attend to); got {lengths.tolist()}"
+        )
+    if s is not None:
+        check_int(s, "s", int(lengths.max()))
 
 
 def padding_mask(lengths: torch.Tensor, s: int | None = None) -> torch.Tensor:
@@ -126,29 +161,58 @@ def padding_mask(lengths: torch.Tensor, s: int | None = None) -> torch.Tensor:
 
     Shapes: lengths ``(b,)`` → ``(b, 1, s)`` bool with ``s = max(lengths)`` by default.
     """
-    if (
-        not isinstance(lengths, torch.Tensor)
-        or lengths.dim() != 1
-        or lengths.dtype.is_floating_point
-        or lengths.dtype == torch.bool
-    ):
-        got = (
-            f"{lengths.dtype} {tuple(lengths.shape)}"
-            if isinstance(lengths, torch.Tensor)
-            else type(lengths).__name__
-        )
-        raise ValueError(f"lengths must be a 1-d integer tensor (b,); got {got}")
-    if len(lengths) == 0 or lengths.min() < 1:
-        raise ValueError(
-            f"lengths must be at least 1 (a sequence needs a key to "
-            f"attend to); got {lengths.tolist()}"
-        )
-    longest = int(lengths.max())
-    s = longest if s is None else s
-    if not isinstance(s, int) or isinstance(s, bool) or s < longest:
-        raise ValueError(f"s must be an int >= max(lengths) = {longest}; got {s!r}")
+    check_padding_mask(lengths, s)
+    s = int(lengths.max()) if s is None else s
     keep = torch.arange(s, device=lengths.device)[None, :] < lengths[:, None]
     return keep[:, None, :]  # (b, 1, s)
+
+
+def check_dropout(p) -> None:
+    """A dropout probability: a number in ``[0, 1)``."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+        raise ValueError(f"dropout must be a number in [0, 1); got {describe(p)}")
+
+
+def check_multi_head_attention(d_model, n_heads, dropout, rotary) -> None:
+    """The arguments of :class:`MultiHeadAttention`."""
+    check_sizes(d_model=d_model, n_heads=n_heads)
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model must be divisible by n_heads; got {d_model} and {n_heads}"
+        )
+    check_dropout(dropout)
+    if rotary is not None:
+        check_callable(rotary, "rotary")
+
+
+def check_attention_input(x, context, d_model: int) -> None:
+    """The queries' input ``x`` ``(b, t, d)`` and the keys' ``context`` ``(b, s, d)``
+    of :class:`MultiHeadAttention`."""
+    check_tensor(x, "x", f"(b, t, {d_model})")
+    check_tensor(context, "context", f"(b, s, {d_model})")
+    if (
+        x.dim() != 3
+        or context.dim() != 3
+        or x.shape[-1] != d_model
+        or context.shape[-1] != d_model
+        or x.shape[0] != context.shape[0]
+    ):
+        raise ValueError(
+            f"x and context must be (b, t, {d_model}) and "
+            f"(b, s, {d_model}); got {tuple(x.shape)} and "
+            f"{tuple(context.shape)}"
+        )
+
+
+def check_heads(heads, n_heads: int, d_head: int) -> None:
+    """The heads ``(b, h, t, d_h)`` that :meth:`MultiHeadAttention.merge_heads`
+    concatenates."""
+    check_tensor(heads, "heads", "(b, h, t, d_h)")
+    if heads.dim() != 4 or heads.shape[1] != n_heads or heads.shape[3] != d_head:
+        raise ValueError(
+            f"heads must be (b, h, t, d_h) = (b, {n_heads}, t, "
+            f"{d_head}); got {tuple(heads.shape)}"
+        )
 
 
 class MultiHeadAttention(nn.Module):
@@ -171,22 +235,7 @@ class MultiHeadAttention(nn.Module):
         rotary: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ):
         super().__init__()
-        check_sizes("MultiHeadAttention", d_model=d_model, n_heads=n_heads)
-        if d_model % n_heads:
-            raise ValueError(
-                f"d_model must be divisible by n_heads; got {d_model} and {n_heads}"
-            )
-        if (
-            isinstance(dropout, bool)
-            or not isinstance(dropout, (int, float))
-            or not 0 <= dropout < 1
-        ):
-            raise ValueError(f"dropout must be a number in [0, 1); got {dropout!r}")
-        if rotary is not None and not callable(rotary):
-            raise TypeError(
-                f"rotary must be callable (e.g. positions.Rotary) or None; "
-                f"got {type(rotary).__name__}"
-            )
+        check_multi_head_attention(d_model, n_heads, dropout, rotary)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
         self.W_k = nn.Linear(d_model, d_model, bias=bias)
@@ -203,22 +252,7 @@ class MultiHeadAttention(nn.Module):
         ``(b, h, s, d_h)``.
         """
         context = x if context is None else context
-        for name, a in (("x", x), ("context", context)):
-            if not isinstance(a, torch.Tensor) or not a.is_floating_point():
-                got = a.dtype if isinstance(a, torch.Tensor) else type(a).__name__
-                raise TypeError(f"{name} must be a floating-point tensor; got {got}")
-        if (
-            x.dim() != 3
-            or context.dim() != 3
-            or x.shape[-1] != self.d_model
-            or context.shape[-1] != self.d_model
-            or x.shape[0] != context.shape[0]
-        ):
-            raise ValueError(
-                f"x and context must be (b, t, {self.d_model}) and "
-                f"(b, s, {self.d_model}); got {tuple(x.shape)} and "
-                f"{tuple(context.shape)}"
-            )
+        check_attention_input(x, context, self.d_model)
         q, k, v = (
             rearrange(W(a), "b t (h e) -> b h t e", h=self.n_heads)
             for W, a in ((self.W_q, x), (self.W_k, context), (self.W_v, context))
@@ -232,16 +266,7 @@ class MultiHeadAttention(nn.Module):
 
         Shapes: heads ``(b, h, t, d_h)`` → ``(b, t, d)``.
         """
-        check_float(heads, "heads", "(b, h, t, d_h)")
-        if (
-            heads.dim() != 4
-            or heads.shape[1] != self.n_heads
-            or heads.shape[3] != self.d_head
-        ):
-            raise ValueError(
-                f"heads must be (b, h, t, d_h) = (b, {self.n_heads}, t, "
-                f"{self.d_head}); got {tuple(heads.shape)}"
-            )
+        check_heads(heads, self.n_heads, self.d_head)
         return self.W_o(self.dropout(rearrange(heads, "b h t e -> b t (h e)")))
 
     def forward(
@@ -256,18 +281,20 @@ class MultiHeadAttention(nn.Module):
         return self.merge_heads(heads), weights  # (b, t, d)
 
 
-def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
-    """Our :class:`MultiHeadAttention` with the weights of a ``batch_first``
-    ``nn.MultiheadAttention`` (whose fused ``in_proj_weight`` stacks W_Q, W_K, W_V)."""
-    if not isinstance(mha, nn.MultiheadAttention):
-        raise TypeError(
-            f"mha must be an nn.MultiheadAttention; got {type(mha).__name__}"
-        )
+def check_from_torch(mha) -> None:
+    """The argument of :func:`from_torch`."""
+    check_type(mha, "mha", nn.MultiheadAttention, "an nn.MultiheadAttention")
     if not mha.batch_first or not mha._qkv_same_embed_dim:
         raise ValueError(
             "expected nn.MultiheadAttention(..., batch_first=True) with "
             "kdim = vdim = embed_dim"
         )
+
+
+def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
+    """Our :class:`MultiHeadAttention` with the weights of a ``batch_first``
+    ``nn.MultiheadAttention`` (whose fused ``in_proj_weight`` stacks W_Q, W_K, W_V)."""
+    check_from_torch(mha)
     has_bias = mha.in_proj_bias is not None
     ours = MultiHeadAttention(mha.embed_dim, mha.num_heads, bias=has_bias)
     with torch.no_grad():
@@ -281,6 +308,29 @@ def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
     return ours
 
 
+def check_order(order) -> None:
+    """The argument of :func:`order_mask`: a permutation of ``0..t-1``."""
+    if (
+        not isinstance(order, torch.Tensor)
+        or order.is_floating_point()
+        or order.is_complex()
+        or order.dtype == torch.bool
+    ):
+        raise TypeError(
+            f"order must be an integer tensor (t,) of positions; got {describe(order)}"
+        )
+    t = order.numel()
+    if (
+        order.dim() != 1
+        or t == 0
+        or not torch.equal(order.sort().values, torch.arange(t, device=order.device))
+    ):
+        raise ValueError(
+            f"order must be a 1-d integer permutation of 0..t-1; got "
+            f"{order.dtype} {order.tolist()}"
+        )
+
+
 def order_mask(order: torch.Tensor) -> torch.Tensor:
     """The causal mask of an arbitrary generation order: ``order[r]`` is the position
     generated at step ``r``, and position ``i`` may attend ``j`` when ``j`` is generated
@@ -288,23 +338,8 @@ def order_mask(order: torch.Tensor) -> torch.Tensor:
 
     Shapes: order ``(t,)``, a permutation of ``0..t-1`` → ``(1, t, t)`` bool.
     """
-    if not isinstance(order, torch.Tensor):
-        raise TypeError(
-            f"order must be a tensor (t,) of positions; got {type(order).__name__}"
-        )
+    check_order(order)
     t = order.numel()
-    if (
-        order.dim() != 1
-        or t == 0
-        or order.is_floating_point()
-        or order.is_complex()
-        or order.dtype == torch.bool
-        or not torch.equal(order.sort().values, torch.arange(t, device=order.device))
-    ):
-        raise ValueError(
-            f"order must be a 1-d integer permutation of 0..t-1; got "
-            f"{order.dtype} {order.tolist()}"
-        )
     rank = torch.empty_like(order)
     rank[order] = torch.arange(t, device=order.device)  # the step that writes each i
     return (rank[None, :] <= rank[:, None])[None]  # (1, t, t)
@@ -319,7 +354,7 @@ def dot_product_statistics(
     norm of the gradient, with respect to the scores, of a loss ``Σ_j u_j α_j`` with
     random ``u ~ N(0, I)``. Scores are ``q·k/√d_k`` if ``scaled``, else ``q·k``.
     """
-    check_sizes("dot_product_statistics", d_k=d_k, n_keys=n_keys, n=n)
+    check_sizes(d_k=d_k, n_keys=n_keys, n=n)
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(n, 1, d_k, generator=g)
     k = torch.randn(n, n_keys, d_k, generator=g)
@@ -335,6 +370,13 @@ def dot_product_statistics(
     }
 
 
+def check_neighbour_retrieval(n, n_items, n_values) -> None:
+    """The arguments of :func:`neighbour_retrieval`."""
+    check_int(n, "n", 1)
+    check_int(n_items, "n_items", 3)
+    check_int(n_values, "n_values", 2)
+
+
 def neighbour_retrieval(n: int, n_items: int, n_values: int = 16, seed: int = 0):
     """A set of ``n_items`` items, each a key (a permutation of ``0..n_items-1``, so the
     items arrive in random order) and a random value; every item must output the values
@@ -344,11 +386,7 @@ def neighbour_retrieval(n: int, n_items: int, n_values: int = 16, seed: int = 0)
     Shapes: → keys, values ``(n, n_items)``, targets ``(n, n_items, 2)`` (next,
     previous).
     """
-    check_sizes("neighbour_retrieval", n=n, n_items=n_items, n_values=n_values)
-    if n < 1 or n_items < 3 or n_values < 2:
-        raise ValueError(
-            f"need n >= 1, n_items >= 3, n_values >= 2; got {n}, {n_items}, {n_values}"
-        )
+    check_neighbour_retrieval(n, n_items, n_values)
     g = torch.Generator().manual_seed(seed)
     keys = torch.rand(n, n_items, generator=g).argsort(1)
     values = torch.randint(0, n_values, (n, n_items), generator=g)
@@ -356,6 +394,17 @@ def neighbour_retrieval(n: int, n_items: int, n_values: int = 16, seed: int = 0)
     by_key = torch.empty_like(values).scatter_(1, keys, values)
     targets = [by_key.gather(1, (keys + shift) % n_items) for shift in (1, -1)]
     return keys, values, torch.stack(targets, -1)
+
+
+def check_set_input(keys, values, n_keys: int, n_values: int) -> None:
+    """The input of :class:`SetAttention`: keys and values ``(b, t)``."""
+    check_ids(keys, "keys", 2, n_keys)
+    check_ids(values, "values", 2, n_values)
+    if keys.shape != values.shape:
+        raise ValueError(
+            f"keys and values must both be (b, t); "
+            f"got {tuple(keys.shape)} and {tuple(values.shape)}"
+        )
 
 
 class SetAttention(nn.Module):
@@ -371,7 +420,6 @@ class SetAttention(nn.Module):
     ):
         super().__init__()
         check_sizes(
-            "SetAttention",
             n_keys=n_keys,
             n_values=n_values,
             d_model=d_model,
@@ -385,13 +433,7 @@ class SetAttention(nn.Module):
         self.readout = nn.Linear(d_model, n_out * n_values)
 
     def forward(self, keys: torch.Tensor, values: torch.Tensor):
-        check_ids(keys, self.n_keys, "keys")
-        check_ids(values, self.n_values, "values")
-        if keys.shape != values.shape:
-            raise ValueError(
-                f"keys and values must both be (b, t); "
-                f"got {tuple(keys.shape)} and {tuple(values.shape)}"
-            )
+        check_set_input(keys, values, self.n_keys, self.n_values)
         x = self.key_embed(keys) + self.value_embed(values)  # (b, t, d)
         out, weights = self.attn(x)  # (b, t, d)
         logits = rearrange(self.readout(out), "b t (o v) -> b t o v", o=self.n_out)

@@ -18,8 +18,9 @@ normalisation layers (``nn.LayerNorm`` by default, or :class:`RMSNorm`).
 :class:`RMSNorm` is Zhang & Sennrich (2019, arXiv:1910.07467).
 
 Models are built from a ``@dataclass`` config passed by keyword (as in nanoGPT):
-:class:`TransformerConfig` for the token models and :class:`ViTConfig` for the ViT, both
-extending :class:`StackConfig`, the sizes of a stack of blocks (:func:`stack`).
+:class:`TransformerConfig` for the token models, extending :class:`StackConfig`, the
+sizes of a stack of blocks (:func:`stack`); the Vision Transformer, built from the same
+stack, is in ``vit``.
 
 The three architectures, from the same blocks:
 
@@ -32,17 +33,12 @@ The three architectures, from the same blocks:
   every step (chapter 14 caches keys and values instead). Positions are learned, as in
   BERT and GPT; the paper used sinusoids (chapter 7 compares the schemes).
 
-:class:`ViT` is the Vision Transformer (Dosovitskiy et al., 2021, arXiv:2010.11929):
-non-overlapping ``P×P`` patches embedded by a convolution with kernel = stride = P
-(:class:`PatchEmbedding`), a class token, learned positions and encoder blocks; the
-paper's pre-training on large image sets and its MLP head's hidden layer are left out.
-
 Masks follow the package's convention (``self_attention``): bool, True = may attend,
 ``(b, t, s)`` with ``b`` and ``t`` possibly 1: a causal mask is ``(1, t, t)``, a padding
 mask ``(b, 1, s)``.
 
 Shapes use ``b`` batch, ``t`` positions, ``s`` encoder positions, ``d`` width, ``v``
-vocabulary, ``c`` channels, ``n`` patches.
+vocabulary.
 """
 
 from __future__ import annotations
@@ -51,16 +47,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
-from einops import rearrange, repeat
 from torch import nn
 
 from lecturelib.recurrence import rnn, seq2seq
-from lecturelib.recurrence.seq2seq import check_ids, check_lengths, check_sizes
+from lecturelib.recurrence.seq2seq import check_lengths
 from lecturelib.transformers.self_attention import (
     MultiHeadAttention,
     causal_mask,
+    check_dropout,
     padding_mask,
 )
+from lecturelib.validate import check_ids, check_sizes, check_type
 
 
 def check_width(x, d_model: int, axes: str = "(..., d_model)") -> None:
@@ -135,6 +132,20 @@ class FeedForward(nn.Module):
         return self.net(x)
 
 
+def check_block_input(x, d_model: int, memory, cross: bool) -> None:
+    """The input of a :class:`Block`: ``x`` ``(b, t, d_model)``, and ``memory`` exactly
+    when the block cross-attends."""
+    if (memory is None) == cross:
+        raise ValueError(
+            "memory: a block built with cross=True needs memory (the "
+            "encoder output), and one without it takes none; got "
+            f"{'none' if memory is None else 'memory'}"
+        )
+    check_width(x, d_model, "(b, t, d_model)")
+    if x.dim() != 3:
+        raise ValueError(f"x must be (b, t, d_model); got {tuple(x.shape)}")
+
+
 class Block(nn.Module):
     """Self-attention (+ cross-attention when ``cross``) + feed-forward, each with
     "Add & Norm" in the Pre-LN (``norm_first=True``) or Post-LN order.
@@ -188,15 +199,7 @@ class Block(nn.Module):
         memory: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        if (memory is None) != (self.cross is None):
-            raise ValueError(
-                "memory: a block built with cross=True needs memory (the "
-                "encoder output), and one without it takes none; got "
-                f"{'none' if memory is None else 'memory'}"
-            )
-        if x.dim() != 3:
-            raise ValueError(f"x must be (b, t, d_model); got {tuple(x.shape)}")
-        check_width(x, self.d_model, "(b, t, d_model)")
+        check_block_input(x, self.d_model, memory, self.cross is not None)
         x = self.sublayer(
             x, self.norm1, lambda h: self.attn(h, mask=mask, bias=bias)[0]
         )
@@ -207,24 +210,36 @@ class Block(nn.Module):
         return self.sublayer(x, self.norm2, self.ffn)
 
 
+def check_grad_blocks(blocks) -> None:
+    """The argument of :func:`layer_grad_norms`: blocks that all have gradients."""
+    if not isinstance(blocks, nn.ModuleList) or len(blocks) == 0:
+        raise TypeError(
+            f"blocks must be a non-empty nn.ModuleList; got {type(blocks).__name__}"
+        )
+    if any(all(p.grad is None for p in block.parameters()) for block in blocks):
+        raise ValueError("blocks: a block has no gradients; call loss.backward() first")
+
+
 def layer_grad_norms(blocks: nn.ModuleList) -> torch.Tensor:
     """The L2 norm of the gradient of each block's parameters (after ``backward``).
 
     Shapes: ``l`` blocks → ``(l,)``.
     """
-    if not isinstance(blocks, nn.ModuleList) or len(blocks) == 0:
-        raise TypeError(
-            f"blocks must be a non-empty nn.ModuleList; got {type(blocks).__name__}"
-        )
+    check_grad_blocks(blocks)
     norms = []
     for block in blocks:
         grads = [p.grad.flatten() for p in block.parameters() if p.grad is not None]
-        if not grads:
-            raise ValueError(
-                "blocks: a block has no gradients; call loss.backward() first"
-            )
         norms.append(torch.cat(grads).norm())
     return torch.stack(norms)
+
+
+def check_embedding_input(ids, vocab_size: int, max_len: int) -> None:
+    """The token ids ``(b, t)`` of an :class:`Embedding`, at most ``max_len`` of them."""
+    check_ids(ids, "ids", 2, vocab_size)
+    if ids.shape[1] > max_len:
+        raise ValueError(
+            f"ids must be (b, t) with t <= max_len={max_len}; got {tuple(ids.shape)}"
+        )
 
 
 class Embedding(nn.Module):
@@ -243,14 +258,22 @@ class Embedding(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        check_ids(ids, self.tok.num_embeddings, "ids")
-        if ids.shape[1] > self.max_len:
-            raise ValueError(
-                f"ids must be (b, t) with t <= max_len={self.max_len}; "
-                f"got {tuple(ids.shape)}"
-            )
+        check_embedding_input(ids, self.tok.num_embeddings, self.max_len)
         positions = torch.arange(ids.shape[1], device=ids.device)  # (t,)
         return self.drop(self.tok(ids) + self.pos(positions))  # (b, t, d)
+
+
+def check_stack_config(c) -> None:
+    """The fields of a :class:`StackConfig` (of any of its subclasses)."""
+    check_sizes(d_model=c.d_model, n_heads=c.n_heads, n_layers=c.n_layers)
+    if c.d_ff is not None:
+        check_sizes(d_ff=c.d_ff)
+    if c.d_model % c.n_heads:
+        raise ValueError(
+            f"{type(c).__name__}: d_model must be divisible by n_heads; got "
+            f"d_model={c.d_model}, n_heads={c.n_heads}"
+        )
+    check_dropout(c.dropout)
 
 
 @dataclass(kw_only=True)
@@ -266,25 +289,13 @@ class StackConfig:
     residual: bool = True
 
     def __post_init__(self):
-        d_ff = {} if self.d_ff is None else {"d_ff": self.d_ff}
-        check_sizes(
-            type(self).__name__,
-            d_model=self.d_model,
-            n_heads=self.n_heads,
-            n_layers=self.n_layers,
-            **d_ff,
-        )
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"{type(self).__name__}: d_model must be divisible by "
-                f"n_heads; got d_model={self.d_model}, "
-                f"n_heads={self.n_heads}"
-            )
-        if not 0 <= self.dropout < 1:
-            raise ValueError(
-                f"{type(self).__name__}: dropout must be in [0, 1); got "
-                f"{self.dropout!r}"
-            )
+        check_stack_config(self)
+
+
+def check_transformer_config(c) -> None:
+    """The fields of a :class:`TransformerConfig`."""
+    check_stack_config(c)
+    check_sizes(vocab_size=c.vocab_size, max_len=c.max_len)
 
 
 @dataclass(kw_only=True)
@@ -295,18 +306,12 @@ class TransformerConfig(StackConfig):
     max_len: int = 64
 
     def __post_init__(self):
-        super().__post_init__()
-        check_sizes(
-            "TransformerConfig", vocab_size=self.vocab_size, max_len=self.max_len
-        )
+        check_transformer_config(self)
 
 
 def check_config(config, kind: type) -> None:
     """Raise a TypeError unless ``config`` is a ``kind`` (a config dataclass)."""
-    if not isinstance(config, kind):
-        raise TypeError(
-            f"config must be a {kind.__name__}; got {type(config).__name__}"
-        )
+    check_type(config, "config", kind, f"a {kind.__name__}")
 
 
 def stack(config: StackConfig, *, cross: bool = False) -> nn.ModuleList:
@@ -351,6 +356,13 @@ class TransformerLM(nn.Module):
         return self.head(self.norm(x))  # (b, t, v)
 
 
+def check_source(src, src_len, vocab_size: int) -> None:
+    """The input of a :class:`TransformerEncoder`: ids ``(b, s)`` and lengths
+    ``(b,)``."""
+    check_ids(src, "src", 2, vocab_size)
+    check_lengths(src_len, src)
+
+
 class TransformerEncoder(nn.Module):
     """Encoder-only: every real token attends to every real token (a padding mask, no
     causal mask). Returns ``seq2seq.Encoded`` (context: the mean of the states).
@@ -367,8 +379,7 @@ class TransformerEncoder(nn.Module):
         self.norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor) -> seq2seq.Encoded:
-        check_ids(src, self.embed.tok.num_embeddings, "src", "(b, s)")
-        check_lengths(src_len, src)
+        check_source(src, src_len, self.embed.tok.num_embeddings)
         keys = padding_mask(src_len, src.shape[1])  # (b, 1, s)
         x = self.embed(src)
         for block in self.blocks:
@@ -419,127 +430,3 @@ def make_seq2seq(config: TransformerConfig, *, src_vocab_size: int) -> seq2seq.S
     check_config(config, TransformerConfig)
     encoder = TransformerEncoder(replace(config, vocab_size=src_vocab_size))
     return seq2seq.Seq2Seq(encoder, TransformerDecoder(config))
-
-
-def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
-    """Cut images into non-overlapping ``P×P`` patches, each flattened, row by row.
-
-    Shapes: images ``(b, c, H, W)`` → ``(b, n, c·P·P)`` with ``n = (H/P)·(W/P)``.
-    """
-    check_sizes("patchify", patch_size=patch_size)
-    if (
-        not isinstance(images, torch.Tensor)
-        or images.dim() != 4
-        or images.shape[2] % patch_size
-        or images.shape[3] % patch_size
-    ):
-        got = (
-            tuple(images.shape)
-            if isinstance(images, torch.Tensor)
-            else type(images).__name__
-        )
-        raise ValueError(
-            f"images must be (b, c, H, W) with H and W multiples of "
-            f"patch_size={patch_size}; got {got}"
-        )
-    return rearrange(
-        images, "b c (gh p) (gw q) -> b (gh gw) (c p q)", p=patch_size, q=patch_size
-    )
-
-
-class PatchEmbedding(nn.Module):
-    """Patches → linear embedding (a convolution with kernel = stride = P), a learned
-    class token in front, plus learned position embeddings.
-
-    Shapes: images ``(b, c, H, W)`` with ``H = W = image_size`` → ``(b, 1 + n, d)`` with
-    ``n = H·W/P²``.
-    """
-
-    def __init__(
-        self, image_size: int, patch_size: int, in_channels: int, d_model: int
-    ):
-        super().__init__()
-        check_sizes(
-            "PatchEmbedding",
-            image_size=image_size,
-            patch_size=patch_size,
-            in_channels=in_channels,
-            d_model=d_model,
-        )
-        if image_size % patch_size:
-            raise ValueError(
-                f"image_size must be a multiple of patch_size; got "
-                f"{image_size} and {patch_size}"
-            )
-        self.image_size, self.in_channels = image_size, in_channels
-        self.n_patches = (image_size // patch_size) ** 2
-        self.proj = nn.Conv2d(in_channels, d_model, patch_size, stride=patch_size)
-        self.cls = nn.Parameter(torch.zeros(1, 1, d_model))
-        self.pos = nn.Parameter(0.02 * torch.randn(1, 1 + self.n_patches, d_model))
-
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        size = (self.in_channels, self.image_size, self.image_size)
-        if (
-            not isinstance(images, torch.Tensor)
-            or images.dim() != 4
-            or tuple(images.shape[1:]) != size
-        ):
-            got = (
-                tuple(images.shape)
-                if isinstance(images, torch.Tensor)
-                else type(images).__name__
-            )
-            c, h, w = size
-            raise ValueError(
-                f"images must be (b, c, H, W) = (b, {c}, {h}, {w}) as "
-                f"configured; got {got}"
-            )
-        x = rearrange(self.proj(images), "b d gh gw -> b (gh gw) d")  # (b, n, d)
-        cls = repeat(self.cls, "1 1 d -> b 1 d", b=images.shape[0])  # (b, 1, d)
-        return torch.cat([cls, x], 1) + self.pos  # (b, 1 + n, d)
-
-
-@dataclass(kw_only=True)
-class ViTConfig(StackConfig):
-    """A ViT: the stack's sizes, square images of ``image_size`` pixels cut into
-    ``patch_size`` patches, and the classes."""
-
-    image_size: int
-    patch_size: int
-    n_classes: int
-    in_channels: int = 1
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_sizes(
-            "ViTConfig",
-            image_size=self.image_size,
-            patch_size=self.patch_size,
-            n_classes=self.n_classes,
-            in_channels=self.in_channels,
-        )
-
-
-class ViT(nn.Module):
-    """Vision Transformer: patch embedding → encoder blocks → final norm → a linear
-    classifier on the class token.
-
-    Shapes: images ``(b, c, H, W)`` → logits ``(b, n_classes)``.
-    """
-
-    def __init__(self, config: ViTConfig):
-        super().__init__()
-        check_config(config, ViTConfig)
-        c = self.config = config
-        self.patches = PatchEmbedding(
-            c.image_size, c.patch_size, c.in_channels, c.d_model
-        )
-        self.blocks = stack(c)
-        self.norm = nn.LayerNorm(c.d_model)
-        self.head = nn.Linear(c.d_model, c.n_classes)
-
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        x = self.patches(images)  # (b, 1 + n, d)
-        for block in self.blocks:
-            x = block(x)  # no mask
-        return self.head(self.norm(x[:, 0]))  # (b, n_classes)

@@ -1,0 +1,253 @@
+"""Chapter 19: S4D, a layer of diagonal state-space models, and a small network of them.
+
+:class:`S4D` (Gu, Gupta et al., arXiv:2206.11893) is one SSM of
+:mod:`lecturelib.state_space.ssm` per channel with a diagonal complex ``A`` initialised
+as S4D-Lin (``A_n = -1/2 + iπn``) or S4D-Inv (``A_n = -1/2 + i(N/π)(N/(2n+1) - 1)``)
+(:func:`s4d_init`), a learned step ``Δ`` per channel and a skip ``D``; it uses zero-order
+hold where the S4D paper also offers the bilinear rule. It runs as a convolution (FFT)
+or as a recurrence, with the same outputs. :class:`S4DNet` stacks S4D layers into a
+small sequence model.
+
+Shapes: ``b`` batch, ``t`` time, ``d_model`` channels, ``d_state // 2`` complex modes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lecturelib.state_space.ssm import (
+    discretize_zoh,
+    ssm_convolve,
+    ssm_kernel,
+    ssm_recurrent,
+)
+from lecturelib.validate import check_int, check_number, describe
+
+INITS = ("lin", "inv")
+
+
+def check_s4d_init(d_state, init) -> None:
+    """The arguments of :func:`s4d_init`: an even ``d_state >= 2`` and one of
+    :data:`INITS`."""
+    check_int(d_state, "d_state", 2)
+    if d_state % 2:
+        raise ValueError(
+            f"d_state must be even (d_state/2 complex conjugate pairs); got {d_state}"
+        )
+    if init not in INITS:
+        raise ValueError(f"init must be one of {INITS}; got {init!r}")
+
+
+def s4d_init(d_state: int, init: str = "inv") -> torch.Tensor:
+    """The diagonal of S4D's ``A``: ``d_state // 2`` complex modes (their conjugates are
+    implied), S4D-Lin ``A_n = -1/2 + iπn`` or S4D-Inv
+    ``A_n = -1/2 + i(N/π)(N/(2n+1) - 1)`` with ``N = d_state // 2``.
+
+    Shapes: ``(d_state // 2,)`` complex128.
+    """
+    check_s4d_init(d_state, init)
+    N = d_state // 2
+    n = torch.arange(N, dtype=torch.float64)
+    imag = math.pi * n if init == "lin" else N / math.pi * (N / (2 * n + 1) - 1)
+    return torch.complex(torch.full_like(n, -0.5), imag)
+
+
+def check_s4d(d_model, d_state, init, dt_min, dt_max) -> None:
+    """The arguments of :class:`S4D`."""
+    check_int(d_model, "d_model", 1)
+    check_s4d_init(d_state, init)
+    check_number(dt_min, "dt_min", 0.0, low_open=True)
+    check_number(dt_max, "dt_max", dt_min)
+
+
+def check_s4d_input(u, d_model: int, name: str = "S4D input", dims: int = 3) -> None:
+    """``u`` must be a float tensor ``(b, t, d_model)`` (``dims=3``) or one step
+    ``(b, d_model)`` (``dims=2``)."""
+    shape = f"(b, t, d_model={d_model})" if dims == 3 else f"(b, d_model={d_model})"
+    if not isinstance(u, torch.Tensor) or not u.is_floating_point():
+        raise TypeError(f"{name} must be a float tensor {shape}; got {describe(u)}")
+    if u.dim() != dims:
+        raise ValueError(f"{name} must be a float tensor {shape}; got {describe(u)}")
+    if u.shape[-1] != d_model:
+        raise ValueError(f"{name} must be {shape}; got shape {tuple(u.shape)}")
+
+
+class S4D(nn.Module):
+    """One diagonal SSM per channel (S4D), causal.
+
+    Channel ``h`` has a learned step ``Δ_h`` (log-uniform in ``[dt_min, dt_max]`` at
+    init), ``A_h = -exp(log_A_real) + i·A_imag`` (``d_state // 2`` modes from
+    :func:`s4d_init`), ``B = 1`` (absorbed into ``C``), a complex ``C_h`` and a real
+    skip ``D_h``. Each mode counts with its conjugate:
+    ``K̄ = 2·Re(Σ_n C_n B̄_n Ā_n^l)``.
+    :meth:`forward` convolves by FFT; :meth:`recurrent` and :meth:`step` run the same
+    layer as a recurrence.
+
+    Shapes: ``(b, t, d_model)`` → ``(b, t, d_model)``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        d_state: int = 64,
+        init: str = "inv",
+        dt_min: float = 1e-3,
+        dt_max: float = 1e-1,
+    ):
+        super().__init__()
+        check_s4d(d_model, d_state, init, dt_min, dt_max)
+        A = s4d_init(d_state, init)  # (N/2,)
+        self.d_model, self.d_state, self.init = d_model, d_state, init
+        u = torch.rand(d_model, dtype=torch.float64)
+        log_dt = math.log(dt_min) + u * (math.log(dt_max) - math.log(dt_min))
+        self.log_dt = nn.Parameter(log_dt.float())  # (d_model,)
+        self.log_A_real = nn.Parameter(A.real.neg().log().float().repeat(d_model, 1))
+        self.A_imag = nn.Parameter(A.imag.float().repeat(d_model, 1))
+        C = torch.randn(d_model, d_state // 2, dtype=torch.cfloat) * 0.5**0.5
+        self.C = nn.Parameter(torch.view_as_real(C))  # (d_model, N/2, 2)
+        self.D = nn.Parameter(torch.randn(d_model))
+
+    def discrete(self):
+        """``(Ā, B̄, 2C)``, each ``(d_model, d_state // 2)`` complex (ZOH, B = 1)."""
+        A = torch.complex(-self.log_A_real.exp(), self.A_imag)
+        dt = self.log_dt.exp().unsqueeze(-1)  # (d_model, 1)
+        Abar, Bbar = discretize_zoh(A, torch.ones_like(A), dt)
+        return Abar, Bbar, 2 * torch.view_as_complex(self.C)
+
+    def kernel(self, L: int) -> torch.Tensor:
+        """The real kernel ``K̄``. Shapes: → ``(d_model, L)``."""
+        return ssm_kernel(*self.discrete(), L)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        """Convolutional mode: ``y = K̄ * u + D u`` per channel, by FFT."""
+        check_s4d_input(u, self.d_model)
+        x = u.transpose(1, 2)  # (b, d_model, t)
+        y = ssm_convolve(x, self.kernel(x.shape[-1]), self.D)
+        return y.transpose(1, 2)  # (b, t, d_model)
+
+    def recurrent(self, u: torch.Tensor) -> torch.Tensor:
+        """Recurrent mode: the outputs of :meth:`forward`, one step at a time."""
+        check_s4d_input(u, self.d_model)
+        y = ssm_recurrent(*self.discrete(), u.transpose(1, 2), self.D)
+        return y.transpose(1, 2)
+
+    def step(self, u_t: torch.Tensor, h: torch.Tensor | None = None):
+        """One step: ``u_t (b, d_model)`` and the state ``h (b, d_model, d_state // 2)``
+        complex (zeros if None) → ``(y_t, h)``."""
+        check_s4d_input(u_t, self.d_model, "u_t", dims=2)
+        Abar, Bbar, C2 = self.discrete()
+        if h is None:
+            h = u_t.new_zeros(u_t.shape[0], *Abar.shape, dtype=Abar.dtype)
+        h = Abar * h + Bbar * u_t.unsqueeze(-1)
+        return (C2 * h).sum(-1).real + self.D * u_t, h
+
+
+class S4DBlock(nn.Module):
+    """Pre-norm residual block: ``x + Linear(GELU(S4D(LayerNorm(x))))``.
+
+    Shapes: ``(b, t, d_model)`` → ``(b, t, d_model)``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        d_state: int = 64,
+        init: str = "inv",
+        dt_min: float = 1e-3,
+        dt_max: float = 1e-1,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.ssm = S4D(d_model, d_state, init, dt_min, dt_max)
+        self.out = nn.Linear(d_model, d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.drop(self.out(F.gelu(self.ssm(self.norm(x)))))
+
+
+def check_s4d_net(d_out, d_model, n_layers, vocab_size, d_in) -> None:
+    """The arguments of :class:`S4DNet`: sizes, and exactly one of ``vocab_size`` and
+    ``d_in``."""
+    check_int(d_out, "d_out", 1)
+    check_int(d_model, "d_model", 1)
+    check_int(n_layers, "n_layers", 1)
+    if (vocab_size is None) == (d_in is None):
+        raise ValueError(
+            f"give exactly one of vocab_size (token input) and d_in "
+            f"(feature input); got vocab_size={vocab_size!r}, "
+            f"d_in={d_in!r}"
+        )
+    check_int(
+        vocab_size if d_in is None else d_in,
+        "vocab_size" if d_in is None else "d_in",
+        1,
+    )
+
+
+def check_s4d_net_input(x, vocab_size, d_in) -> None:
+    """Token ids ``(b, t)`` (with ``vocab_size``) or features ``(b, t, d_in)``."""
+    if vocab_size is not None:
+        message = f"S4DNet with vocab_size takes (b, t) token ids; got {describe(x)}"
+        if not isinstance(x, torch.Tensor) or x.is_floating_point() or x.is_complex():
+            raise TypeError(message)
+        if x.dim() != 2:
+            raise ValueError(message)
+        return
+    message = (
+        f"S4DNet with d_in={d_in} takes (b, t, {d_in}) features; got {describe(x)}"
+    )
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(message)
+    if x.dim() != 3 or x.shape[-1] != d_in:
+        raise ValueError(message)
+
+
+class S4DNet(nn.Module):
+    """:class:`S4DBlock` layers between an input map and an output head, causal.
+
+    With ``vocab_size`` the input is token ids ``(b, t)`` (embedded); with ``d_in`` it
+    is features ``(b, t, d_in)`` (projected).
+
+    Shapes: → ``(b, t, d_out)``.
+    """
+
+    def __init__(
+        self,
+        d_out: int,
+        d_model: int = 64,
+        n_layers: int = 2,
+        d_state: int = 64,
+        vocab_size: int | None = None,
+        d_in: int | None = None,
+        init: str = "inv",
+        dt_min: float = 1e-3,
+        dt_max: float = 1e-1,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        check_s4d_net(d_out, d_model, n_layers, vocab_size, d_in)
+        self.vocab_size, self.d_in = vocab_size, d_in
+        self.inp = (
+            nn.Embedding(vocab_size, d_model)
+            if vocab_size is not None
+            else nn.Linear(d_in, d_model)
+        )
+        self.blocks = nn.ModuleList(
+            S4DBlock(d_model, d_state, init, dt_min, dt_max, dropout)
+            for _ in range(n_layers)
+        )
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, d_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_s4d_net_input(x, self.vocab_size, self.d_in)
+        h = self.inp(x)  # (b, t, d_model)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.norm(h))  # (b, t, d_out)

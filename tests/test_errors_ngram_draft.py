@@ -1,0 +1,30 @@
+"""Bad input to lecturelib.efficiency.ngram_draft: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib.efficiency import ngram_draft
+
+CASES = [
+    (lambda: ngram_draft.NGramDraft(torch.tensor([0, 1, 2]), 0, 5),
+     ValueError, r"order must be an int >= 1; got int 0"),
+    (lambda: ngram_draft.NGramDraft(torch.tensor([0, 1, 2]), 2, 0),
+     ValueError, r"vocab_size must be an int >= 1; got int 0"),
+    (lambda: ngram_draft.NGramDraft(torch.tensor([0.0, 1.0]), 2, 5),
+     TypeError, r"ids must be a 1-D integer tensor of at least order = 2 token ids; "
+     r"got torch.float32 tensor of shape \(2,\)"),
+    (lambda: ngram_draft.NGramDraft(torch.tensor([3]), 2, 5),
+     ValueError, r"ids must be a 1-D integer tensor of at least order = 2 token ids"),
+    (lambda: ngram_draft.NGramDraft([0, 1, 2], 2, 5),
+     TypeError, r"ids must be a 1-D integer tensor .*; got list"),
+    (lambda: ngram_draft.NGramDraft(torch.tensor([0, 7, 2]), 2, 5),
+     ValueError, r"ids must lie in 0..4 \(vocab_size 5\); got ids from 0 to 7"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
