@@ -31,6 +31,8 @@ LONG_COPIES = {
     "lecturelib.transformers.positional_lm.PositionalLM",
     "lecturelib.transformers.transformer.Block", "lecturelib.transformers.bpe.Tokenizer",
     "lecturelib.transformers.bpe.train_bpe", "lecturelib.transformers.decoding.beam_search",
+    "lecturelib.recurrence.lm.BigramLM", "lecturelib.recurrence.seq2seq.Encoder",
+    "lecturelib.recurrence.seq2seq.Decoder", "lecturelib.recurrence.attention.AttentionDecoder",
 }
 
 # A raise that is part of the idea: exhaustive search refuses, inside its loop, a search that

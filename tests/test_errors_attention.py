@@ -33,9 +33,9 @@ TGT = torch.zeros(2, 3, dtype=torch.long)
 CASES = [
     # (id, call, exception, message pattern)
     ("check_qk: int queries", lambda: attention.check_qk(Q.long(), K), TypeError,
-     r"queries must be a floating-point tensor \(b, t, d_q\); got torch.int64"),
+     r"queries must be a float tensor \(b, t, d_q\); got torch.int64 tensor of shape"),
     ("check_qk: list keys", lambda: attention.check_qk(Q, [[1.0]]), TypeError,
-     r"keys must be a floating-point tensor \(b, s, d_k\); got list"),
+     r"keys must be a float tensor \(b, s, d_k\); got list"),
     ("check_qk: batches differ", lambda: attention.check_qk(Q, K[:1]), ValueError,
      r"queries must be \(b, t, d_q\) and keys \(b, s, d_k\) with one b; got \(2, 3, 4\) "
      r"and \(1, 5, 4\)"),
@@ -74,7 +74,7 @@ CASES = [
     ("check_mask: other queries", lambda: attention.check_mask(
         torch.ones(2, 2, 5, dtype=BOOL), 2, 3, 5), ValueError, r"got \(2, 2, 5\)"),
     ("masked_softmax: int scores", lambda: attention.masked_softmax(SCORES.long()),
-     TypeError, r"scores must be a floating-point tensor; got torch.int64"),
+     TypeError, r"scores must be a float tensor \(\.\.\., s\); got torch.int64 tensor"),
     ("masked_softmax: float mask",
      lambda: attention.masked_softmax(SCORES, torch.ones(2, 1, 5)), TypeError,
      r"mask must be a bool tensor.*got torch.float32"),
@@ -90,7 +90,7 @@ CASES = [
     ("attend: scores vs values", lambda: attention.attend(torch.zeros(2, 3, 4), V),
      ValueError, r"scores must be \(b, t, s\) and values \(b, s, d_v\); got \(2, 3, 4\)"),
     ("attend: int values", lambda: attention.attend(SCORES, V.long()), TypeError,
-     r"values must be a floating-point tensor \(b, s, d_v\); got torch.int64"),
+     r"values must be a float tensor \(b, s, d_v\); got torch.int64 tensor"),
     ("attend: 2-D padding mask",
      lambda: attention.attend(SCORES, V, torch.ones(2, 5, dtype=BOOL)), ValueError,
      r"mask must be 3-D \(b, t, s\) = \(2, 3, 5\).*got the 2-D \(2, 5\)"),

@@ -94,6 +94,31 @@ CASES = [
         r"t must be an int >= 1; got int 0",
     ),
     (
+        lambda: flash.io_bytes(64, 16, 1024, 0),
+        ValueError,
+        r"bytes_per_float must be an int >= 1; got int 0",
+    ),
+    (
+        lambda: flash.io_bytes(64, 16, 1024, 2.5),
+        ValueError,
+        r"bytes_per_float must be an int >= 1; got float 2.5",
+    ),
+    (
+        lambda: flash.io_bytes(64, 16, float("inf")),
+        ValueError,
+        r"sram_floats must be an int >= 1; got float inf",
+    ),
+    (
+        lambda: flash.attention_flops(64, True),
+        ValueError,
+        r"d must be an int >= 1; got bool True",
+    ),
+    (
+        lambda: flash.attention_flops(-1, 4),
+        ValueError,
+        r"t must be an int >= 1; got int -1",
+    ),
+    (
         lambda: flash.io_bytes(64, 16, 32),
         ValueError,
         r"sram_floats must hold at least one row of q, k, v and o \(4·d = 64\); got 32",

@@ -91,10 +91,10 @@ CASES = [
     # next_token_loss
     (lambda: lm.next_token_loss(logits_of((2, 3, 5)), (Y,)), TypeError,
      r"batch must be a pair \(x, y\); got tuple of length 1"),
-    (lambda: lm.next_token_loss(logits_of((2, 3, 5)), (Y, Y.float())), ValueError,
-     r"y must be \(b, t\) integer token ids; got torch.float32"),
+    (lambda: lm.next_token_loss(logits_of((2, 3, 5)), (Y, Y.float())), TypeError,
+     r"batch's y must be an integer \(long\) tensor of token ids; got torch.float32"),
     (lambda: lm.next_token_loss(logits_of((2, 3, 5)), (Y, Y[0])), ValueError,
-     r"y must be \(b, t\) integer token ids; got torch.int64 tensor of shape \(3,\)"),
+     r"batch's y must be 2-D \(b, t\) token ids; got shape \(3,\)"),
     (lambda: lm.next_token_loss(logits_of((6, 5)), (Y, Y)), ValueError,
      r"model\(x\) must return logits \(b, t, v\) = \(2, 3, v\) to match y; got shape \(6, 5\)"),
     (lambda: lm.next_token_loss(logits_of((3, 2, 5)), (Y, Y)), ValueError,

@@ -77,6 +77,87 @@ CASES = [
         r"lengths and arrivals must be non-empty and equal in length; got 2 and 1",
     ),
     (
+        lambda: paged.paged_attention(torch.zeros(2, 4), cache(), 0),
+        ValueError,
+        r"sequence 0 holds no token yet: append one before attending",
+    ),
+    (
+        lambda: paged.paged_attention(torch.zeros(2, 4), cache(), 1),
+        ValueError,
+        r"unknown sequence 1; known: \[0\]",
+    ),
+    (
+        lambda: paged.contiguous_attention(
+            torch.zeros(2, 4), torch.zeros(2, 0, 4), torch.zeros(2, 0, 4)
+        ),
+        ValueError,
+        r"k and v hold no position \(s = 0\): nothing to attend",
+    ),
+    (
+        lambda: paged.contiguous_attention(
+            torch.zeros(3, 4), torch.zeros(2, 5, 4), torch.zeros(2, 5, 4)
+        ),
+        ValueError,
+        r"q must be \(h, e\) and k, v \(g, s, e\) with g dividing h; got \(3, 4\)",
+    ),
+    (
+        lambda: paged.contiguous_attention(
+            torch.zeros(2, 4), torch.zeros(5, 4), torch.zeros(5, 4)
+        ),
+        ValueError,
+        r"k must be \(g, s, e\); got shape \(5, 4\)",
+    ),
+    (
+        lambda: paged.PagedKVCache(8, 4, 2, 4, dtype=torch.long),
+        TypeError,
+        r"dtype must be a floating-point torch.dtype; got torch.int64",
+    ),
+    (
+        lambda: paged.PagedKVCache(8, 4, 2, 4, dtype="float32"),
+        TypeError,
+        r"dtype must be a torch.dtype; got str 'float32'",
+    ),
+    (
+        lambda: paged.PagedKVCache(float("inf"), 4, 2, 4),
+        ValueError,
+        r"capacity must be an int >= 1; got float inf",
+    ),
+    (lambda: cache().add_sequence([1]), TypeError, r"a sequence id must be an int"),
+    (lambda: cache().add_sequence(1.0), TypeError, r"a sequence id must be an int"),
+    (lambda: paged.blocks_for(4, 0), ValueError, r"block_size must be an int >= 1"),
+    (lambda: paged.blocks_for(-1, 4), ValueError, r"n_tokens must be an int >= 0"),
+    (lambda: paged.blocks_for(2.5, 4), ValueError, r"n_tokens must be an int >= 0"),
+    (
+        lambda: paged.simulate([2], [0], 4, float("inf"), 16),
+        ValueError,
+        r"max_len must be an int >= 1; got float inf",
+    ),
+    (
+        lambda: paged.simulate([2], [0], 4, 2.5, 16),
+        ValueError,
+        r"max_len must be an int >= 1; got float 2.5",
+    ),
+    (
+        lambda: paged.simulate([0], [0], 4, 8, 16),
+        ValueError,
+        r"every length must be an int >= 1; got int 0",
+    ),
+    (
+        lambda: paged.simulate([True], [0], 4, 8, 16),
+        ValueError,
+        r"every length must be an int >= 1; got bool True",
+    ),
+    (
+        lambda: paged.simulate([2], [-1], 4, 8, 16),
+        ValueError,
+        r"every arrival step must be an int >= 0; got int -1",
+    ),
+    (
+        lambda: paged.simulate([2], [2.5], 4, 8, 16),
+        ValueError,
+        r"every arrival step must be an int >= 0; got float 2.5",
+    ),
+    (
         lambda: paged.simulate([9], [0], 4, 8, 16),
         ValueError,
         r"every length must be <= max_len = 8; got 9",

@@ -133,3 +133,62 @@ def test_flops_and_io():
     assert io["flash"] < io["standard"]
     small, big = flash.io_bytes(4096, 64, 1024), flash.io_bytes(4096, 64, 65536)
     assert big["flash"] < small["flash"]  # a larger SRAM reads K and V fewer times
+
+
+def _paths(q, k, v, causal=False, mask=None, block=2):
+    """The reference and the tiled paths on one input."""
+    ref = flash.naive_attention(q, k, v, causal, mask)
+    out, _ = flash.tiled_forward(q, k, v, causal, mask, None, block, block)
+    return ref, out, flash.tiled_attention(q, k, v, causal, mask, None, block, block)
+
+
+def test_nan_in_gives_nan_out_on_every_path():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 2, 4, 8), torch.randn(1, 2, 6, 8), torch.randn(1, 2, 6, 8)
+    k[..., 2, :] = float("nan")  # one key: every query attends it
+    for out in _paths(q, k, v):
+        assert out.isnan().all()
+    k[:] = float("nan")  # every key
+    for out in _paths(q, k, v):
+        assert out.isnan().all()
+    k = torch.randn(1, 2, 6, 8)
+    q[..., 1, :] = float("nan")  # one query: its row only
+    for out in _paths(q, k, v):
+        assert out[..., 1, :].isnan().all() and not out[..., [0, 2, 3], :].isnan().any()
+
+
+def test_a_hidden_nan_key_and_a_fully_masked_row_agree_on_every_path():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 1, 4, 8), torch.randn(1, 1, 6, 8), torch.randn(1, 1, 6, 8)
+    k[..., 3, :] = float("nan")
+    mask = torch.ones(4, 6, dtype=torch.bool)
+    mask[:, 3] = False  # the NaN key is hidden from every query
+    mask[1] = False  # query 1 sees no key: output 0
+    ref, *fast = _paths(q, k, v, mask=mask)
+    assert not ref.isnan().any() and ref[..., 1, :].eq(0).all()
+    for out in fast:
+        torch.testing.assert_close(out, ref)
+
+
+@pytest.mark.parametrize("t, s", [(0, 6), (4, 0), (0, 0)])
+def test_empty_queries_or_keys_agree_on_every_path(t, s):
+    q = torch.randn(1, 2, t, 8, requires_grad=True)
+    k, v = torch.randn(1, 2, s, 8), torch.randn(1, 2, s, 8)
+    ref, *fast = _paths(q, k, v)
+    assert ref.shape == (1, 2, t, 8) and ref.eq(0).all()  # no key: 0
+    for out in fast:
+        torch.testing.assert_close(out, ref, atol=0, rtol=0)
+    fast[-1].sum().backward()
+    assert q.grad.shape == q.shape and q.grad.eq(0).all()
+
+
+def test_causal_queries_before_the_first_key_get_zero_with_finite_gradients():
+    torch.manual_seed(0)
+    q = torch.randn(1, 1, 6, 8, requires_grad=True)
+    k, v = torch.randn(1, 1, 4, 8), torch.randn(1, 1, 4, 8)
+    ref, _, fast = _paths(q, k, v, causal=True)
+    assert ref[..., :2, :].eq(0).all()
+    torch.testing.assert_close(fast, ref)
+    g_ref, g_fast = (torch.autograd.grad(x.sum(), q)[0] for x in (ref, fast))
+    assert g_ref.isfinite().all()
+    torch.testing.assert_close(g_fast, g_ref)

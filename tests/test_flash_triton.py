@@ -48,13 +48,39 @@ for call, error in [(lambda: kernel(torch.zeros(1, 1, 16, 12),
                                     torch.zeros(1, 16, 16)),
                      "q, k, v must be (b, h, t, d)"),
                     (lambda: flash_triton.tflops(64, 16, 1, 1, False, 0.0),
-                     "seconds must be > 0; got 0.0")]:
+                     "seconds must be a finite number in (0, inf); got float 0.0"),
+                    (lambda: flash_triton.tflops(64, 16, 1, 1, False, float("inf")),
+                     "seconds must be a finite number in (0, inf); got float inf"),
+                    (lambda: flash_triton.tflops(0, 16, 1, 1, False, 1.0),
+                     "t must be an int >= 1; got int 0")]:
     try:
         call()
     except ValueError as e:
         assert str(e).startswith(error), e
     else:
         raise AssertionError(error)
+# the reference's semantics: NaN in, NaN out; no key gives 0; no query an empty output
+q, k, v = torch.randn(1, 1, 16, 16), torch.randn(1, 1, 32, 16), torch.randn(1, 1, 32, 16)
+k[..., 5, :] = float("nan")
+assert kernel(q, k, v, block_q=16, block_k=16).isnan().all()
+assert flash.naive_attention(q, k, v).isnan().all()
+k[:] = float("nan")
+assert kernel(q, k, v, block_q=16, block_k=16).isnan().all()
+assert flash.naive_attention(q, k, v).isnan().all()
+for t, s in ((0, 32), (16, 0)):
+    args = torch.randn(1, 1, t, 16), torch.randn(1, 1, s, 16), torch.randn(1, 1, s, 16)
+    torch.testing.assert_close(kernel(*args, block_q=16, block_k=16),
+                               flash.naive_attention(*args), atol=0, rtol=0)
+out = kernel(q.half(), q.half(), q.half(), block_q=16, block_k=16)
+torch.testing.assert_close(out.float(), flash.naive_attention(q, q, q), atol=2e-3, rtol=1e-2)
+for dtype, name in ((torch.bfloat16, "torch.bfloat16 (Triton's interpreter"),
+                    (torch.float64, "torch.float64")):
+    try:
+        kernel(q.to(dtype), q.to(dtype), q.to(dtype), block_q=16, block_k=16)
+    except TypeError as e:
+        assert "takes q, k, v in torch.float32, torch.float16; got " + name in str(e), e
+    else:
+        raise AssertionError(f"{dtype} accepted")
 other, message = flash_triton.triton_kernel(interpret=False)
 assert other is None and "restart" in message, message
 print("ok")

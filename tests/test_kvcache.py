@@ -192,3 +192,19 @@ def test_simulation_wastes_less_than_a_block_per_sequence():
         assert row["tokens"] <= row["paged"] <= row["tokens"] + 3 * 3
         assert row["paged"] <= row["contiguous"] or row["contiguous"] == 0
     assert history[-1] == {"tokens": 0, "paged": 0, "contiguous": 0}
+
+
+def test_paged_attention_follows_its_reference_on_nan_keys():
+    """NaN in, NaN out on both paths (the fused CPU kernel would give 0 for a query
+    whose every key is NaN)."""
+    torch.manual_seed(0)
+    for nan_positions in ([1], [0, 1, 2]):
+        cache = paged.PagedKVCache(8, 4, 1, 4)
+        cache.add_sequence(0)
+        for i in range(3):
+            k = torch.full((1, 4), float("nan")) if i in nan_positions else torch.randn(1, 4)
+            cache.append(0, k, torch.randn(1, 4))
+        q = torch.randn(2, 4)
+        k, v = cache.gather(0)
+        assert paged.paged_attention(q, cache, 0).isnan().all()
+        assert paged.contiguous_attention(q, k, v).isnan().all()

@@ -83,3 +83,10 @@ def test_the_package_docstring_names_every_part():
 def test_no_module_shadows_the_standard_library():
     names = {p.stem for p in SRC.rglob("*.py")} | {p.name for p in SRC.rglob("*") if p.is_dir()}
     assert not names & set(sys.stdlib_module_names), names & set(sys.stdlib_module_names)
+
+
+def test_the_package_has_one_format():
+    """``ruff format`` (88 columns, pinned in pyproject.toml) over the whole package."""
+    result = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", str(SRC)],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

@@ -111,7 +111,7 @@ def test_next_token_loss_is_the_mean_cross_entropy_over_positions():
     check.close(lm.next_token_loss(lambda x: logits, (torch.zeros(2, 3), y)), by_hand)
     with pytest.raises(ValueError, match=r"model\(x\) must return logits \(b, t, v\)"):
         lm.next_token_loss(lambda x: logits[:, 0], (torch.zeros(2, 3), y))
-    with pytest.raises(ValueError, match=r"y must be \(b, t\) integer"):
+    with pytest.raises(TypeError, match=r"y must be an integer \(long\) tensor"):
         lm.next_token_loss(lambda x: logits, (torch.zeros(2, 3), y.float()))
 
 

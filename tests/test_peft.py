@@ -74,11 +74,30 @@ def test_prompt_tuning_shifts_the_text_by_the_prompt():
 def test_lora_update_is_low_rank_and_on_the_chosen_rows():
     m = peft.add_lora(model(), r=2, alpha=4.0, parts="qv")
     layer = m.blocks[0].attn.qkv
+    assert layer.A.shape == (2, 2, 32) and layer.B.shape == (2, 32, 2)  # q and v
     torch.nn.init.normal_(layer.B)
     delta = layer.delta_weight()
-    assert torch.linalg.matrix_rank(delta) == 2
     assert delta[32:64].abs().max() == 0  # the key rows are not touched
-    assert delta[:32].abs().max() > 0 and delta[64:].abs().max() > 0
+    # one adapter per slice: rank r each, rank 2r together (a shared A would give r)
+    assert torch.linalg.matrix_rank(delta[:32]) == 2
+    assert torch.linalg.matrix_rank(delta[64:]) == 2
+    assert torch.linalg.matrix_rank(delta) == 4
+    torch.testing.assert_close(delta[:32], 2.0 * layer.B[0] @ layer.A[0])
+    torch.testing.assert_close(delta[64:], 2.0 * layer.B[1] @ layer.A[1])
+
+
+@pytest.mark.parametrize("rows", [None, [0, 3, 5], [[0, 1], [4, 2]]])
+def test_lora_linear_forward_is_the_base_plus_its_delta_weight(rows):
+    torch.manual_seed(0)
+    base = torch.nn.Linear(8, 6)
+    layer = peft.LoRALinear(copy.deepcopy(base), 2, 3.0, rows)
+    torch.nn.init.normal_(layer.B)
+    x = torch.randn(4, 5, 8)
+    expected = torch.nn.functional.linear(x, base.weight + layer.delta_weight(), base.bias)
+    torch.testing.assert_close(layer(x), expected)
+    torch.testing.assert_close(layer.merged()(x), expected)
+    groups = 1 if rows is None or not isinstance(rows[0], list) else len(rows)
+    assert layer.A.shape[0] == layer.B.shape[0] == groups
 
 
 def test_merged_lora_equals_unmerged_after_training():
@@ -100,7 +119,7 @@ def test_only_the_new_parameters_train():
     for name, make in methods().items():
         counts[name] = peft.trainable(make(copy.deepcopy(base)))
     d, L, r = 32, 2, 2
-    assert counts["lora"][0] == L * (r * d + 2 * d * r)       # A (r, d) and B (2d, r)
+    assert counts["lora"][0] == L * 2 * (r * d + d * r)       # A, B for q and for v
     assert counts["adapters"][0] == L * 2 * (2 * d * 4 + 4 + d)
     assert counts["prefix"][0] == L * 2 * 3 * d
     prompt = peft.PromptTuned(copy.deepcopy(base), torch.tensor([1, 2, 3]))

@@ -28,8 +28,12 @@ def test_frequencies_follow_each_papers_formula():
     assert torch.allclose(f["none"], theta)
     assert torch.allclose(f["pi"], theta / s)
     assert torch.allclose(f["ntk"], (b * s ** (d / (d - 2))) ** (-2 * i / d))
-    r = L * theta / (2 * math.pi)
-    gamma = ((r - 1) / 31).clamp(0, 1)
+    # the released YaRN code's ramp: linear in the pair index between the pairs
+    # that turn beta = 32 and alpha = 1 times over L, rounded outwards
+    low = math.floor(d * math.log(L / (2 * math.pi * 32)) / (2 * math.log(b)))
+    high = math.ceil(d * math.log(L / (2 * math.pi * 1)) / (2 * math.log(b)))
+    assert (low, high) == rope_scaling.correction_range(d, L) == (8, 21)
+    gamma = 1 - ((i - low) / (high - low)).clamp(0, 1)
     assert torch.allclose(f["ntk_by_parts"], (1 - gamma) * theta / s + gamma * theta)
     assert torch.equal(f["yarn"], f["ntk_by_parts"])
 
@@ -54,8 +58,18 @@ def test_yarn_temperature_is_the_published_one():
 
 
 def test_ramp_known_answers():
-    r = torch.tensor([0.0, 1.0, 16.5, 32.0, 100.0])
-    assert torch.allclose(rope_scaling.ramp(r), torch.tensor([0.0, 0.0, 0.5, 1.0, 1.0]))
+    assert torch.allclose(
+        rope_scaling.ramp(6, 1, 3),
+        torch.tensor([1.0, 1.0, 0.5, 0.0, 0.0, 0.0], dtype=torch.float64),
+    )
+    same = rope_scaling.ramp(4, 2, 2)  # low == high: a step, as in the code
+    assert same.tolist() == [1.0, 1.0, 1.0, 0.0]
+
+
+def test_correction_range_known_answers():
+    assert rope_scaling.correction_range(128, 4096) == (20, 46)  # Llama 2
+    assert rope_scaling.correction_range(16, 64) == (0, 3)  # low clamped at 0
+    assert rope_scaling.correction_range(128, 10**9) == (107, 127)  # high at d - 1
 
 
 @pytest.mark.parametrize("method", rope_scaling.METHODS)

@@ -96,6 +96,21 @@ except ValueError as error:
     assert "d_state a power of two >= 2; got 3" in str(error), error
 else:
     raise AssertionError("n = 3 accepted")
+for dtype in (torch.float16, torch.bfloat16):  # the documented dtypes, computed in fp32
+    args = [x.to(dtype) for x in (u, delta, A, B, C, D)]
+    out = f(*args, block_d=16)
+    assert out.dtype == dtype, out.dtype
+    torch.testing.assert_close(out, scan.selective_scan_ref(*args), atol=2e-2, rtol=2e-2)
+try:
+    f(*[x.double() for x in (u, delta, A, B, C, D)])
+except TypeError as error:
+    assert "float32, float16 or bfloat16 tensors; u is torch.float64" in str(error), error
+else:
+    raise AssertionError("float64 accepted")
+assert f(u[:, :0], delta[:, :0], A, B[:, :0], C[:, :0], D).shape == (b, 0, d)
+nan_u = u.clone()
+nan_u[:, 1] = float("nan")
+assert f(nan_u, delta, A, B, C, D, block_d=16)[:, 1:].isnan().all()
 other, message = scan.triton_scan(interpret=False)
 assert other is None and "restart" in message, message
 print("ok")

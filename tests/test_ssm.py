@@ -108,8 +108,9 @@ def test_s4d_init_values():
     assert torch.allclose(lin.real, torch.full((4,), -0.5, dtype=torch.float64))
     assert torch.allclose(lin.imag, torch.pi * torch.arange(4, dtype=torch.float64))
     inv = s4d.s4d_init(8, "inv")
-    n = torch.arange(4, dtype=torch.float64)
-    assert torch.allclose(inv.imag, 4 / torch.pi * (4 / (2 * n + 1) - 1))
+    n = torch.arange(4, dtype=torch.float64)  # N = d_state = 8, n over the 4 pairs
+    assert torch.allclose(inv.imag, 8 / torch.pi * (8 / (2 * n + 1) - 1))
+    assert (inv.imag > 0).all()
 
 
 @pytest.mark.parametrize("init", ["lin", "inv"])

@@ -157,3 +157,10 @@ def check_type(value, name: str, types, what: str | None = None) -> None:
         classes = types if isinstance(types, tuple) else (types,)
         what = what or " or ".join(c.__name__ for c in classes)
         raise TypeError(f"{name} must be {what}; got {describe(value)}")
+
+
+def is_int_tensor(x) -> bool:
+    """An integer tensor (not float, complex or bool)."""
+    return isinstance(x, torch.Tensor) and not (
+        x.is_floating_point() or x.is_complex() or x.dtype == torch.bool
+    )

@@ -10,7 +10,15 @@ memory-efficient attention by chunking is Rabe & Staats (2021, arXiv:2112.05682)
 This module is the plain-PyTorch version of the chapter: the loops over blocks run in
 Python, each block is a batched matrix product over the batch and head axes. Masks are
 boolean, True where a query may attend a key (as in
-:mod:`lecturelib.transformers.self_attention`); a query with no key gets output 0.
+:mod:`lecturelib.transformers.self_attention`). :func:`naive_attention` is the reference
+and defines the semantics that every fast path here (tiled, Triton) follows:
+
+- a query with no key to attend (every key masked, the causal queries before the first
+  key when ``s < t``, or ``s = 0``) gets output 0, and no queries (``t = 0``) give an empty
+  output;
+- NaN in, NaN out: a NaN in a query, or in a key or value that the query attends, makes
+  that query's output NaN (it is never turned into zeros); a NaN key that the mask hides
+  from a query does not reach it.
 
 Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)`` with the same leading
 axes (e.g. ``b h``).
@@ -171,7 +179,9 @@ def naive_attention(
     keep = visible(t, s, bool(causal), mask, q.device)
     if keep is not None:
         scores = scores.masked_fill(~keep, -math.inf)
-    weights = torch.softmax(scores, -1).nan_to_num(0.0)  # a row with no key: 0
+    weights = torch.softmax(scores, -1)
+    if keep is not None:  # a query with no key gets 0 (NaN from the inputs stays NaN)
+        weights = weights.masked_fill(~keep.any(-1, keepdim=True), 0.0)
     return weights @ v
 
 
@@ -311,7 +321,7 @@ def io_bytes(t: int, d: int, sram_floats: int, bytes_per_float: int = 4) -> dict
     ``Θ(t d + t²)`` (the scores are written and read), and of FlashAttention,
     ``Θ(t² d² / M)`` for an SRAM of ``M`` floats (K and V are read once per query block
     of ``M / (4d)`` rows)."""
-    check_sizes(t=t, d=d, sram_floats=sram_floats)
+    check_sizes(t=t, d=d, sram_floats=sram_floats, bytes_per_float=bytes_per_float)
     if sram_floats < 4 * d:
         raise ValueError(
             f"sram_floats must hold at least one row of q, k, v and o "

@@ -5,8 +5,11 @@ keys with the running max and normaliser of
 
 Follows the fused-attention tutorial of Triton and FlashAttention-2 (Dao, 2023,
 arXiv:2307.08691): the output is rescaled once at the end, and the causal loop stops at
-the diagonal. Forward only; fp32, fp16 or bf16 inputs; ``t`` and ``s`` multiples of the
-blocks.
+the diagonal. Forward only; fp32, fp16 or bf16 inputs (bf16 compiled only: Triton's
+interpreter computes ``tl.dot`` of bf16 wrongly, so it is refused there, as is every
+other dtype); ``t`` and ``s`` multiples of the blocks. It follows
+:func:`lecturelib.efficiency.flash.naive_attention` on NaN (NaN in, NaN out) and on
+empty inputs (``t = 0``: empty output; ``s = 0``: zeros).
 
 Triton compiles the kernel for a CUDA GPU. On a CPU it runs in Triton's interpreter,
 which reads ``TRITON_INTERPRET=1`` when ``@triton.jit`` decorates the kernel: so the
@@ -21,6 +24,7 @@ import os
 import torch
 
 from lecturelib.efficiency import flash
+from lecturelib.validate import check_number, check_sizes
 
 _KERNEL: dict[bool, object] = {}
 
@@ -130,6 +134,8 @@ def _define_flash_attention(interpret: bool):
         """
         check_flash_attention(q, k, v, causal, block_q, block_k, interpret)
         b, h, t, d = q.shape
+        if t == 0 or k.shape[-2] == 0:  # no query, or no key: 0 (as the reference)
+            return torch.zeros_like(q)
         q, k, v = (x.contiguous() for x in (q, k, v))
         out = torch.empty_like(q)
         grid = (t // block_q, b * h)
@@ -155,6 +161,18 @@ def check_flash_attention(q, k, v, causal, block_q, block_k, interpret: bool) ->
     """The arguments of the Triton ``flash_attention``: ``(b, h, t, d)``, ``(b, h, s,
     d)`` twice, ``d`` a power of two >= 16, blocks that divide the lengths."""
     flash.check_qkv(q, k, v)
+    dtypes = (torch.float32, torch.float16) + (() if interpret else (torch.bfloat16,))
+    if q.dtype not in dtypes:
+        where = "interpreted on a CPU" if interpret else "compiled"
+        raise TypeError(
+            f"the Triton attention kernel ({where}) takes q, k, v in "
+            f"{', '.join(str(x) for x in dtypes)}; got {q.dtype}"
+            + (
+                " (Triton's interpreter computes tl.dot of bfloat16 wrongly)"
+                if q.dtype == torch.bfloat16
+                else ""
+            )
+        )
     if q.dim() != 4 or v.shape[-1] != q.shape[-1]:
         raise ValueError(
             f"q, k, v must be (b, h, t, d), (b, h, s, d), (b, h, s, d); got "
@@ -178,6 +196,6 @@ def tflops(
 ) -> float:
     """The attention forward's throughput in TFLOP/s (``4 b h t² d``, halved when
     causal)."""
-    if not seconds > 0:
-        raise ValueError(f"seconds must be > 0; got {seconds!r}")
+    check_sizes(t=t, d=d, heads=heads, batch=batch)
+    check_number(seconds, "seconds", 0, low_open=True)
     return 4 * batch * heads * t * t * d * (0.5 if causal else 1.0) / seconds / 1e12

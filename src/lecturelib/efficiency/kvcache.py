@@ -7,9 +7,13 @@ prefix at every step (``O(L²)`` for ``L`` tokens); storing them in a per-layer 
 costs one token's forward pass and one row of attention per step (``O(L)``) (Pope et
 al., arXiv:2211.05102). :class:`KVCache` is that store, preallocated;
 :func:`cached_forward` runs chapter 11's :class:`lecturelib.pretraining.gpt.GPT` with its own
-parameters on a cache: a *prefill* of the prompt, then one *decode* step per new token.
-:func:`recompute_logits` is the reference, the whole prefix recomputed. RoPE has no
-length limit, so both run past the model's trained context (chapter 18 asks how well).
+parameters and its own RoPE tables on a cache made for it (:func:`new_cache`; a cache
+refuses any other model): a *prefill* of the prompt, then one *decode* step per new
+token. :func:`recompute_logits` is the reference, the whole prefix recomputed. Plain RoPE
+has no length limit, so both run past the model's trained context (chapter 18 asks how
+well); a table that ``rope_scaling.extend`` changed is used as it is, and stops where it
+stops. Variants the cached path cannot run exactly are refused by name
+(:func:`check_gpt`, :func:`check_new_cache`).
 
 :data:`PUBLISHED` holds the attention configurations of real models, each with its
 source, and :func:`cache_bytes_per_token` computes ``2 · n_kv_heads · d_head · n_layers
@@ -28,54 +32,41 @@ import torch
 import torch.nn.functional as F
 from einops import repeat
 
+from lecturelib.efficiency.kvmodel import (
+    Rope,
+    check_gpt,
+    check_positions,
+    check_token_wise,
+    other_model,
+)
 from lecturelib.pretraining import gpt
-from lecturelib.transformers import positions
 from lecturelib.validate import check_ids, check_int, check_sizes, check_tensor
 
-# Attention shapes of published models (values from each model's config.json or paper).
+
+def published(repo: str, **sizes: int) -> dict:
+    """A published model's attention ``sizes``, with its config.json on the Hub."""
+    return dict(sizes, source=f"https://huggingface.co/{repo}/blob/main/config.json")
+
+
+# Attention shapes of published models (values from each model's config.json).
 PUBLISHED = {
-    "GPT-2 (124M)": dict(
-        n_layers=12,
-        n_heads=12,
-        n_kv_heads=12,
-        d_head=64,
-        source="https://huggingface.co/openai-community/gpt2/blob/main/config.json",
+    "GPT-2 (124M)": published(
+        "openai-community/gpt2", n_layers=12, n_heads=12, n_kv_heads=12, d_head=64
     ),
-    "Llama-2-7B": dict(
-        n_layers=32,
-        n_heads=32,
-        n_kv_heads=32,
-        d_head=128,
-        source="https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json",
+    "Llama-2-7B": published(
+        "meta-llama/Llama-2-7b-hf", n_layers=32, n_heads=32, n_kv_heads=32, d_head=128
     ),
-    "Llama-2-70B": dict(
-        n_layers=80,
-        n_heads=64,
-        n_kv_heads=8,
-        d_head=128,
-        source="https://huggingface.co/meta-llama/Llama-2-70b-hf/blob/main/config.json",
+    "Llama-2-70B": published(
+        "meta-llama/Llama-2-70b-hf", n_layers=80, n_heads=64, n_kv_heads=8, d_head=128
     ),
-    "Llama-3-8B": dict(
-        n_layers=32,
-        n_heads=32,
-        n_kv_heads=8,
-        d_head=128,
-        source="https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/"
-        "config.json",
+    "Llama-3-8B": published(
+        "meta-llama/Meta-Llama-3-8B", n_layers=32, n_heads=32, n_kv_heads=8, d_head=128
     ),
-    "Mistral-7B": dict(
-        n_layers=32,
-        n_heads=32,
-        n_kv_heads=8,
-        d_head=128,
-        source="https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/config.json",
+    "Mistral-7B": published(
+        "mistralai/Mistral-7B-v0.1", n_layers=32, n_heads=32, n_kv_heads=8, d_head=128
     ),
-    "DeepSeek-V2": dict(  # MLA: kv_lora_rank 512, qk_rope_head_dim 64
-        n_layers=60,
-        n_heads=128,
-        d_latent=512,
-        d_rope=64,
-        source="https://huggingface.co/deepseek-ai/DeepSeek-V2/blob/main/config.json",
+    "DeepSeek-V2": published(  # MLA: kv_lora_rank 512, qk_rope_head_dim 64
+        "deepseek-ai/DeepSeek-V2", n_layers=60, n_heads=128, d_latent=512, d_rope=64
     ),
 }
 
@@ -249,27 +240,6 @@ def kv_cache(
     )
 
 
-class Rope:
-    """RoPE with cosines and sines precomputed for ``max_len`` positions; ``rope(x,
-    start)`` rotates ``x`` as positions ``start..start+t-1``. Shapes: ``(..., t, e)`` →
-    same."""
-
-    def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
-        angles = positions.rope_angles(max_len, d_head, base)  # (max_len, e/2)
-        self.cos, self.sin, self.max_len = angles.cos(), angles.sin(), max_len
-
-    def __call__(self, x: torch.Tensor, start: int) -> torch.Tensor:
-        t = x.shape[-2]
-        if start + t > self.max_len:
-            raise ValueError(
-                f"positions {start}..{start + t - 1} exceed the RoPE "
-                f"table's max_len = {self.max_len}"
-            )
-        cos, sin = self.cos[start : start + t], self.sin[start : start + t]
-        x1, x2 = x[..., 0::2], x[..., 1::2]
-        return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
-
-
 def attend_reference(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int
 ) -> torch.Tensor:
@@ -327,23 +297,23 @@ def check_cached_attention(q, k, v, start) -> None:
         )
 
 
-def check_gpt(model, needs: str = "the cached path") -> None:
-    """``model`` must be a RoPE ``gpt.GPT``, which ``needs`` (a phrase for the message)."""
-    if not isinstance(model, gpt.GPT):
-        raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
-    if model.config.positions != "rope":
-        raise ValueError(
-            f"{needs} needs a RoPE model; got positions={model.config.positions!r}"
-        )
+def check_new_cache(model, batch, max_len) -> None:
+    """The arguments of :func:`new_cache`: a GPT whose blocks the cached path runs
+    exactly, token by token."""
+    check_gpt(model)
+    check_sizes(batch=batch, max_len=max_len)
+    check_token_wise(model, "the cached path")
 
 
 def new_cache(model: gpt.GPT, batch: int, max_len: int) -> KVCache:
-    """An empty cache (with its RoPE table) for ``model``: ``max_len`` positions."""
-    check_gpt(model)
+    """An empty cache of ``max_len`` positions for ``model``, rotated by the model's own
+    RoPE tables, and bound to it."""
+    check_new_cache(model, batch, max_len)
     c = model.config
     p = next(model.parameters())
     cache = kv_cache(c.n_layers, batch, max_len, c.n_heads, c.d_head, p.dtype, p.device)
-    cache.rope = Rope(c.d_head, max_len, c.rope_base)
+    cache.rope = Rope.of_model(model, max_len)
+    cache.model = model  # cached_forward refuses any other
     return cache
 
 
@@ -378,19 +348,38 @@ def check_gpt_ids(model, ids) -> None:
 
 
 def check_cached_forward(model, ids, cache) -> None:
-    """The arguments of :func:`cached_forward`: a RoPE GPT, ``(b, t)`` token ids and a
-    cache from :func:`new_cache` (a :class:`KVCache` with a RoPE table) with room for
-    them."""
-    check_gpt_ids(model, ids)
-    if not all(hasattr(cache, a) for a in ("rope", "write", "length", "batch")):
+    """The arguments of :func:`cached_forward`: a GPT in eval mode (or without dropout),
+    ``(b, t)`` token ids and a cache that :func:`new_cache` made for this very model,
+    with room for them inside its RoPE table."""
+    if not isinstance(model, gpt.GPT):
+        raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
+    check_ids(ids, "ids", dims=2)
+    if not all(hasattr(cache, a) for a in ("rope", "model", "write", "length")):
         raise TypeError(
             f"cache must come from kvcache.new_cache; got {type(cache).__name__}"
+        )
+    if cache.model is not model:
+        raise ValueError(
+            f"the cache was built by new_cache for another model "
+            f"({other_model(cache.model, model)}); make one for this model"
         )
     if ids.shape[0] != cache.batch:
         raise ValueError(
             f"ids must be (b={cache.batch}, t) token ids; got {tuple(ids.shape)}"
         )
     check_room(cache, ids.shape[1])
+    end = cache.length + ids.shape[1]
+    if end > cache.rope.max_len:
+        raise ValueError(
+            f"positions {cache.length}..{end - 1} are past the model's RoPE tables "
+            f"({cache.rope.max_len} positions): they were changed (e.g. by "
+            f"rope_scaling.extend) and the cache cannot continue them"
+        )
+    if model.training and model.config.dropout > 0:
+        raise ValueError(
+            f"the cached path has no dropout; the model is training with dropout="
+            f"{model.config.dropout}: call model.eval()"
+        )
 
 
 def recompute_logits(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
@@ -438,9 +427,10 @@ def generate(
 
 def check_generate(model, prompt, n_new, forward) -> None:
     """The arguments of :func:`generate`."""
-    check_gpt(model)
+    check_new_cache(model, 1, 1)
     check_ids(prompt, "prompt", dims=2)
     check_int(n_new, "n_new", 1)
+    check_positions(model, prompt.shape[1] + n_new - 1, "generate")
     if forward is not None and not callable(forward):
         raise TypeError(
             f"forward must be a function like cached_forward; "

@@ -11,7 +11,9 @@ only when a sequence writes into it (copy-on-write).
 :class:`PagedKVCache` is that cache for one layer; :func:`paged_attention` reads keys
 and values through the block table, and :func:`contiguous_attention` is its reference on
 a contiguous copy. The real kernel reads block by block inside the attention loop; we
-gather.
+gather, and apply the reference's attention to what we gathered, so that the two agree
+on every input, NaN included (NaN in, NaN out: PyTorch's fused CPU kernel returns 0 for
+a query whose every key is NaN).
 
 Shapes: ``g`` key/value heads, ``e`` d_head, ``h`` query heads, ``n`` block_size.
 """
@@ -23,7 +25,14 @@ import math
 import torch
 
 from lecturelib.efficiency import kvcache
-from lecturelib.validate import check_int, check_sizes, check_tensor
+from lecturelib.validate import (
+    check_int,
+    check_sizes,
+    check_tensor,
+    check_type,
+    describe,
+    is_int,
+)
 
 
 class BlockAllocator:
@@ -72,7 +81,7 @@ class PagedKVCache:
         d_head: int,
         dtype: torch.dtype = torch.float32,
     ):
-        check_paged_cache(capacity, block_size, n_kv_heads, d_head)
+        check_paged_cache(capacity, block_size, n_kv_heads, d_head, dtype)
         n_blocks = capacity // block_size
         self.block_size, self.shape = block_size, (n_kv_heads, d_head)
         self.k = torch.zeros(n_blocks, block_size, n_kv_heads, d_head, dtype=dtype)
@@ -137,7 +146,7 @@ class PagedKVCache:
         return self.allocator.used * self.block_size
 
 
-def check_paged_cache(capacity, block_size, n_kv_heads, d_head) -> None:
+def check_paged_cache(capacity, block_size, n_kv_heads, d_head, dtype) -> None:
     """The arguments of :class:`PagedKVCache`."""
     check_sizes(
         capacity=capacity, block_size=block_size, n_kv_heads=n_kv_heads, d_head=d_head
@@ -146,6 +155,9 @@ def check_paged_cache(capacity, block_size, n_kv_heads, d_head) -> None:
         raise ValueError(
             f"block_size ({block_size}) must divide the capacity ({capacity} positions)"
         )
+    check_type(dtype, "dtype", torch.dtype, "a torch.dtype")
+    if not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype; got {dtype}")
 
 
 def check_block_in_use(allocator: BlockAllocator, block) -> None:
@@ -157,14 +169,17 @@ def check_block_in_use(allocator: BlockAllocator, block) -> None:
 
 
 def check_new_seq(cache: PagedKVCache, seq) -> None:
-    """``seq`` must be a new sequence id of ``cache``."""
+    """``seq`` must be a new sequence id of ``cache``: an int (a list would not be
+    hashable, a float would be a second name of an int id)."""
+    if not is_int(seq):
+        raise TypeError(f"a sequence id must be an int; got {describe(seq)}")
     if seq in cache.tables:
         raise ValueError(f"sequence {seq} already exists")
 
 
 def check_seq(cache: PagedKVCache, seq) -> None:
     """``seq`` must be a sequence of ``cache``."""
-    if seq not in cache.tables:
+    if not is_int(seq) or seq not in cache.tables:
         raise ValueError(f"unknown sequence {seq!r}; known: {sorted(cache.tables)}")
 
 
@@ -183,10 +198,10 @@ def check_append(cache: PagedKVCache, seq, k, v) -> None:
 def paged_attention(q: torch.Tensor, cache: PagedKVCache, seq: int) -> torch.Tensor:
     """One decode query of sequence ``seq`` attending to all its cached positions, read
     through the block table. Shapes: q ``(h, e)`` → ``(h, e)``."""
+    check_query(q, cache, seq)
     k, v = cache.gather(seq)  # (g, s, e)
-    check_query(q, cache)
     s = k.shape[1]
-    return kvcache.attend(q[None, :, None], k[None], v[None], s - 1)[0, :, 0]
+    return kvcache.attend_reference(q[None, :, None], k[None], v[None], s - 1)[0, :, 0]
 
 
 def contiguous_attention(
@@ -195,18 +210,40 @@ def contiguous_attention(
     """The reference: the same query over a contiguous cache, plain softmax attention.
 
     Shapes: q ``(h, e)``, k, v ``(g, s, e)`` → ``(h, e)``."""
+    check_contiguous(q, k, v)
     s = k.shape[1]
     return kvcache.attend_reference(q[None, :, None], k[None], v[None], s - 1)[0, :, 0]
 
 
-def check_query(q, cache: PagedKVCache) -> None:
-    """The query of :func:`paged_attention`: ``(h, e)``, ``h`` a multiple of ``g``."""
+def check_query(q, cache: PagedKVCache, seq) -> None:
+    """The arguments of :func:`paged_attention`: a query ``(h, e)``, ``h`` a multiple
+    of ``g``, and a sequence of ``cache`` that holds at least one token."""
+    check_seq(cache, seq)
     g, e = cache.shape
     check_tensor(q, "q", f"(h, {e})")
     if q.dim() != 2 or q.shape[1] != e or q.shape[0] % g:
         raise ValueError(
             f"q must be (h, {e}) with h a multiple of {g}; got {tuple(q.shape)}"
         )
+    if cache.lengths[seq] == 0:
+        raise ValueError(
+            f"sequence {seq} holds no token yet: append one before attending"
+        )
+
+
+def check_contiguous(q, k, v) -> None:
+    """The arguments of :func:`contiguous_attention`: a query ``(h, e)`` and keys and
+    values ``(g, s, e)`` with ``s >= 1`` and ``g`` dividing ``h``."""
+    check_tensor(q, "q", "(h, e)", 2)
+    check_tensor(k, "k", "(g, s, e)", 3)
+    check_tensor(v, "v", "(g, s, e)", 3)
+    if k.shape != v.shape or k.shape[2] != q.shape[1] or q.shape[0] % k.shape[0]:
+        raise ValueError(
+            f"q must be (h, e) and k, v (g, s, e) with g dividing h; got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if k.shape[1] == 0:
+        raise ValueError("k and v hold no position (s = 0): nothing to attend")
 
 
 def simulate(
@@ -221,15 +258,7 @@ def simulate(
     held by paged blocks, and what contiguous max-length reservations would hold.
 
     Returns one dict per step: ``tokens``, ``paged``, ``contiguous``."""
-    if len(lengths) != len(arrivals) or not lengths:
-        raise ValueError(
-            f"lengths and arrivals must be non-empty and equal in length; "
-            f"got {len(lengths)} and {len(arrivals)}"
-        )
-    if max(lengths) > max_len:
-        raise ValueError(
-            f"every length must be <= max_len = {max_len}; got {max(lengths)}"
-        )
+    check_simulate(lengths, arrivals, block_size, max_len, capacity)
     cache = PagedKVCache(capacity, block_size, 1, 1)
     token = torch.zeros(1, 1)
     history, done = [], set()
@@ -252,6 +281,28 @@ def simulate(
     return history
 
 
+def check_simulate(lengths, arrivals, block_size, max_len, capacity) -> None:
+    """The arguments of :func:`simulate`: as many lengths (ints in ``1..max_len``) as
+    arrival steps (ints >= 0), and sizes that are ints >= 1."""
+    check_sizes(block_size=block_size, max_len=max_len, capacity=capacity)
+    for name, values in (("lengths", lengths), ("arrivals", arrivals)):
+        check_type(values, name, (list, tuple), "a list of ints")
+    if len(lengths) != len(arrivals) or not lengths:
+        raise ValueError(
+            f"lengths and arrivals must be non-empty and equal in length; "
+            f"got {len(lengths)} and {len(arrivals)}"
+        )
+    for n, start in zip(lengths, arrivals):
+        check_int(n, "every length", 1)
+        check_int(start, "every arrival step", 0)
+    if max(lengths) > max_len:
+        raise ValueError(
+            f"every length must be <= max_len = {max_len}; got {max(lengths)}"
+        )
+
+
 def blocks_for(n_tokens: int, block_size: int) -> int:
     """Blocks a sequence of ``n_tokens`` needs: ``ceil(n / block_size)``."""
+    check_int(n_tokens, "n_tokens", 0)
+    check_int(block_size, "block_size", 1)
     return math.ceil(n_tokens / block_size)

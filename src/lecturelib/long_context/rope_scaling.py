@@ -10,9 +10,13 @@ was trained:
 - ``"ntk"``: NTK-aware base change ``b' = b·s^{d/(d-2)}`` (bloc97, 2023): the fastest pair
   keeps its frequency and the slowest is divided by ``s``;
 - ``"ntk_by_parts"``: pairs whose wavelength ``λ_i = 2π/θ_i`` fits ``r_i = L/λ_i > β``
-  times into ``L`` keep ``θ_i``, those with ``r_i < α`` are interpolated, a linear ramp
+  times into ``L`` keep ``θ_i``, those with ``r_i < α`` are interpolated, a ramp
   ``γ_i`` in between: ``θ'_i = (1-γ_i) θ_i/s + γ_i θ_i`` (Peng et al., arXiv:2309.00071,
-  ``α = 1, β = 32``);
+  ``α = 1, β = 32``). The paper's equation ramps linearly in ``r``; the released YaRN
+  code, and Hugging Face's ``yarn`` rope that YaRN models load with, ramp linearly in
+  the pair index ``i`` between the rounded pairs where ``r_i = β`` and ``r_i = α``
+  (:func:`correction_range`, :func:`ramp`). We compute what the models compute: the
+  code's ramp;
 - ``"yarn"``: NTK-by-parts plus an attention temperature, logits multiplied by
   ``1/t`` with ``√(1/t) = 0.1 ln s + 1`` (applied, as the paper does, by scaling both the
   rotated queries and keys by ``√(1/t)``).
@@ -34,7 +38,7 @@ import torch
 from lecturelib.efficiency import kvcache
 from lecturelib.pretraining import gpt
 from lecturelib.transformers import positions
-from lecturelib.validate import check_ids, check_int
+from lecturelib.validate import check_ids, check_int, check_number
 
 METHODS = ("none", "pi", "ntk", "ntk_by_parts", "yarn")
 ALPHA, BETA = 1.0, 32.0  # NTK-by-parts / YaRN defaults for LLaMA (Peng et al., 2023)
@@ -60,20 +64,59 @@ def check_method(method) -> None:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
 
 
-def check_frequencies(method, scale, train_len) -> None:
+def check_ramp(alpha, beta) -> None:
+    """The ramp's ends: ``0 < alpha < beta`` turns over the trained context."""
+    numbers = all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in (alpha, beta)
+    )
+    if not (numbers and 0 < alpha < beta < math.inf):
+        raise ValueError(
+            f"the ramp needs 0 < alpha < beta; got alpha={alpha!r}, beta={beta!r}"
+        )
+
+
+def check_frequencies(method, scale, train_len, alpha=ALPHA, beta=BETA) -> None:
     """The arguments of :func:`scaled_frequencies`."""
     check_method(method)
     check_scale(scale)
     check_int(train_len, "train_len", 1)
+    check_ramp(alpha, beta)
 
 
-def ramp(r: torch.Tensor, alpha: float = ALPHA, beta: float = BETA) -> torch.Tensor:
-    """NTK-by-parts' ``γ(r)``: 0 below ``alpha``, 1 above ``beta``, linear in between."""
-    if not 0 <= alpha < beta:
-        raise ValueError(
-            f"the ramp needs 0 <= alpha < beta; got alpha={alpha!r}, beta={beta!r}"
-        )
-    return ((r - alpha) / (beta - alpha)).clamp(0, 1)
+def check_correction_range(d_head, train_len, base, alpha, beta) -> None:
+    """The arguments of :func:`correction_range`."""
+    check_int(d_head, "d_head", 2)
+    check_int(train_len, "train_len", 1)
+    check_number(base, "base", 1.0, low_open=True)
+    check_ramp(alpha, beta)
+
+
+def correction_range(
+    d_head: int,
+    train_len: int,
+    base: float = 10000.0,
+    alpha: float = ALPHA,
+    beta: float = BETA,
+) -> tuple[int, int]:
+    """The pairs where the released YaRN code's ramp starts and ends.
+
+    Pair ``i`` turns ``r_i = L θ_i / 2π`` times over the trained context; it turns
+    ``r`` times at ``i(r) = d ln(L / 2πr) / (2 ln b)``. The ramp runs from
+    ``low = ⌊i(β)⌋`` to ``high = ⌈i(α)⌉``, clamped to ``[0, d - 1]`` as the code does.
+    """
+    check_correction_range(d_head, train_len, base, alpha, beta)
+
+    def pair(r):  # the (fractional) pair index that turns r times over train_len
+        return d_head * math.log(train_len / (2 * math.pi * r)) / (2 * math.log(base))
+
+    return max(math.floor(pair(beta)), 0), min(math.ceil(pair(alpha)), d_head - 1)
+
+
+def ramp(n_pairs: int, low: int, high: int) -> torch.Tensor:
+    """The code's ``γ_i``: 1 (keep ``θ_i``) up to pair ``low``, 0 (interpolate) from
+    pair ``high`` on, linear in ``i`` in between. Shapes: → ``(n_pairs,)``."""
+    i = torch.arange(n_pairs, dtype=torch.float64)
+    return 1 - ((i - low) / ((high - low) or 1e-3)).clamp(0, 1)
 
 
 def scaled_frequencies(
@@ -87,7 +130,7 @@ def scaled_frequencies(
 ) -> torch.Tensor:
     """The frequencies ``θ'_i`` of ``method`` for a context ``scale`` times the trained
     ``train_len`` (float64). Shapes: → ``(d_head/2,)``."""
-    check_frequencies(method, scale, train_len)
+    check_frequencies(method, scale, train_len, alpha, beta)
     theta = positions.frequencies(d_head, base)  # (d/2,)
     if method == "none":
         return theta
@@ -95,8 +138,8 @@ def scaled_frequencies(
         return theta / scale
     if method == "ntk":
         return positions.frequencies(d_head, base * scale ** (d_head / (d_head - 2)))
-    r = train_len / (2 * math.pi / theta)  # L / λ_i
-    gamma = ramp(r, alpha, beta)
+    low, high = correction_range(d_head, train_len, base, alpha, beta)
+    gamma = ramp(d_head // 2, low, high)  # 1: keep θ_i, 0: θ_i / s
     return (1 - gamma) * theta / scale + gamma * theta
 
 

@@ -6,8 +6,9 @@ parameters:
 - LoRA (Hu et al., arXiv:2106.09685): ``h = W_0 x + (alpha/r) B A x`` with ``A`` random
   and ``B`` zero, so the model starts unchanged; the update merges into ``W_0`` for free
   inference. Our GPT fuses ``W_Q, W_K, W_V`` into one ``qkv`` Linear, so
-  :class:`LoRALinear` can update a chosen set of output rows only (the ``q`` and ``v``
-  slices, the paper's placement).
+  :class:`LoRALinear` can update chosen groups of output rows only, each group with its
+  own ``A`` and ``B``: one adapter on the ``q`` slice and one on the ``v`` slice, the
+  paper's placement (and the ``peft`` library's, tested against it).
 - Adapters (Houlsby et al., arXiv:1902.00751): a bottleneck MLP ``x + U GELU(D x)``
   after the attention and the MLP of every block, ``U`` zero so the model starts
   unchanged.
@@ -30,7 +31,7 @@ import unicodedata
 
 import torch
 import torch.nn.functional as F
-from einops import rearrange
+from einops import einsum, rearrange
 from torch import nn
 
 from lecturelib.pretraining import gpt
@@ -44,10 +45,13 @@ from lecturelib.validate import (
 
 
 class LoRALinear(nn.Module):
-    """A frozen ``nn.Linear`` plus a rank-``r`` update ``(alpha/r) B A`` on the output
-    rows ``rows`` (all rows when None).
+    """A frozen ``nn.Linear`` plus rank-``r`` updates ``(alpha/r) B_g A_g``, one adapter
+    ``(A_g, B_g)`` per group ``g`` of output rows: ``rows`` is None (one adapter on all
+    rows), a 1-d list of rows (one adapter on them) or a 2-d list, one row of it per
+    adapter (e.g. the ``q`` rows and the ``v`` rows of a fused ``qkv`` projection).
 
-    Shapes: x ``(..., d_in)`` → ``(..., d_out)``; A ``(r, d_in)``, B ``(len(rows), r)``.
+    Shapes: x ``(..., d_in)`` → ``(..., d_out)``; rows ``(g, m)``; A ``(g, r, d_in)``,
+    B ``(g, m, r)``.
     """
 
     def __init__(self, base: nn.Linear, r: int, alpha: float, rows=None):
@@ -55,24 +59,27 @@ class LoRALinear(nn.Module):
         check_lora_linear(base, r, alpha, rows)
         d_out, d_in = base.weight.shape
         rows = torch.arange(d_out) if rows is None else torch.as_tensor(rows)
+        rows = rows.long().reshape(-1, rows.shape[-1])  # (g, m)
         self.base = base.requires_grad_(False)
         self.r, self.scale = r, alpha / r
-        self.register_buffer("rows", rows.long(), persistent=False)
-        self.A = nn.Parameter(torch.randn(r, d_in) / math.sqrt(d_in))
-        self.B = nn.Parameter(torch.zeros(len(rows), r))
+        self.register_buffer("rows", rows, persistent=False)
+        g, m = rows.shape
+        self.A = nn.Parameter(torch.randn(g, r, d_in) / math.sqrt(d_in))
+        self.B = nn.Parameter(torch.zeros(g, m, r))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        update = self.scale * (x @ self.A.T) @ self.B.T  # (..., rows)
-        return self.base(x).index_add(-1, self.rows, update)
+        h = einsum(x, self.A, "... i, g r i -> ... g r")
+        update = self.scale * einsum(h, self.B, "... g r, g m r -> ... g m")
+        return self.base(x).index_add(-1, self.rows.flatten(), update.flatten(-2))
 
     def delta_weight(self) -> torch.Tensor:
-        """``(alpha/r) B A`` scattered into the rows. Shapes: ``(d_out, d_in)``."""
+        """Each ``(alpha/r) B_g A_g`` scattered into its rows. Shapes: ``(d_out, d_in)``."""
+        update = self.scale * self.B @ self.A  # (g, m, d_in)
         delta = torch.zeros_like(self.base.weight)
-        return delta.index_add(0, self.rows, self.scale * self.B @ self.A)
+        return delta.index_add(0, self.rows.flatten(), update.flatten(0, 1))
 
     def merged(self) -> nn.Linear:
-        """An ``nn.Linear`` with ``W = W_0 + (alpha/r) B A``: the same function, no
-        overhead."""
+        """An ``nn.Linear`` with ``W = W_0 + ΔW``: the same function, no overhead."""
         base = self.base
         out = nn.Linear(base.in_features, base.out_features, bias=base.bias is not None)
         with torch.no_grad():
@@ -90,17 +97,27 @@ def check_lora_linear(base, r: int, alpha: float, rows) -> None:
     check_number(alpha, "alpha", 0, low_open=True)
     if rows is None:
         return
-    rows = torch.as_tensor(rows)
     message = (
-        f"rows must be a non-empty 1-d list of output rows in 0..{d_out - 1}; "
-        f"got {describe(rows)}"
+        f"rows must be a non-empty 1-d list of output rows in 0..{d_out - 1}, or a 2-d "
+        f"list of such groups of equal size (one adapter each); got "
     )
+    try:
+        rows = torch.as_tensor(rows)
+    except ValueError:  # groups of different sizes
+        raise ValueError(message + describe(rows)) from None
+    except (TypeError, RuntimeError):  # not numbers
+        raise TypeError(message + describe(rows)) from None
     if rows.numel() and (
         rows.is_floating_point() or rows.is_complex() or rows.dtype == torch.bool
     ):
-        raise TypeError(message)
-    if rows.dim() != 1 or not len(rows) or rows.min() < 0 or rows.max() >= d_out:
-        raise ValueError(message)
+        raise TypeError(message + describe(rows))
+    if (
+        rows.dim() not in (1, 2)
+        or not rows.numel()
+        or rows.min() < 0
+        or rows.max() >= d_out
+    ):
+        raise ValueError(message + describe(rows))
 
 
 def freeze(model: nn.Module) -> nn.Module:
@@ -112,11 +129,12 @@ def add_lora(
     model: gpt.GPT, r: int = 4, alpha: float = 8.0, parts: str = "qv"
 ) -> gpt.GPT:
     """Freeze ``model`` and wrap every block's fused ``qkv`` projection in a
-    :class:`LoRALinear` that updates the slices named by ``parts`` (letters of
-    ``"qkv"``). Changes ``model`` in place and returns it."""
+    :class:`LoRALinear` with one adapter per slice named by ``parts`` (letters of
+    ``"qkv"``; ``"qv"``: one on ``W_Q``, one on ``W_V``, as in the paper). Changes
+    ``model`` in place and returns it."""
     check_add_lora(model, parts)
     d = model.config.d_model
-    rows = torch.cat([torch.arange(d) + "qkv".index(s) * d for s in parts])
+    rows = torch.stack([torch.arange(d) + "qkv".index(s) * d for s in parts])  # (g, d)
     freeze(model)
     for block in model.blocks:
         block.attn.qkv = LoRALinear(block.attn.qkv, r, alpha, rows)

@@ -7,7 +7,4 @@
   and split), ``translation`` (ids and batches), ``seq2seq`` and ``bleu`` (BLEU and BLEU
   by source length);
 - chapter 5, attention: ``attention``.
-
-``legacy_checks`` holds the old-signature ``check_sizes``/``check_ids`` that chapters
-6–8 still import from ``seq2seq``.
 """

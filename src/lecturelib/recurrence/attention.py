@@ -39,25 +39,18 @@ from einops import einsum, rearrange, repeat
 from torch import nn
 
 from lecturelib.recurrence import seq2seq
-from lecturelib.validate import check_callable, check_ids, check_sizes
+from lecturelib.validate import check_callable, check_ids, check_sizes, check_tensor
 from lecturelib.recurrence.translation import PAD_ID
 
 SCORES = ("dot", "bilinear", "additive")
-
-
-def check_float(x, name: str, shape: str) -> None:
-    """Raise a TypeError naming ``name`` unless ``x`` is a floating-point tensor."""
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        got = f"{x.dtype} tensor" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(f"{name} must be a floating-point tensor {shape}; got {got}")
 
 
 def check_qk(
     q: torch.Tensor, k: torch.Tensor, d_q: int | None = None, d_k: int | None = None
 ) -> None:
     """Raise unless queries are float ``(b, t, d_q)`` and keys float ``(b, s, d_k)``."""
-    check_float(q, "queries", "(b, t, d_q)")
-    check_float(k, "keys", "(b, s, d_k)")
+    check_tensor(q, "queries", "(b, t, d_q)")
+    check_tensor(k, "keys", "(b, s, d_k)")
     if q.dim() != 3 or k.dim() != 3 or q.shape[0] != k.shape[0]:
         raise ValueError(
             f"queries must be (b, t, d_q) and keys (b, s, d_k) with one "
@@ -174,11 +167,7 @@ def check_mask(mask, b: int, t: int, s: int, name: str = "mask") -> None:
 
 def check_masked_softmax(scores, mask) -> None:
     """The arguments of :func:`masked_softmax`: a key to attend to in every row."""
-    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
-        got = (
-            scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
-        )
-        raise TypeError(f"scores must be a floating-point tensor; got {got}")
+    check_tensor(scores, "scores", "(..., s)")
     if mask is None:
         return
     if scores.dim() < 3:
@@ -211,7 +200,7 @@ def masked_softmax(
 
 def check_attend(scores, values) -> None:
     """The scores and values of :func:`attend` (its mask: :func:`masked_softmax`)."""
-    check_float(values, "values", "(b, s, d_v)")
+    check_tensor(values, "values", "(b, s, d_v)")
     if (
         not isinstance(scores, torch.Tensor)
         or scores.dim() != 3

@@ -225,8 +225,7 @@ class BigramLM:
         to 1."""
         smoothed = self.counts + self.k
         total = smoothed.sum(dim=1, keepdim=True)
-        # with k = 0 a context never seen in training has no estimate: probability 0
-        # everywhere
+        # k = 0: a context never seen in training gets probability 0 everywhere
         return torch.where(total > 0, smoothed / total.clamp_min(1e-30), 0.0)
 
     def nll(self, ids: torch.Tensor) -> float:
@@ -274,36 +273,20 @@ class WindowLM(nn.Module):
         return self.out(h)  # (b, v)
 
 
-def next_token_loss(
-    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
-) -> torch.Tensor:
-    """Mean cross-entropy of a language model's next-token predictions on
-    ``batch = (x, y)``.
-
-    ``y`` holds the token that follows each position of ``x`` (as :func:`random_windows`
-    makes).
-
-    Shapes: x ``(b, t)``, y ``(b, t)`` integer ids, ``model(x)`` ``(b, t, v)`` → scalar.
-    """
+def check_lm_batch(batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch`` must be a pair ``(x, y)`` whose ``y`` holds ``(b, t)`` integer token ids;
+    returns it."""
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise TypeError(
             f"batch must be a pair (x, y); got {type(batch).__name__}"
             + (f" of length {len(batch)}" if isinstance(batch, (tuple, list)) else "")
         )
-    x, y = batch
-    if (
-        not isinstance(y, torch.Tensor)
-        or y.dim() != 2
-        or y.is_floating_point()
-        or y.is_complex()
-    ):
-        got = (
-            f"{y.dtype} tensor of shape {tuple(y.shape)}"
-            if isinstance(y, torch.Tensor)
-            else type(y).__name__
-        )
-        raise ValueError(f"batch's y must be (b, t) integer token ids; got {got}")
-    logits = model(x)
+    check_ids(batch[1], "batch's y", dims=2, min_len=0)
+    return batch[0], batch[1]
+
+
+def check_lm_logits(logits, y: torch.Tensor) -> None:
+    """``model(x)`` must give logits ``(b, t, v)`` that match ``y``."""
     if (
         not isinstance(logits, torch.Tensor)
         or logits.dim() != 3
@@ -318,4 +301,20 @@ def next_token_loss(
             f"model(x) must return logits (b, t, v) = "
             f"({y.shape[0]}, {y.shape[1]}, v) to match y; got {got}"
         )
+
+
+def next_token_loss(
+    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
+) -> torch.Tensor:
+    """Mean cross-entropy of a language model's next-token predictions on
+    ``batch = (x, y)``.
+
+    ``y`` holds the token that follows each position of ``x`` (as :func:`random_windows`
+    makes).
+
+    Shapes: x ``(b, t)``, y ``(b, t)`` integer ids, ``model(x)`` ``(b, t, v)`` → scalar.
+    """
+    x, y = check_lm_batch(batch)
+    logits = model(x)
+    check_lm_logits(logits, y)
     return F.cross_entropy(logits.flatten(0, 1), y.flatten())

@@ -41,31 +41,31 @@ from lecturelib import metrics, train, validate
 from lecturelib.recurrence import rnn, translation
 from lecturelib.recurrence.bleu import BleuReport, ngrams  # noqa: F401 (ngrams: ch. 9)
 from lecturelib.recurrence.corpus import check_token_lists
-from lecturelib.recurrence.legacy_checks import check_ids, check_sizes  # noqa: F401
 from lecturelib.recurrence.translation import BOS_ID, EOS_ID, PAD_ID, Batch
-from lecturelib.validate import check_choice, check_number, check_tensor, check_type
+from lecturelib.validate import (
+    check_choice,
+    check_number,
+    check_tensor,
+    check_type,
+    describe,
+    is_int_tensor,
+)
 
 CONTEXTS = ("last", "mean")
 
 
 def check_lengths(src_len, src: torch.Tensor) -> None:
-    """Raise a ValueError unless ``src_len`` holds the ``(b,)`` integer lengths, in
-    ``1 .. s``, of the sentences of ``src`` ``(b, s)``."""
-    if (
-        not isinstance(src_len, torch.Tensor)
-        or src_len.shape != src.shape[:1]
-        or src_len.is_floating_point()
-        or (src_len < 1).any()
-        or (src_len > src.shape[1]).any()
-    ):
-        got = (
-            f"{src_len.dtype} {src_len.tolist()}"
-            if isinstance(src_len, torch.Tensor)
-            else type(src_len).__name__
+    """``src_len`` must hold the ``(b,)`` integer lengths, in ``1 .. s``, of the sentences
+    of ``src`` ``(b, s)``."""
+    if not is_int_tensor(src_len):
+        raise TypeError(
+            f"src_len must be an integer tensor of (b,) lengths; got {describe(src_len)}"
         )
+    b, s = src.shape[:2]
+    if src_len.shape != (b,) or (src_len < 1).any() or (src_len > s).any():
         raise ValueError(
-            f"src_len must be (b,) = ({src.shape[0]},) integer lengths in "
-            f"1..{src.shape[1]}; got {got}"
+            f"src_len must be (b,) = ({b},) integer lengths in 1..{s}; got "
+            f"{src_len.dtype} {src_len.tolist()}"
         )
 
 
@@ -315,7 +315,7 @@ def val_loss(
     batch_size: int = 500,
 ) -> dict[str, float]:
     """Mean loss per real target token over ``corpus.val``, as ``train.fit``'s
-    ``eval_fn`` wants it: ``{"loss": ...}``."""
+    ``train.Evaluation`` wants it: ``{"loss": ...}``."""
     check_val_loss(corpus, batch_size)
     total, count = 0.0, 0
     for b in corpus.batches(corpus.val, batch_size):

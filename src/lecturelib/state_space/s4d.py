@@ -44,14 +44,15 @@ def check_s4d_init(d_state, init) -> None:
 
 def s4d_init(d_state: int, init: str = "inv") -> torch.Tensor:
     """The diagonal of S4D's ``A``: ``d_state // 2`` complex modes (their conjugates are
-    implied), S4D-Lin ``A_n = -1/2 + iπn`` or S4D-Inv
-    ``A_n = -1/2 + i(N/π)(N/(2n+1) - 1)`` with ``N = d_state // 2``.
+    implied), ``n = 0 … N/2 - 1`` with ``N = d_state``: S4D-Lin ``A_n = -1/2 + iπn``
+    or S4D-Inv ``A_n = -1/2 + i(N/π)(N/(2n+1) - 1)`` (as in the S4D paper and the
+    state-spaces code: ``N`` counts the conjugates too, so every ``Im A_n > 0``).
 
     Shapes: ``(d_state // 2,)`` complex128.
     """
     check_s4d_init(d_state, init)
-    N = d_state // 2
-    n = torch.arange(N, dtype=torch.float64)
+    N = d_state
+    n = torch.arange(N // 2, dtype=torch.float64)
     imag = math.pi * n if init == "lin" else N / math.pi * (N / (2 * n + 1) - 1)
     return torch.complex(torch.full_like(n, -0.5), imag)
 

@@ -230,6 +230,35 @@ def selective_scan(
     )
 
 
+TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def check_triton_scan(u, delta, A, B, C, D, block_d) -> None:
+    """The arguments of the Triton scan: those of :func:`selective_scan_ref`, every
+    tensor in one of :data:`TRITON_DTYPES` (float64 would be computed in float32 and
+    is refused by name), ``n`` a power of two >= 2 and ``block_d`` a power of two."""
+    check_inputs(u, delta, A, B, C, D)
+    for name, value in (
+        ("u", u),
+        ("delta", delta),
+        ("A", A),
+        ("B", B),
+        ("C", C),
+        ("D", D),
+    ):
+        if value is not None and value.dtype not in TRITON_DTYPES:
+            raise TypeError(
+                f"the Triton scan takes float32, float16 or bfloat16 tensors; "
+                f"{name} is {value.dtype}"
+            )
+    n = A.shape[1]
+    if n < 2 or n & (n - 1):
+        raise ValueError(f"the Triton scan needs d_state a power of two >= 2; got {n}")
+    check_int(block_d, "block_d", 1)
+    if block_d & (block_d - 1):
+        raise ValueError(f"block_d must be a power of two; got {block_d}")
+
+
 _TRITON: dict[bool, object] = {}
 
 
@@ -300,18 +329,14 @@ def _define_triton_scan():
     def scan_triton(u, delta, A, B, C, D=None, block_d: int = 16):
         """The selective scan forward, fused (no ``z`` gate; fp32 state).
 
-        Shapes: as :func:`selective_scan_ref`; ``n`` a power of two >= 2.
+        Shapes: as :func:`selective_scan_ref`; ``n`` a power of two >= 2; inputs in
+        float32, float16 or bfloat16 (computed in float32, returned in u's dtype).
         """
-        check_inputs(u, delta, A, B, C, D)
+        check_triton_scan(u, delta, A, B, C, D, block_d)
         b, t, d = u.shape
         n = A.shape[1]
-        if n < 2 or n & (n - 1):
-            raise ValueError(
-                f"the Triton scan needs d_state a power of two >= 2; got {n}"
-            )
-        check_int(block_d, "block_d", 1)
-        if block_d & (block_d - 1):
-            raise ValueError(f"block_d must be a power of two; got {block_d}")
+        if t == 0:
+            return u.new_zeros(b, 0, d)
         D = torch.zeros(d, device=u.device) if D is None else D
         args = [v.contiguous().float() for v in (u, delta, A, B, C, D)]
         y = torch.empty(b, t, d, device=u.device, dtype=torch.float32)

@@ -152,7 +152,6 @@ def fit(
     progress: bool = True,
     desc: str = "training",
     log_every: int = 1,
-    **_interim,
 ) -> History:
     """Train ``model`` for ``steps`` optimisation steps and return its :class:`History`.
 
@@ -167,12 +166,6 @@ def fit(
     - Under ``torchrun`` (after :func:`lecturelib.train.distributed.init`) every process
       trains on its shard of each batch and DistributedDataParallel averages the gradients.
     """
-    if _interim.get("eval_fn") is not None:  # INTERIM-SHIM
-        evaluation = Evaluation(_interim["eval_fn"], _interim.get("eval_every"))
-    if _interim.get("checkpoint") is not None:  # INTERIM-SHIM
-        checkpointing = Checkpointing(_interim["checkpoint"],
-                                      _interim.get("checkpoint_every"),
-                                      _interim.get("resume", False))
     check_fit(model, steps, clip, accumulate, evaluation, checkpointing, log_every)
     params = [p for p in model.parameters() if p.requires_grad]
     source = BatchSource(batches)
