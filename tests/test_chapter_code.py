@@ -33,6 +33,7 @@ LONG_COPIES = {
     "lecturelib.transformers.bpe.train_bpe", "lecturelib.transformers.decoding.beam_search",
     "lecturelib.recurrence.lm.BigramLM", "lecturelib.recurrence.seq2seq.Encoder",
     "lecturelib.recurrence.seq2seq.Decoder", "lecturelib.recurrence.attention.AttentionDecoder",
+    "lecturelib.pretraining.peft.LoRALinear",
 }
 
 # A raise that is part of the idea: exhaustive search refuses, inside its loop, a search that

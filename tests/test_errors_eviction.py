@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.long_context import eviction
-from lecturelib.pretraining import gpt
+from lecturelib.efficiency import moe
+from lecturelib.long_context import eviction, rope_scaling
+from lecturelib.pretraining import gpt, peft
 
 
 def model(**kw):
@@ -19,6 +20,22 @@ IDS = torch.zeros(1, 6, dtype=torch.long)
 ACC = torch.zeros(1, 2, 6)
 
 CASES = [
+    (lambda: eviction.keep("sinks", torch.rand(1, 1, 8), 4, n_sinks=-1), ValueError,
+     r"n_sinks must be an int >= 0; got int -1"),
+    (lambda: eviction.keep("sinks", torch.rand(1, 1, 8), 4, n_sinks=2.5), ValueError,
+     r"n_sinks must be an int >= 0; got float 2.5"),
+    (lambda: eviction.keep("window", torch.rand(1, 1, 8), float("inf")), ValueError,
+     r"budget must be an int >= 1; got float inf"),
+    (lambda: eviction.keep("h2o", torch.rand(1, 1, 8), 2.5), ValueError,
+     r"budget must be an int >= 1; got float 2.5"),
+    (lambda: eviction.retrieve(torch.rand(1, 1, 1, 4), torch.rand(1, 1, 6, 4), 1, -1),
+     ValueError, r"top must be an int >= 0; got int -1"),
+    (lambda: eviction.retrieve(torch.rand(1, 1, 1, 4), torch.rand(1, 1, 6, 4), True, 2),
+     ValueError, r"n_recent must be an int >= 0; got bool True"),
+    (lambda: eviction.retrieve(torch.rand(1, 1, 1, 4), torch.rand(1, 1, 6, 4), 0, 0),
+     ValueError, r"top \+ n_recent must be at least 1"),
+    (lambda: eviction.retrieve(torch.rand(1, 1, 1, 4), torch.rand(1, 1, 6, 3), 1, 2),
+     ValueError, r"q must be \(b, h, 1, e\) and k \(b, h, s, e\)"),
     (lambda: eviction.stream(model(), IDS, "sinks", 4, n_sinks=4), ValueError,
      r"the budget \(4\) must be larger than n_sinks \(4\): the sinks and at least one "
      r"recent token"),
@@ -43,7 +60,21 @@ CASES = [
     (lambda: eviction.stream(torch.nn.Linear(2, 2), IDS, "window", 4), TypeError,
      r"model must be a gpt.GPT; got Linear"),
     (lambda: eviction.stream(model(positions="learned"), IDS, "window", 4), ValueError,
-     r"the cached path needs a RoPE model; got positions='learned'"),
+     r"eviction.stream needs a RoPE model; got positions='learned'"),
+    # The variants stream cannot run exactly are refused by name (issue 26).
+    (lambda: eviction.stream(rope_scaling.extend(model(), 16, "yarn"),
+                             torch.zeros(1, 20, dtype=torch.long), "full", 4),
+     ValueError, r"eviction.stream reads 19 positions, past the model's RoPE tables "
+     r"\(16 positions\)"),
+    (lambda: eviction.stream(peft.add_adapters(model()), IDS, "window", 4), TypeError,
+     r"eviction.stream runs each block as a gpt.Block with a gpt.CausalSelfAttention; "
+     r"block 0 is Block with attention Adapter"),
+    (lambda: eviction.stream(moe.MoEGPT(model().config, moe.MoEConfig(
+        16, 32, 4, 2, capacity_factor=1.0)), IDS, "window", 4), ValueError,
+     r"eviction.stream reads a few tokens at a time, but block 0's MoE has "
+     r"capacity_factor=1.0"),
+    (lambda: eviction.stream(model(dropout=0.1).train(), IDS, "window", 4), ValueError,
+     r"eviction.stream has no dropout; the model is training with dropout=0.1"),
     (lambda: eviction.keep("sinks", ACC, 3, n_sinks=4), ValueError,
      r"the budget \(3\) must hold the n_sinks \(4\) sinks"),
     (lambda: eviction.keep("h2o", ACC, 3, n_recent=3), ValueError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.pretraining import finetune, gpt, t5
+from lecturelib.pretraining import finetune, gpt, peft, t5
 
 F = dict(start=20, delim=21, extract=22)
 IDS = torch.zeros(2, 4, dtype=torch.long)
@@ -15,6 +15,15 @@ def tiny():
     torch.manual_seed(0)
     return gpt.GPT(gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=1,
                                  n_heads=2))
+
+
+def with_head(head=None, untied=False):
+    m = tiny()
+    if untied:
+        m.head.weight = torch.nn.Parameter(m.head.weight.detach().clone())
+    if head is not None:
+        m.head = head(m.head)
+    return m
 
 
 def classifier():
@@ -36,6 +45,15 @@ CASES = [
      r"n_new must be an int >= 1; got int 0"),
     (lambda: finetune.extend_vocab(tiny(), 2, std=-1.0), ValueError,
      r"std must be a finite number in \[0, inf\); got float -1.0"),
+    # Every variant is grown exactly or refused by name (issue 26).
+    (lambda: finetune.extend_vocab(with_head(lambda h: peft.LoRALinear(h, 2, 4.0)), 2),
+     TypeError, r"extend_vocab grows model.head, which must be an nn.Linear; got "
+     r"LoRALinear"),
+    (lambda: finetune.extend_vocab(
+        with_head(lambda h: torch.nn.Linear(16, 7, bias=True), untied=True), 2),
+     ValueError, r"extend_vocab grows a head without bias; model.head has one"),
+    (lambda: finetune.extend_vocab(with_head(untied=True), 2), ValueError,
+     r"model.config.tie_embeddings=True, but the head is not the embedding"),
     (lambda: finetune.GPTClassifier(tiny(), 1), ValueError,
      r"n_classes must be an int >= 2; got int 1"),
     (lambda: finetune.GPTClassifier("gpt", 2), TypeError,

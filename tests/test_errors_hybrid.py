@@ -42,6 +42,23 @@ CASES = [
      r"no recurrent or attention layer found in Linear"),
     (lambda: hybrid.state_bytes(hybrid.build("rnn", 5, d_model=4), 0), ValueError,
      r"length must be an int >= 1; got int 0"),
+    (lambda: hybrid.state_bytes(hybrid.build("rnn", 5, d_model=4), 8, 0), ValueError,
+     r"bytes_per_value must be an int >= 1; got int 0"),
+    (lambda: hybrid.state_bytes(hybrid.build("rnn", 5, d_model=4), 8, 2.5), ValueError,
+     r"bytes_per_value must be an int >= 1; got float 2.5"),
+    (lambda: hybrid.state_bytes(hybrid.build("rnn", 5, d_model=4), float("inf")),
+     ValueError, r"length must be an int >= 1; got float inf"),
+    (lambda: hybrid.build("rnn", 5, n_heads=0), ValueError,
+     r"n_heads must be an int >= 1; got int 0"),
+    (lambda: hybrid.build("mamba", 5, d_state=True), ValueError,
+     r"d_state must be an int >= 1; got bool True"),
+    (lambda: hybrid.accuracy(hybrid.build("rnn", 5, d_model=4), X, torch.full((2, 4), 7)),
+     ValueError, r"accuracy\(\): targets must be class ids in 0..4 \(v = 5\)"),
+    (lambda: hybrid.accuracy(hybrid.build("rnn", 5, d_model=4), X, torch.zeros(2, 4)),
+     TypeError, r"accuracy\(\): targets must be integer class ids \(a long tensor\); "
+     r"got dtype torch.float32"),
+    (lambda: hybrid.accuracy(hybrid.build("rnn", 5, d_model=4), X + 5, X), ValueError,
+     r"ids must hold token ids in 0..4; got ids from 5 to 5"),
 ]
 
 

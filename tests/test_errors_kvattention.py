@@ -14,7 +14,19 @@ def config(**kw):
     )
 
 
+def other_cache():
+    a, b = (kvattention.CacheGPT(config(n_kv_heads=1)) for _ in range(2))
+    b(torch.zeros(1, 2, dtype=torch.long), a.new_cache(1, 4))
+
+
+def batch_mismatch():
+    m = kvattention.CacheGPT(config(n_kv_heads=1))
+    m(torch.zeros(2, 2, dtype=torch.long), m.new_cache(1, 4))
+
+
 CASES = [
+    (other_cache, ValueError, r"cache was built by another model"),
+    (batch_mismatch, ValueError, r"ids has batch 2 but the cache was built for 1"),
     (
         lambda: config(n_kv_heads=0),
         ValueError,
@@ -49,9 +61,8 @@ CASES = [
         r"ids must be an integer \(long\) tensor of token ids; got torch.float32",
     ),
     (
-        lambda: kvattention.CacheGPT(config(n_kv_heads=1))(
-            torch.zeros(1, 3, dtype=torch.long),
-            kvattention.CacheGPT(config(n_kv_heads=1)).new_cache(1, 2),
+        lambda: (m := kvattention.CacheGPT(config(n_kv_heads=1)))(
+            torch.zeros(1, 3, dtype=torch.long), m.new_cache(1, 2)
         ),
         ValueError,
         r"the cache is full: 0 of max_len = 2 positions used, 3 more asked",

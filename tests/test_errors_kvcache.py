@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.efficiency import kvcache
-from lecturelib.pretraining import gpt
+from lecturelib.efficiency import kvcache, moe
+from lecturelib.long_context import rope_scaling
+from lecturelib.pretraining import gpt, peft
 
 
 def model(**kw):
@@ -16,10 +17,55 @@ def model(**kw):
     )
 
 
-def full_cache():
-    cache = kvcache.new_cache(model(), 1, 3)
-    kvcache.cached_forward(model(), torch.zeros(1, 3, dtype=torch.long), cache)
-    return cache
+def ids(b: int, t: int) -> torch.Tensor:
+    return torch.zeros(b, t, dtype=torch.long)
+
+
+def past_a_full_cache():
+    m = model()
+    cache = kvcache.new_cache(m, 1, 3)
+    kvcache.cached_forward(m, ids(1, 3), cache)
+    return kvcache.cached_forward(m, ids(1, 1), cache)
+
+
+def batch_unlike_the_cache():
+    m = model()
+    return kvcache.cached_forward(m, ids(2, 2), kvcache.new_cache(m, 1, 4))
+
+
+def on_the_cache_of(other, m=None):
+    m = model() if m is None else m
+    return kvcache.cached_forward(m, ids(1, 2), kvcache.new_cache(other, 1, 4))
+
+
+def past_the_scaled_tables():
+    long = rope_scaling.extend(model(), 16, "yarn")
+    cache = kvcache.new_cache(long, 1, 20)
+    kvcache.cached_forward(long, ids(1, 16), cache)
+    return kvcache.cached_forward(long, ids(1, 1), cache)
+
+
+def with_blocks_of_two_tables():
+    torch.manual_seed(0)
+    m = gpt.GPT(gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=2,
+                              n_heads=2))
+    m.blocks[1].attn.cos = m.blocks[1].attn.cos * 2
+    return kvcache.new_cache(m, 1, 4)
+
+
+def moe_with_capacity():
+    config = gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=1, n_heads=2)
+    return moe.MoEGPT(config, moe.MoEConfig(16, 32, 4, 2, capacity_factor=1.25))
+
+
+class OwnForward(gpt.GPT):
+    def forward(self, ids):
+        return super().forward(ids) * 2
+
+
+def training_with_dropout():
+    m = model(dropout=0.1).train()
+    return kvcache.cached_forward(m, ids(1, 2), kvcache.new_cache(m, 1, 4))
 
 
 CASES = [
@@ -85,9 +131,7 @@ CASES = [
         r"the cache is full: 0 of max_len = 2 positions used, 3 more asked",
     ),
     (
-        lambda: kvcache.cached_forward(
-            model(), torch.zeros(1, 1, dtype=torch.long), full_cache()
-        ),
+        past_a_full_cache,
         ValueError,
         r"the cache is full: 3 of max_len = 3 positions used, 1 more asked",
     ),
@@ -141,11 +185,7 @@ CASES = [
         r"cache must come from kvcache.new_cache; got NoneType",
     ),
     (
-        lambda: kvcache.cached_forward(
-            model(),
-            torch.zeros(2, 2, dtype=torch.long),
-            kvcache.new_cache(model(), 1, 4),
-        ),
+        batch_unlike_the_cache,
         ValueError,
         r"ids must be \(b=1, t\) token ids; got \(2, 2\)",
     ),
@@ -164,6 +204,63 @@ CASES = [
                                  forward="cached"),
         TypeError,
         r"forward must be a function like cached_forward; got str",
+    ),
+    # A cache serves the one model it was built for (issue 26).
+    (
+        lambda: on_the_cache_of(model(rope_base=500.0)),
+        ValueError,
+        r"the cache was built by new_cache for another model \(rope_base=500.0, not "
+        r"10000.0\); make one for this model",
+    ),
+    (
+        lambda: on_the_cache_of(model()),
+        ValueError,
+        r"another model \(another GPT of the same config\)",
+    ),
+    (
+        lambda: on_the_cache_of(rope_scaling.extend(model(), 16, "pi")),
+        ValueError,
+        r"another model \(seq_len=16, not 8\)",
+    ),
+    # The variants the cached path cannot run exactly are refused by name.
+    (
+        past_the_scaled_tables,
+        ValueError,
+        r"positions 16..16 are past the model's RoPE tables \(16 positions\): they "
+        r"were changed \(e.g. by rope_scaling.extend\)",
+    ),
+    (
+        lambda: kvcache.generate(rope_scaling.extend(model(), 16, "pi"), ids(1, 10), 8),
+        ValueError,
+        r"generate reads 17 positions, past the model's RoPE tables \(16 positions\)",
+    ),
+    (
+        lambda: kvcache.new_cache(peft.add_adapters(model()), 1, 4),
+        TypeError,
+        r"the cached path runs each block as a gpt.Block with a "
+        r"gpt.CausalSelfAttention; block 0 is Block with attention Adapter",
+    ),
+    (
+        lambda: kvcache.recompute_logits(OwnForward(model().config), ids(1, 2)),
+        TypeError,
+        r"the cached path runs gpt.GPT's forward; OwnForward has its own",
+    ),
+    (
+        with_blocks_of_two_tables,
+        ValueError,
+        r"the cached path needs one RoPE table; block 1's differs",
+    ),
+    (
+        lambda: kvcache.new_cache(moe_with_capacity(), 1, 4),
+        ValueError,
+        r"the cached path reads a few tokens at a time, but block 0's MoE has "
+        r"capacity_factor=1.25",
+    ),
+    (
+        training_with_dropout,
+        ValueError,
+        r"the cached path has no dropout; the model is training with dropout=0.1: "
+        r"call model.eval\(\)",
     ),
 ]
 

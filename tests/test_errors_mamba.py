@@ -13,7 +13,27 @@ def model():
     return mamba.MambaLM(mamba.MambaConfig(d_model=8, n_layers=1, vocab_size=5, d_state=2))
 
 
+def block():
+    torch.manual_seed(0)
+    return mamba.MambaBlock(mamba.MambaConfig(d_model=8, d_state=2))
+
+
 CASES = [
+    (lambda: model().step(torch.tensor([1, 2]), model().init_state(1)), ValueError,
+     r"state must be \(conv, ssm\) of shapes \(2, 16, 3\) and \(2, 16, 2\) for a batch "
+     r"of 2 \(from init_state\(2\)\); got \(1, 16, 3\) and \(1, 16, 2\)"),
+    (lambda: model().step(torch.tensor([1]), model().init_state(3)), ValueError,
+     r"state must be \(conv, ssm\) of shapes \(1, 16, 3\) and \(1, 16, 2\) for a batch "
+     r"of 1"),
+    (lambda: block().step(torch.zeros(2, 8), block().init_state(2)[0]), TypeError,
+     r"state must be a pair of tensors \(conv, ssm\) from init_state"),
+    (lambda: block().step(torch.zeros(2, 7), block().init_state(2)), ValueError,
+     r"x_t must be a floating \(b, d_model=8\) tensor; got torch.float32 tensor of "
+     r"shape \(2, 7\)"),
+    (lambda: block().step(torch.zeros(2, 8, dtype=torch.long), block().init_state(2)),
+     TypeError, r"x_t must be a floating \(b, d_model=8\) tensor"),
+    (lambda: model().step(torch.tensor([5]), model().init_state(1)), ValueError,
+     r"ids_t must hold token ids in 0..4; got ids from 5 to 5"),
     (lambda: mamba.MambaConfig(d_model=0), ValueError,
      r"MambaConfig.d_model must be an int >= 1; got int 0"),
     (lambda: mamba.MambaConfig(d_state=2.5), ValueError,

@@ -16,6 +16,14 @@ NAN_LOGITS = LOGITS.clone().index_fill_(1, torch.tensor([1]), math.nan)
 HYP, REF = ["the cat sat"], ["the cat sat"]
 
 CASES = [
+    (lambda: metrics.accuracy(torch.randn(0, 3), torch.zeros(0, dtype=torch.long)), ValueError,
+     r"accuracy\(\): targets is empty \(shape \(0,\)\): there is nothing to score"),
+    (lambda: metrics.accuracy(torch.randn(2, 3), torch.tensor([0.0, 2.0])), TypeError,
+     r"accuracy\(\): targets must be integer class ids \(a long tensor\); got dtype "
+     r"torch.float32"),
+    (lambda: metrics.accuracy(torch.randn(2, 3), torch.tensor([0, 3])), ValueError,
+     r"accuracy\(\): targets must be class ids in 0..2 \(v = 3\) or ignore_index=-100; "
+     r"got values from 0 to 3"),
     # perplexity, nats_to_bits
     (lambda: metrics.perplexity(-0.1), ValueError, r"mean_nll must be a non-negative .*got -0.1"),
     (lambda: metrics.perplexity(math.nan), ValueError, r"mean_nll must be a non-negative.*got nan"),

@@ -7,6 +7,8 @@ import torch
 
 from lecturelib.efficiency import ngram_draft
 
+DRAFT = ngram_draft.NGramDraft(torch.tensor([0, 1, 2, 3, 4, 0, 1, 2]), 3, 5)
+
 CASES = [
     (lambda: ngram_draft.NGramDraft(torch.tensor([0, 1, 2]), 0, 5),
      ValueError, r"order must be an int >= 1; got int 0"),
@@ -21,6 +23,18 @@ CASES = [
      TypeError, r"ids must be a 1-D integer tensor .*; got list"),
     (lambda: ngram_draft.NGramDraft(torch.tensor([0, 7, 2]), 2, 5),
      ValueError, r"ids must lie in 0..4 \(vocab_size 5\); got ids from 0 to 7"),
+    (lambda: DRAFT.probs(torch.tensor([0, 1])),
+     TypeError, r"ids must be a list of int token ids \(pass ids.tolist\(\)\); got torch.int64"),
+    (lambda: DRAFT.probs([0, 1.0]),
+     TypeError, r"ids must be a list of int token ids; got float 1.0"),
+    (lambda: DRAFT.probs([0, True]),
+     TypeError, r"ids must be a list of int token ids; got bool True"),
+    (lambda: DRAFT.probs([0, 5]),
+     ValueError, r"ids must lie in 0..4 \(vocab_size 5\); got 5"),
+    (lambda: DRAFT.probs([1, -1]),
+     ValueError, r"ids must lie in 0..4 \(vocab_size 5\); got -1"),
+    (lambda: DRAFT.logits("01"),
+     TypeError, r"ids must be a list of int token ids; got str '01'"),
 ]
 
 

@@ -17,6 +17,12 @@ W = torch.randn(4, 8)
 H = 2 * torch.eye(8)
 
 CASES = [
+    (lambda: quant.scale_zero(W, 0), ValueError, r"bits must be an int in 2\.\.16; got int 0"),
+    (lambda: quant.scale_zero(W, 4, "nf4"), ValueError,
+     r"scheme must be one of \('absmax', 'zeropoint'\); got 'nf4'"),
+    (lambda: quant.scale_zero(W.long(), 4), TypeError, r"w must be a float tensor"),
+    (lambda: quant.quantize(W, torch.ones(4, 1), torch.zeros(4, 1), 1.5), ValueError,
+     r"bits must be an int in 2\.\.16; got float 1.5"),
     (lambda: quant.fake_quantize(torch.randn(8), 4), ValueError,
      r"w must be a 2-d float tensor \(d_out, d_in\); got torch.float32 tensor of shape "
      r"\(8,\)"),

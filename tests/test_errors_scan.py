@@ -19,7 +19,20 @@ def call(fn=scan.selective_scan_ref, **changes):
     return lambda: fn(**kwargs)
 
 
+A4, X4 = torch.rand(2, 5, 3, 4), torch.randn(2, 5, 3, 4)
+
 CASES = [
+    (lambda: scan.linear_scan_chunked(A4, X4, chunk=float("inf")), ValueError,
+     r"chunk must be an int >= 1; got float inf"),
+    (lambda: scan.linear_scan_chunked(A4, X4, chunk=True), ValueError,
+     r"chunk must be an int >= 1; got bool True"),
+    (lambda: scan.linear_scan_chunked(A4, X4, chunk=0), ValueError,
+     r"chunk must be an int >= 1; got int 0"),
+    (lambda: scan.linear_scan_chunked(A4, X4, torch.zeros(1, 3, 4)), ValueError,
+     r"mismatched state sizes: h0 must be \(b, d, n\) = \(2, 3, 4\); got torch.float32 "
+     r"tensor of shape \(1, 3, 4\)"),
+    (lambda: scan.linear_scan_loop(A4, X4, torch.zeros(3, 3, 4)), ValueError,
+     r"h0 must be \(b, d, n\) = \(2, 3, 4\)"),
     (call(delta=torch.zeros(2, 5, 3)), ValueError,
      r"delta \(Δ\) must be > 0 everywhere; got a minimum of 0"),
     (call(scan.selective_scan, delta=-torch.rand(2, 5, 3)), ValueError,

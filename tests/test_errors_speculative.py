@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.efficiency import ngram_draft, speculative
+from lecturelib.efficiency import kvattention, moe, ngram_draft, speculative
+from lecturelib.long_context import rope_scaling
 from lecturelib.pretraining import gpt
 
 
@@ -13,6 +14,14 @@ def model(vocab_size: int = 7):
     torch.manual_seed(0)
     return gpt.GPT(gpt.GPTConfig(vocab_size=vocab_size, seq_len=16, d_model=16,
                                  n_layers=1, n_heads=2))
+
+
+def scaled():
+    return rope_scaling.extend(model(), 32, "pi")
+
+
+def with_capacity():
+    return moe.MoEGPT(model().config, moe.MoEConfig(16, 32, 4, 2, capacity_factor=1.0))
 
 
 P = torch.tensor([[0.5, 0.5], [0.5, 0.5]])
@@ -84,6 +93,25 @@ CASES = [
      r"K must be an int >= 1; got int 0"),
     (lambda: speculative.speedup(0.5, 2, -1.0), ValueError,
      r"cost must be a finite number in \[0, inf\); got float -1.0"),
+    # The variants the cached path cannot run exactly are refused by name (issue 26).
+    (lambda: speculative.speculative_generate(scaled(), model(), PROMPT, 28, 4,
+                                              temperature=0),
+     ValueError, r"speculative decoding reads 33 positions, past the model's RoPE "
+     r"tables \(32 positions\)"),
+    (lambda: speculative.speculative_generate(
+        model(), rope_scaling.extend(model(), 24, "pi"), PROMPT, 24, 1),
+     ValueError, r"speculative decoding reads 25 positions, past the model's RoPE "
+     r"tables \(24 positions\)"),
+    (lambda: speculative.speculative_generate(with_capacity(), model(), PROMPT, 4, 2),
+     ValueError, r"the cached path reads a few tokens at a time, but block 0's MoE has "
+     r"capacity_factor=1.0"),
+    (lambda: speculative.autoregressive_generate(scaled(), PROMPT, 32), ValueError,
+     r"autoregressive_generate reads 33 positions, past the model's RoPE tables "
+     r"\(32 positions\)"),
+    (lambda: speculative.speculative_generate(
+        kvattention.CacheGPT(kvattention.CacheGPTConfig(7, 16, 16, 1, 2, "gqa", 1)),
+        model(), PROMPT, 4, 2),
+     TypeError, r"target must be a gpt.GPT; got CacheGPT"),
 ]
 
 

@@ -17,6 +17,13 @@ def layer():
 
 
 CASES = [
+    (lambda: layer().step(torch.randn(2, 4), torch.zeros(1, 4, 4, dtype=torch.cfloat)),
+     ValueError, r"h must be a complex state \(2, 4, 4\); got shape \(1, 4, 4\)"),
+    (lambda: layer().step(torch.randn(2, 4), torch.zeros(2, 4, 4)), TypeError,
+     r"h must be a complex state \(2, 4, 4\); got torch.float32 tensor"),
+    (lambda: ssm.ssm_recurrent(A2, B2, C2, torch.randn(3, 5), h0=torch.zeros(2, 2)),
+     ValueError, r"h0 must be a state of shape \(3, 2\); got torch.float32 tensor of "
+     r"shape \(2, 2\)"),
     (lambda: ssm.discretize_zoh(A2, B2, 0.0), ValueError,
      r"dt \(the step Δ\) must be > 0 and finite; got 0.0"),
     (lambda: ssm.discretize_zoh(A2, B2, -0.1), ValueError,

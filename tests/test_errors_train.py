@@ -58,6 +58,11 @@ CASES = [
     (lambda: fit(model=frozen()), ValueError, r"the model has no trainable parameters"),
     (lambda: fit(batches=42), TypeError, r"batches must be a function step -> batch.*got int"),
     (lambda: fit(batches=[]), ValueError, r"batches is an empty list"),
+    (lambda: fit(batches=torch.ones(8, 3)), TypeError,
+     r"batches must be .*not a tensor \(got torch.float32 tensor of shape \(8, 3\): fit "
+     r"would take each row as a batch\); pass \[x\] to train on this one batch"),
+    (lambda: fit(batches={"x": torch.ones(4, 3)}), TypeError,
+     r"batches must be .*not a dict \(fit would take each key as a batch\); pass \[batch\]"),
     (lambda: fit(batches=iter([])), ValueError, r"batches yielded nothing"),
     (lambda: fit(loss_fn=lambda m, b: (m(b[0]) - b[1]).pow(2)), ValueError,
      r"loss_fn must return a scalar tensor .*got \(4, 1\); reduce .* with .mean\(\)"),

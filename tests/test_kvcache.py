@@ -208,3 +208,13 @@ def test_paged_attention_follows_its_reference_on_nan_keys():
         k, v = cache.gather(0)
         assert paged.paged_attention(q, cache, 0).isnan().all()
         assert paged.contiguous_attention(q, k, v).isnan().all()
+
+
+def test_a_plain_models_cache_rotates_by_the_config_formula_past_its_tables():
+    model = small_gpt()
+    cache = kvcache.new_cache(model, 1, 40)  # seq_len is 16: the formula continues
+    reference = kvcache.Rope(model.config.d_head, 40, model.config.rope_base)
+    assert torch.equal(cache.rope.cos, reference.cos)
+    assert torch.equal(cache.rope.sin, reference.sin)
+    assert torch.equal(cache.rope.cos[:16], model.blocks[0].attn.cos)
+    assert cache.model is model

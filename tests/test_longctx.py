@@ -201,3 +201,14 @@ def test_memory_logits_with_an_index_probing_every_cell_is_exact():
     torch.testing.assert_close(retrieval.memory_logits(m, x, 3, n_cells=4, n_probe=4),
                                exact)
     assert exact.shape == (2, 8, 11)
+
+
+def test_unrotate_inverts_a_scaled_rope_table():
+    """Re-positioning cached keys inverts the cache's own table, YaRN's attention factor
+    (rows of norm cos² + sin² != 1) included."""
+    from lecturelib.efficiency import kvcache
+
+    rope = kvcache.Rope(8, 16)
+    rope.cos, rope.sin = rope.cos * 1.3, rope.sin * 1.3  # a YaRN-like factor
+    k = torch.randn(1, 2, 5, 8)
+    assert torch.allclose(longctx._unrotate(rope, rope(k, 3), 3), k, atol=1e-6)

@@ -125,3 +125,8 @@ def test_bleu_properties():
     worse = [HYP[0].replace("cat", "hat"), HYP[1]]
     assert metrics.bleu(worse, REF) < score
     assert 0 <= metrics.sentence_bleu(HYP[1], REF[1]) < 100
+
+
+def test_perplexity_of_a_huge_loss_is_inf_not_an_overflow():
+    assert metrics.perplexity(1e6) == float("inf")
+    assert metrics.perplexity(float("inf")) == float("inf")

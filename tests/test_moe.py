@@ -34,6 +34,77 @@ def test_top_k_gating_picks_the_largest_logits_and_weights_sum_to_one():
     torch.testing.assert_close(weights.sum(-1), torch.ones(2))
 
 
+def test_top_1_gate_is_the_softmax_probability_switch_transformer():
+    logits = torch.tensor([[0.0, 3.0, 1.0, 2.0], [5.0, -1.0, 0.0, 4.0]])
+    weights, experts = moe.top_k_gating(logits, 1)
+    assert experts.tolist() == [[1], [0]]
+    torch.testing.assert_close(weights, torch.softmax(logits, -1).amax(-1, keepdim=True))
+    assert (weights < 1).all()  # not renormalised to a constant 1
+    renormalised, same = moe.top_k_gating(logits, 1, renormalise=True)
+    assert torch.equal(same, experts) and torch.equal(renormalised, torch.ones(2, 1))
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_top_k_gates_sum_to_one_for_k_above_one_unless_told_not_to(k):
+    logits = torch.randn(7, 5, generator=torch.Generator().manual_seed(k))
+    weights, experts = moe.top_k_gating(logits, k)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(7))
+    torch.testing.assert_close(weights, torch.softmax(logits.gather(1, experts), -1))
+    raw, _ = moe.top_k_gating(logits, k, renormalise=False)
+    torch.testing.assert_close(raw, torch.softmax(logits, -1).gather(1, experts))
+
+
+def router_grads(top_k: int, renormalise=None) -> list[torch.Tensor]:
+    """The gradient of the next-token loss alone (no auxiliary loss) on every router."""
+    torch.manual_seed(0)
+    config = moe.MoEConfig(d_model=16, d_ff=32, n_experts=4, top_k=top_k,
+                           balance_coef=0.0, renormalise=renormalise)
+    m = moe.MoEGPT(gpt_config(), config)
+    x = torch.randint(0, 11, (4, 16), generator=torch.Generator().manual_seed(1))
+    lm.next_token_loss(m, (x[:, :-1], x[:, 1:])).backward()
+    return [layer.router.weight.grad for layer in m.moe_layers()]
+
+
+def test_top_1_router_learns_from_the_lm_loss_alone_a_renormalised_gate_does_not():
+    assert all(g.norm() > 0 for g in router_grads(1))  # Switch: gate = p_e(x)
+    assert all(g.abs().max() == 0 for g in router_grads(1, renormalise=True))
+    assert all(g.norm() > 0 for g in router_grads(2))  # Mixtral: chosen experts' logits
+
+
+def test_top_2_lm_loss_reaches_only_the_chosen_experts_logits():
+    torch.manual_seed(0)
+    router, experts = nn.Linear(8, 4, bias=False), mlps(4)
+    x = torch.randn(6, 8)
+    logits = router(x)
+    logits.retain_grad()
+    weights, chosen = moe.top_k_gating(logits, 2)
+    y = moe.dispatch_sorted(x, weights, chosen, torch.ones_like(chosen, dtype=torch.bool),
+                            experts)
+    (y.sin() * y).sum().backward()
+    unchosen = torch.ones_like(logits, dtype=torch.bool).scatter(1, chosen, False)
+    assert logits.grad[unchosen].abs().max() == 0
+    assert logits.grad[~unchosen].abs().min() > 0
+
+
+def test_top_1_switch_gate_passes_a_gradient_to_every_logit():
+    logits = torch.randn(6, 4, generator=torch.Generator().manual_seed(0),
+                         requires_grad=True)
+    weights, _ = moe.top_k_gating(logits, 1)
+    (weights * torch.randn(6, 1, generator=torch.Generator().manual_seed(1))).sum().backward()
+    assert (logits.grad != 0).all()
+
+
+def test_balancing_loss_is_normalised_by_assignments_mixtral_s_is_k_times_it():
+    """transformers' Mixtral load_balancing_loss_func averages the (n, k, E) one-hot
+    over tokens only; ours over the n·k assignments, so it is 1 at balance for any k."""
+    n, e, k = 24, 4, 2
+    logits = torch.randn(n, e, generator=torch.Generator().manual_seed(0))
+    chosen = logits.topk(k, -1).indices
+    mask = torch.nn.functional.one_hot(chosen, e).float()          # (n, k, E)
+    mixtral = e * (mask.mean(0) * torch.softmax(logits, -1).mean(0)).sum()
+    torch.testing.assert_close(mixtral, k * moe.load_balancing_loss(logits, chosen))
+
+
 def test_capacity_is_the_fair_share_times_the_factor():
     assert moe.expert_capacity(2048, 8, 2, 1.25) == 640
     assert moe.expert_capacity(6, 3, 2, 0.5) == 2

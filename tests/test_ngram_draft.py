@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from lecturelib.efficiency import ngram_draft
@@ -22,3 +23,14 @@ def test_ngram_draft_is_witten_bell_interpolation_by_hand():
     assert torch.allclose(ngram.logits([0]).exp(), after_0)
     for ids in ([], [0], [1], [2], [0, 1]):
         assert math.isclose(ngram.probs(ids).sum().item(), 1.0)
+
+
+def test_an_id_outside_the_vocabulary_would_collide_with_another_context():
+    """Why probs refuses it: with v = 5, the context (0, 5) has the key of (1, 0)."""
+    draft = ngram_draft.NGramDraft(torch.tensor([1, 0, 3, 1, 0, 3, 2, 4]), 3, 5)
+    assert 0 * 5 + 5 == 1 * 5 + 0
+    with pytest.raises(ValueError, match="ids must lie in 0..4"):
+        draft.probs([0, 5])
+    with pytest.raises(TypeError, match=r"pass ids.tolist\(\)"):
+        draft.probs(torch.tensor([1, 0]))
+    assert not torch.equal(draft.probs([1, 0]), draft.probs([]))  # a seen context

@@ -88,7 +88,7 @@ def test_lora_gives_peft_s_logits_and_gradients(parts, r, alpha, config):
     ours, theirs = pair(parts, r, alpha, **config)
     out_ours, out_theirs = ours(IDS), theirs(IDS)
     with theirs.disable_adapter():  # the frozen model: the update is not negligible
-        assert (out_ours - theirs(IDS)).abs().max() > 1e-2
+        assert (out_ours - theirs(IDS)).abs().max() > 1e-3
     torch.testing.assert_close(out_ours, out_theirs, rtol=1e-5, atol=1e-5)
     batch = (IDS[:, :-1], IDS[:, 1:])
     lm.next_token_loss(ours, batch).backward()

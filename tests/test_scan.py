@@ -124,3 +124,24 @@ def test_the_triton_kernel_interpreted_equals_the_loop():
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("ok")
+
+
+@pytest.mark.parametrize("shape", [(2, 0, 3, 4), (0, 5, 3, 4), (2, 5, 0, 4), (2, 5, 3, 0)])
+def test_every_scan_takes_empty_axes(shape):
+    a, x = torch.rand(shape), torch.randn(shape)
+    for fn in scan.SCANS.values():
+        assert fn(a, x).shape == shape
+    if shape[1] == 0:  # no step: the initial state is the last one
+        h0 = torch.randn(shape[0], *shape[2:])
+        assert scan.linear_scan_chunked(a, x, h0, chunk=4).shape == shape
+
+
+@pytest.mark.parametrize("method", scan.METHODS)
+def test_an_empty_sequence_returns_the_initial_state(method):
+    u, B, A = torch.randn(2, 0, 3), torch.randn(2, 0, 4), -torch.rand(3, 4)
+    y, h = scan.selective_scan(u, u.abs() + 0.1, A, B, B, method=method, return_state=True)
+    assert y.shape == (2, 0, 3) and h.shape == (2, 3, 4) and h.eq(0).all()
+    h0 = torch.randn(2, 3, 4)
+    _, h = scan.selective_scan(u, u.abs() + 0.1, A, B, B, h0=h0, method=method,
+                               return_state=True)
+    assert torch.equal(h, h0)

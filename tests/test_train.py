@@ -439,3 +439,17 @@ def test_the_trainer_module_is_re_exported():
 
     for name in ("History", "Trainer", "evaluate", "grad_norm", "rng_state", "set_rng_state"):
         assert getattr(train, name) is getattr(trainer, name)
+
+
+def test_emulated_bf16_counts_as_unsupported(monkeypatch):
+    """A T4 (sm_75) reports bf16 when emulation counts; the trainer asks without it and so
+    takes fp16 with a gradient scaler there."""
+    asked = {}
+
+    def is_bf16_supported(including_emulation=True):
+        asked["including_emulation"] = including_emulation
+        return including_emulation  # a T4: emulated only
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    assert train.amp_dtype(torch.device("cuda")) == torch.float16
+    assert asked == {"including_emulation": False}

@@ -42,7 +42,11 @@ def _number(value, name: str, func: str) -> float:
 def perplexity(mean_nll: float | torch.Tensor) -> float:
     """``exp(mean negative log-likelihood in nats)``: the effective number of equally likely
     choices per token. A uniform model over ``V`` tokens has perplexity ``V``."""
-    return math.exp(_number(mean_nll, "mean_nll", "perplexity"))
+    nll = _number(mean_nll, "mean_nll", "perplexity")
+    try:
+        return math.exp(nll)
+    except OverflowError:  # beyond exp(709.78), the largest float
+        return math.inf
 
 
 def nats_to_bits(nats: float | torch.Tensor) -> float:
@@ -79,6 +83,11 @@ def _scored(
         raise ValueError(
             f"{func}(): logits (..., v) and targets (...) must agree on the leading axes; got "
             f"{tuple(logits.shape)} and {tuple(targets.shape)}"
+        )
+    if targets.numel() == 0:
+        raise ValueError(
+            f"{func}(): targets is empty (shape {tuple(targets.shape)}): there is "
+            f"nothing to score"
         )
     keep = targets != ignore_index
     if not keep.any():

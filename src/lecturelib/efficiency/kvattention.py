@@ -239,20 +239,35 @@ class CacheGPT(nn.Module):
         )
         width = c.d_rope if c.attention == "mla" else c.d_head
         cache.rope = kvcache.Rope(width, max_len, c.rope_base)
+        cache.model = self  # a cache serves the model that built it
         return cache
 
     def forward(
         self, ids: torch.Tensor, cache: kvcache.KVCache | None = None, **options
     ) -> torch.Tensor:
-        check_ids(ids, "ids", dims=2)
         if cache is None:
             cache = self.new_cache(ids.shape[0], ids.shape[1])
-        kvcache.check_room(cache, ids.shape[1])
+        check_cache_gpt_forward(self, ids, cache)
         x = self.embed(ids)  # (b, t, d)
         for layer, block in enumerate(self.blocks):
             x = block(x, cache, layer, cache.rope, **options)
         cache.advance(ids.shape[1])
         return self.head(self.norm(x))  # (b, t, v)
+
+
+def check_cache_gpt_forward(model: CacheGPT, ids, cache) -> None:
+    """The arguments of :meth:`CacheGPT.forward`: token ids ``(b, t)`` of the vocabulary
+    and a cache this model built, with room for ``t`` more positions."""
+    check_ids(ids, "ids", dims=2, vocab_size=model.config.vocab_size)
+    if getattr(cache, "model", None) is not model:
+        raise ValueError(
+            "cache was built by another model; make one with this model's new_cache"
+        )
+    kvcache.check_room(cache, ids.shape[1])
+    if cache.batch != ids.shape[0]:
+        raise ValueError(
+            f"ids has batch {ids.shape[0]} but the cache was built for {cache.batch}"
+        )
 
 
 def loss(model: CacheGPT, batch) -> torch.Tensor:

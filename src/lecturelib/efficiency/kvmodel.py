@@ -80,9 +80,9 @@ def check_gpt(model, needs: str = "the cached path") -> None:
             attn, gpt.CausalSelfAttention
         ):
             raise TypeError(
-                f"{needs} runs gpt.Block with a gpt.CausalSelfAttention; block {i} is "
-                f"a {type(block).__name__} with a {type(attn).__name__} attention "
-                f"(e.g. peft.add_adapters wraps it)"
+                f"{needs} runs each block as a gpt.Block with a gpt.CausalSelfAttention"
+                f"; block {i} is {type(block).__name__} with attention "
+                f"{type(attn).__name__} (peft.add_adapters wraps the attention)"
             )
         if not (torch.equal(attn.cos, first.cos) and torch.equal(attn.sin, first.sin)):
             raise ValueError(f"{needs} needs one RoPE table; block {i}'s differs")
@@ -125,4 +125,4 @@ def other_model(built, model) -> str:
         for f in fields(a)
         if getattr(a, f.name) != getattr(b, f.name)
     ]
-    return "; ".join(differ) or "the same config, other weights or tables"
+    return "; ".join(differ) or "another GPT of the same config"

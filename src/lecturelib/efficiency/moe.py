@@ -3,8 +3,10 @@
 A mixture-of-experts (MoE) layer replaces the one feed-forward network of a Transformer
 block by ``n_experts`` of them and a *router* that sends each token to ``top_k`` of them
 (Shazeer et al., arXiv:1701.06538; GShard, arXiv:2006.16668; Switch Transformer,
-arXiv:2101.03961). The chosen experts' outputs are mixed with the softmax of the
-router's logits over the chosen experts (Mixtral, arXiv:2401.04088).
+arXiv:2101.03961). The chosen experts' outputs are mixed with gates: for ``top_k = 1``
+the chosen expert's router probability (Switch Transformer), for ``top_k > 1`` the
+softmax of the router's logits over the chosen experts (Mixtral, arXiv:2401.04088);
+``MoEConfig.renormalise`` overrides the choice.
 
 - :func:`top_k_gating`: the router's choice and weights;
 - :func:`expert_capacity` and :func:`capacity_mask`: each expert takes at most ``C``
@@ -44,6 +46,7 @@ from torch import nn
 from lecturelib.pretraining import gpt
 from lecturelib.recurrence import lm
 from lecturelib.validate import (
+    check_bool,
     check_int,
     check_number,
     check_tensor,
@@ -66,6 +69,7 @@ class MoEConfig:
     balance_coef: float = 0.01  # weight of the balancing loss (Switch: 0.01)
     z_coef: float = 0.0  # weight of the router z-loss (ST-MoE: 0.001)
     dispatch: str = "sorted"
+    renormalise: bool | None = None  # gates sum to 1; None: when top_k > 1 (Mixtral)
 
     def __post_init__(self):
         check_moe_config(self)
@@ -82,6 +86,7 @@ def check_moe_config(c: MoEConfig) -> None:
     check_capacity_factor(c.capacity_factor)
     check_number(c.balance_coef, "MoEConfig.balance_coef", 0.0)
     check_number(c.z_coef, "MoEConfig.z_coef", 0.0)
+    check_renormalise(c.renormalise, "MoEConfig.renormalise")
     if c.dispatch not in DISPATCH:
         raise ValueError(
             f"MoEConfig.dispatch must be one of {DISPATCH}; got {c.dispatch!r}"
@@ -160,10 +165,18 @@ def check_dispatch(x, weights, experts, keep, expert_fns) -> None:
         )
 
 
-def check_top_k_gating(logits, k) -> None:
-    """The arguments of :func:`top_k_gating`: logits ``(n, E)``, ``k`` in ``1..E``."""
+def check_top_k_gating(logits, k, renormalise=None) -> None:
+    """The arguments of :func:`top_k_gating`: logits ``(n, E)``, ``k`` in ``1..E``,
+    ``renormalise`` a bool or None."""
     check_tensor(logits, "logits", "(n, E)", dims=2)
     check_top_k(k, logits.shape[1])
+    check_renormalise(renormalise, "renormalise")
+
+
+def check_renormalise(renormalise, name: str) -> None:
+    """``renormalise`` must be True, False or None (None: only when ``top_k > 1``)."""
+    if renormalise is not None:
+        check_bool(renormalise, name)
 
 
 def check_expert_capacity(n_tokens, n_experts, top_k, factor) -> None:
@@ -213,14 +226,24 @@ def check_moe_lm_loss(model) -> None:
 # The algorithm ------------------------------------------------------------------------
 
 
-def top_k_gating(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``k`` experts with the largest router logits per token, and their weights:
-    the softmax of the chosen logits (they sum to 1 over the chosen experts).
+def top_k_gating(
+    logits: torch.Tensor, k: int, renormalise: bool | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` experts with the largest router logits per token, and their weights
+    (gates): the chosen experts' softmax probabilities over all experts, or, when
+    ``renormalise``, the softmax of the chosen logits (Mixtral's gate, summing to 1).
+    By default only ``k > 1`` renormalises: for ``k = 1`` the gate is the chosen
+    expert's probability (Switch Transformer), because renormalising one probability
+    gives a constant 1, which no gradient reaches the router through.
 
     Shapes: logits ``(n, E)`` → weights ``(n, k)`` float, experts ``(n, k)`` long."""
-    check_top_k_gating(logits, k)
+    check_top_k_gating(logits, k, renormalise)
+    if renormalise is None:
+        renormalise = k > 1  # Switch for k = 1, Mixtral for k > 1
     top, experts = logits.topk(k, dim=-1)  # (n, k) each
-    return F.softmax(top, dim=-1), experts
+    if renormalise:  # the softmax of the chosen logits: the gates sum to 1
+        return F.softmax(top, dim=-1), experts
+    return F.softmax(logits, dim=-1).gather(-1, experts), experts  # p_e over all E
 
 
 def expert_capacity(n_tokens: int, n_experts: int, top_k: int, factor: float) -> int:
@@ -290,7 +313,10 @@ def load_balancing_loss(logits: torch.Tensor, experts: torch.Tensor) -> torch.Te
     """Switch Transformer's auxiliary loss ``E · Σ_e f_e · P_e``: ``f_e`` the fraction
     of the assignments routed to expert ``e`` (not differentiable), ``P_e`` the mean
     router probability of ``e`` (differentiable). It is 1 when both are uniform and
-    grows as the router favours a few experts.
+    grows as the router favours a few experts. ``f`` is normalised by the ``n · k``
+    assignments, so the loss is 1 at balance for every ``k``; Mixtral's implementation
+    (``transformers``' ``load_balancing_loss_func``) divides by the ``n`` tokens, which
+    gives ``k`` times this value.
 
     Shapes: logits ``(n, E)``, experts ``(n, k)`` → scalar."""
     check_routing(logits, experts)
@@ -345,7 +371,7 @@ class MoE(nn.Module):
         check_moe_input(x, c.d_model)
         flat = x.reshape(-1, c.d_model)  # (n, d)
         logits = self.router(flat)  # (n, E)
-        weights, experts = top_k_gating(logits, c.top_k)  # (n, k)
+        weights, experts = top_k_gating(logits, c.top_k, c.renormalise)  # (n, k)
         keep = torch.ones_like(experts, dtype=torch.bool)
         if c.capacity_factor is not None:
             cap = expert_capacity(len(flat), c.n_experts, c.top_k, c.capacity_factor)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from lecturelib.validate import check_int, describe
+from lecturelib.validate import check_int, describe, is_int
 
 
 def check_ngram_draft(ids, order, vocab_size) -> None:
@@ -40,6 +40,28 @@ def check_ngram_draft(ids, order, vocab_size) -> None:
             f"ids must lie in 0..{vocab_size - 1} (vocab_size {vocab_size}); got ids "
             f"from {int(ids.min())} to {int(ids.max())}"
         )
+
+
+def check_context(ids, order: int, vocab_size: int) -> None:
+    """The context of :meth:`NGramDraft.probs`: a list (or tuple) of int token ids, the
+    last ``order - 1`` of which (those looked up) lie in ``0..vocab_size - 1`` (an id
+    outside would be read as another context). A tensor is refused: its elements are not
+    dictionary keys, so every lookup would miss and give the unigram distribution."""
+    if not isinstance(ids, (list, tuple)):
+        hint = " (pass ids.tolist())" if isinstance(ids, torch.Tensor) else ""
+        raise TypeError(
+            f"ids must be a list of int token ids{hint}; got {describe(ids)}"
+        )
+    for token in ids[max(len(ids) - (order - 1), 0) :]:
+        if not is_int(token):
+            raise TypeError(
+                f"ids must be a list of int token ids; got {describe(token)}"
+            )
+        if not 0 <= token < vocab_size:
+            raise ValueError(
+                f"ids must lie in 0..{vocab_size - 1} (vocab_size {vocab_size}); "
+                f"got {token}"
+            )
 
 
 class NGramDraft:
@@ -83,6 +105,7 @@ class NGramDraft:
 
     def probs(self, ids: list[int]) -> torch.Tensor:
         """The distribution of the token after ``ids``. Shapes: → ``(v,)`` float64."""
+        check_context(ids, self.order, self.vocab_size)
         for k in range(min(self.order - 1, len(ids)), 0, -1):  # longest seen first
             key = 0
             for token in ids[len(ids) - k :]:

@@ -285,6 +285,16 @@ def check_speculative_generate(target, draft, prompt, n_new, K, temperature, rul
     check_prompt(prompt, n_new)
     check_rule(rule)
     check_number(temperature, "temperature", 0.0)
+    n = prompt.shape[1] + n_new + K - 1  # the most positions the target's cache holds
+    check_cached_model(target, n, "speculative decoding")
+    if isinstance(draft, gpt.GPT):
+        check_cached_model(draft, n - 1, "speculative decoding")
+
+
+def check_cached_model(model, n: int, needs: str) -> None:
+    """``model`` must run on chapter 14's cache exactly, over ``n`` positions."""
+    kvcache.check_new_cache(model, 1, 1)
+    kvcache.check_positions(model, n, needs)
 
 
 def probs_at(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -379,6 +389,7 @@ def autoregressive_generate(
     check_type(model, "model", gpt.GPT, "a gpt.GPT")
     check_prompt(prompt, n_new)
     check_number(temperature, "temperature", 0.0)
+    check_cached_model(model, prompt.shape[1] + n_new - 1, "autoregressive_generate")
     tic = time.perf_counter()
     cache = kvcache.new_cache(model, 1, prompt.shape[1] + n_new)
     seq, new = prompt[0].tolist(), prompt

@@ -17,7 +17,9 @@ with a policy:
   ``budget - n_recent`` older ones whose keys match it best (exact top-k, per head).
 
 As in StreamingLLM, keys are cached before rotation and RoPE positions are assigned
-within the cache (``0..s-1``), so relative distances never exceed the budget.
+within the cache (``0..s-1``), so relative distances never exceed the budget; the
+rotation is the model's own (its RoPE tables, scaled ones included), and the variants a
+token-by-token forward cannot run exactly are refused by name (:func:`check_stream_model`).
 Simplifications: one sequence batch at a time with the same text length; the H2O scores
 are summed over all queries so far (the paper's accumulated attention).
 
@@ -34,7 +36,7 @@ from einops import rearrange
 
 from lecturelib.efficiency import kvcache
 from lecturelib.long_context.longctx import check_stream
-from lecturelib.validate import check_sizes, check_type
+from lecturelib.validate import check_int, check_sizes, check_tensor, check_type
 
 POLICIES = ("full", "window", "sinks", "h2o", "knn")
 
@@ -67,6 +69,9 @@ def check_keep(policy, scores, budget, n_sinks, n_recent) -> None:
     check_type(scores, "scores", torch.Tensor, "a (b, h, s) tensor")
     if scores.dim() != 3:
         raise ValueError("scores must be a (b, h, s) tensor")
+    check_int(budget, "budget", 1)
+    check_int(n_sinks, "n_sinks", 0)
+    check_int(n_recent, "n_recent", 0)
     if policy == "sinks" and budget < n_sinks:
         raise ValueError(
             f"the budget ({budget}) must hold the n_sinks ({n_sinks}) sinks"
@@ -108,16 +113,51 @@ def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return x.gather(2, index)
 
 
+def check_retrieve(q, k, n_recent, top) -> None:
+    """The arguments of :func:`retrieve`: a query ``(b, h, 1, e)`` and keys ``(b, h, s,
+    e)``, and counts of recent and retrieved positions that keep at least one."""
+    check_tensor(q, "q", "(b, h, 1, e)", dims=4)
+    check_tensor(k, "k", "(b, h, s, e)", dims=4)
+    if q.shape[2] != 1 or q.shape[:2] != k.shape[:2] or q.shape[3] != k.shape[3]:
+        raise ValueError(
+            f"q must be (b, h, 1, e) and k (b, h, s, e); got {tuple(q.shape)} and "
+            f"{tuple(k.shape)}"
+        )
+    check_int(n_recent, "n_recent", 0)
+    check_int(top, "top", 0)
+    if top + n_recent < 1:
+        raise ValueError("top + n_recent must be at least 1: nothing would be kept")
+
+
 def retrieve(q: torch.Tensor, k: torch.Tensor, n_recent: int, top: int) -> torch.Tensor:
     """The ``n_recent`` last positions plus the ``top`` older ones whose (unrotated) keys
     score highest against the query, in order. Shapes: q ``(b, h, 1, e)``, k ``(b, h, s,
     e)`` → ``(b, h, min(s, top + n_recent))``."""
+    check_retrieve(q, k, n_recent, top)
     b, h, s, _ = k.shape
     if s <= top + n_recent:
         return torch.arange(s).expand(b, h, s)
     scores = (q @ k[:, :, : s - n_recent].transpose(-1, -2))[:, :, 0]  # (b, h, s - r)
     found = scores.topk(top, dim=-1).indices.sort(-1).values
     return torch.cat([found, torch.arange(s - n_recent, s).expand(b, h, n_recent)], -1)
+
+
+def check_stream_model(model, ids, policy, budget, n_sinks, n_recent) -> None:
+    """The arguments of :func:`stream`: a GPT whose blocks it runs exactly, one token
+    at a time without dropout, with its own RoPE tables reaching every position the
+    policy rotates (the text's, or the cache's ``0..budget-1``)."""
+    needs = "eviction.stream"
+    kvcache.check_gpt(model, needs)
+    kvcache.check_token_wise(model, needs)
+    check_budget(policy, budget, n_sinks, n_recent)
+    check_stream(ids)
+    n = ids.shape[1] - 1
+    kvcache.check_positions(model, n if policy == "full" else min(n, budget), needs)
+    if model.training and model.config.dropout > 0:
+        raise ValueError(
+            f"{needs} has no dropout; the model is training with dropout="
+            f"{model.config.dropout}: call model.eval()"
+        )
 
 
 @torch.no_grad()
@@ -135,15 +175,11 @@ def stream(
     also returns, per layer, the attention of the last query over the cached positions.
 
     Shapes: ids ``(b, T)`` → losses ``(b, T-1)``."""
-    kvcache.check_gpt(model)
     n_recent = budget // 2 if n_recent is None else n_recent
-    check_budget(policy, budget, n_sinks, n_recent)
-    check_stream(ids)
+    check_stream_model(model, ids, policy, budget, n_sinks, n_recent)
     c = model.config
     b, T = ids.shape
-    rope = kvcache.Rope(
-        c.d_head, T + 1 if policy in ("full", "knn") else budget + 1, c.rope_base
-    )
+    rope = kvcache.Rope.of_model(model, T + 1 if policy in ("full", "knn") else budget)
     K = [ids.new_zeros(b, c.n_heads, 0, c.d_head).float() for _ in model.blocks]
     V, acc = list(K), [torch.zeros(b, c.n_heads, 0) for _ in model.blocks]
     losses, last = [], []

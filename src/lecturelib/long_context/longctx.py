@@ -86,21 +86,25 @@ def _keep_last(model, cache, n: int, window: int):
     if n == 0 or cache.length == 0:
         return new
     shift = cache.length - n
-    back = kvcache.Rope(model.config.d_head, cache.length, model.config.rope_base)
     for layer in range(model.config.n_layers):
         k = cache.layers[layer]["k"][:, :, shift : cache.length]  # rotated at shift..
         v = cache.layers[layer]["v"][:, :, shift : cache.length]
-        k = _unrotate(back, k, shift)
+        k = _unrotate(cache.rope, k, shift)  # the model's own (possibly scaled) table
         new.write(layer, k=new.rope(k, 0), v=v)
     new.advance(n)
     return new
 
 
 def _unrotate(rope: kvcache.Rope, k: torch.Tensor, start: int) -> torch.Tensor:
+    """The inverse of ``rope(·, start)``; a scaled table's rows have norm ``cos² + sin²``
+    (YaRN's attention factor squared), which the inverse divides out."""
     t = k.shape[-2]
-    cos, sin = rope.cos[start : start + t], -rope.sin[start : start + t]
+    cos, sin = rope.cos[start : start + t], rope.sin[start : start + t]
+    norm = cos**2 + sin**2
     k1, k2 = k[..., 0::2], k[..., 1::2]
-    return torch.stack([k1 * cos - k2 * sin, k1 * sin + k2 * cos], -1).flatten(-2)
+    return torch.stack([k1 * cos + k2 * sin, k2 * cos - k1 * sin], -1).flatten(-2) / (
+        norm.repeat_interleave(2, -1)
+    )
 
 
 def check_recall_task(n, n_segments, segment, n_values, vocab_size) -> None:

@@ -334,11 +334,79 @@ class BERT(nn.Module):
 
 def mlm_loss(model: BERT, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """Mean cross-entropy over the selected positions (targets not ``IGNORE``); the head
-    runs at those positions only, a seventh of the work at ``p = 0.15``."""
+    runs at those positions only, a seventh of the work at ``p = 0.15``. A batch with
+    no selected position has no loss to average (it would be NaN): refused."""
+    check_mlm_batch(model, batch)
     inputs, targets = batch
     selected = targets != IGNORE  # (b, t)
     h = model.encode(inputs)[selected]  # (n, d)
     return F.cross_entropy(model.mlm(h), targets[selected])  # logits (n, v)
+
+
+def check_bert_like(model) -> None:
+    """``model`` must be a :class:`BERT`, or a module with its ``encode`` and ``mlm`` (the
+    chapter's own copy of the class)."""
+    if not (
+        isinstance(model, nn.Module)
+        and callable(getattr(model, "encode", None))
+        and callable(getattr(model, "mlm", None))
+    ):
+        raise TypeError(f"model must be a BERT; got {describe(model)}")
+
+
+def check_mlm_batch(model, batch) -> None:
+    """The arguments of :func:`mlm_loss`: a :class:`BERT` and a batch ``(inputs,
+    targets)`` of two integer tensors of one shape (what :func:`mask_tokens` returns),
+    whose targets select at least one position, each a token id of the model."""
+    check_bert_like(model)
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise TypeError(
+            f"batch must be a pair (inputs, targets) from mask_tokens; got "
+            f"{describe(batch)}"
+        )
+    inputs, targets = batch
+    check_ids(inputs, "inputs", dims=2)
+    check_type(targets, "targets", torch.Tensor, "an integer tensor like inputs")
+    check_ids(targets[targets != IGNORE], "targets", min_len=0)
+    if targets.shape != inputs.shape:
+        raise ValueError(
+            f"targets must have the shape of inputs {tuple(inputs.shape)}; got "
+            f"{tuple(targets.shape)}"
+        )
+    if not (targets != IGNORE).any():
+        raise ValueError(
+            f"the batch selects no position (every target is IGNORE = {IGNORE}): the "
+            f"mean loss over no token is undefined; mask more tokens (a larger batch "
+            f"or p)"
+        )
+    v = model.config.vocab_size
+    if targets.max() >= v:
+        raise ValueError(
+            f"targets must be token ids in 0..{v - 1} or IGNORE = {IGNORE}; got "
+            f"{int(targets.max())}"
+        )
+
+
+def check_labels(labels, n: int, n_classes: int | None = None) -> None:
+    """``labels`` must be ``n`` integer class ids (``(n,)``), in ``0..n_classes - 1``
+    once the number of classes is known."""
+    if (
+        not isinstance(labels, torch.Tensor)
+        or labels.is_floating_point()
+        or (labels.dtype in (torch.bool, torch.complex64, torch.complex128))
+    ):
+        raise TypeError(
+            f"labels must be an integer tensor of class ids; got {describe(labels)}"
+        )
+    if labels.dim() != 1 or len(labels) != n:
+        raise ValueError(f"labels must be ({n},) class ids; got {describe(labels)}")
+    high = n_classes - 1 if n_classes is not None else None
+    if n and (labels.min() < 0 or (high is not None and labels.max() > high)):
+        bound = ">= 0" if high is None else f"in 0..{high}"
+        raise ValueError(
+            f"labels must be class ids {bound}; got labels from "
+            f"{int(labels.min())} to {int(labels.max())}"
+        )
 
 
 def classify_loss(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -355,12 +423,15 @@ def accuracy(
     labels: torch.Tensor,
     batch_size: int = 512,
 ) -> float:
-    """The fraction of sentences whose most likely class is the label (eval mode)."""
+    """The fraction of sentences whose most likely class is the label (eval mode);
+    labels must be integer class ids of the model's classes."""
     if len(ids) != len(labels) or len(ids) != len(lengths) or not len(ids):
         raise ValueError(
             f"ids, lengths and labels must have the same non-zero length; "
             f"got {len(ids)}, {len(lengths)} and {len(labels)}"
         )
+    check_labels(labels, len(ids))
+    check_int(batch_size, "batch_size", 1)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -368,6 +439,7 @@ def accuracy(
     for i in range(0, len(ids), batch_size):
         rows = slice(i, i + batch_size)
         logits = model(ids[rows].to(device), lengths[rows].to(device))
+        check_labels(labels, len(ids), logits.shape[-1])
         right += int((logits.argmax(-1).cpu() == labels[rows]).sum())
     model.train(was_training)
     return right / len(ids)

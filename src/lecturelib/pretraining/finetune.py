@@ -14,6 +14,7 @@ Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``v`` vocabulary, ``c`` cla
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -83,22 +84,48 @@ def extend_vocab(
     generator: torch.Generator | None = None,
 ) -> gpt.GPT:
     """A copy of ``model`` with ``n_new`` more tokens: ids ``vocab_size ..
-    vocab_size + n_new - 1`` get new embedding rows ``N(0, std²)``; every other weight
-    is the pretrained one."""
+    vocab_size + n_new - 1`` get new embedding rows ``N(0, std²)`` (and zero rows of an
+    untied head). Everything else is the model's own: its class (a LoRA-wrapped,
+    MoE or RoPE-scaled GPT stays one), every weight, buffer and attribute, and which
+    parameters train."""
+    check_extend_vocab(model, n_new, std)
+    v = model.config.vocab_size + n_new
+    bigger = copy.deepcopy(model)
+    embed, head = bigger.embed.weight, bigger.head.weight  # (v - n_new, d) each
+    new_rows = torch.randn(n_new, embed.shape[1], generator=generator) * std
+    rows = torch.cat([embed.detach(), new_rows.to(embed)])  # (v, d)
+    bigger.embed.weight = nn.Parameter(rows, requires_grad=embed.requires_grad)
+    if head is embed:  # tied: the head is the embedding
+        bigger.head.weight = bigger.embed.weight
+    else:
+        rows = torch.cat([head.detach(), torch.zeros_like(new_rows).to(head)])
+        bigger.head.weight = nn.Parameter(rows, requires_grad=head.requires_grad)
+    bigger.embed.num_embeddings = bigger.head.out_features = v
+    bigger.config = replace(model.config, vocab_size=v)
+    return bigger
+
+
+def check_extend_vocab(model, n_new, std) -> None:
+    """The arguments of :func:`extend_vocab`: a GPT whose token embedding is an
+    ``nn.Embedding`` and whose head an ``nn.Linear`` without bias (the tables that
+    grow), tied exactly when its config says so."""
     gpt.check_gpt(model)
     check_int(n_new, "n_new", 1)
     check_number(std, "std", 0.0)
-    old = model.config.vocab_size
-    bigger = gpt.GPT(replace(model.config, vocab_size=old + n_new))
-    state = dict(model.state_dict())
-    weight = state.pop("embed.weight")
-    new_rows = torch.randn(n_new, weight.shape[1], generator=generator) * std
-    state["embed.weight"] = torch.cat([weight, new_rows.to(weight)])
-    head = state.pop("head.weight")  # the embedding itself when tied
-    if not model.config.tie_embeddings:
-        state["head.weight"] = torch.cat([head, torch.zeros_like(new_rows).to(head)])
-    bigger.load_state_dict(state, strict=False)
-    return bigger.to(weight.device)
+    for name, kind in (("embed", nn.Embedding), ("head", nn.Linear)):
+        if type(getattr(model, name)) is not kind:
+            raise TypeError(
+                f"extend_vocab grows model.{name}, which must be an nn."
+                f"{kind.__name__}; got {type(getattr(model, name)).__name__}"
+            )
+    if model.head.bias is not None:
+        raise ValueError("extend_vocab grows a head without bias; model.head has one")
+    tied = model.head.weight is model.embed.weight
+    if tied != model.config.tie_embeddings:
+        raise ValueError(
+            f"model.config.tie_embeddings={model.config.tie_embeddings}, but the head "
+            f"{'is' if tied else 'is not'} the embedding"
+        )
 
 
 class GPTClassifier(nn.Module):

@@ -26,6 +26,7 @@ d_head, ``v`` vocabulary, ``p`` prefix or prompt length, ``r`` rank.
 
 from __future__ import annotations
 
+import copy
 import math
 import unicodedata
 
@@ -45,14 +46,13 @@ from lecturelib.validate import (
 
 
 class LoRALinear(nn.Module):
-    """A frozen ``nn.Linear`` plus rank-``r`` updates ``(alpha/r) B_g A_g``, one adapter
-    ``(A_g, B_g)`` per group ``g`` of output rows: ``rows`` is None (one adapter on all
-    rows), a 1-d list of rows (one adapter on them) or a 2-d list, one row of it per
-    adapter (e.g. the ``q`` rows and the ``v`` rows of a fused ``qkv`` projection).
+    """A frozen ``nn.Linear`` plus one rank-``r`` update ``(alpha/r) B_g A_g`` per group
+    ``g`` of output rows: ``rows`` is None (one adapter on all rows), a 1-d list (one
+    on those rows) or a 2-d list, one group of rows per adapter (e.g. the ``q`` rows
+    and the ``v`` rows of a fused ``qkv``).
 
-    Shapes: x ``(..., d_in)`` → ``(..., d_out)``; rows ``(g, m)``; A ``(g, r, d_in)``,
-    B ``(g, m, r)``.
-    """
+    Shapes: x ``(..., d_in)`` → ``(..., d_out)``; rows ``(g, m)``, A ``(g, r, d_in)``,
+    B ``(g, m, r)``."""
 
     def __init__(self, base: nn.Linear, r: int, alpha: float, rows=None):
         super().__init__()
@@ -73,20 +73,19 @@ class LoRALinear(nn.Module):
         return self.base(x).index_add(-1, self.rows.flatten(), update.flatten(-2))
 
     def delta_weight(self) -> torch.Tensor:
-        """Each ``(alpha/r) B_g A_g`` scattered into its rows. Shapes: ``(d_out, d_in)``."""
+        """Each ``(alpha/r) B_g A_g`` scattered into its rows.
+
+        Shapes: → ``(d_out, d_in)``."""
         update = self.scale * self.B @ self.A  # (g, m, d_in)
         delta = torch.zeros_like(self.base.weight)
         return delta.index_add(0, self.rows.flatten(), update.flatten(0, 1))
 
     def merged(self) -> nn.Linear:
         """An ``nn.Linear`` with ``W = W_0 + ΔW``: the same function, no overhead."""
-        base = self.base
-        out = nn.Linear(base.in_features, base.out_features, bias=base.bias is not None)
+        out = copy.deepcopy(self.base)
         with torch.no_grad():
-            out.weight.copy_(base.weight + self.delta_weight())
-            if base.bias is not None:
-                out.bias.copy_(base.bias)
-        return out.to(base.weight.device)
+            out.weight += self.delta_weight()
+        return out
 
 
 def check_lora_linear(base, r: int, alpha: float, rows) -> None:

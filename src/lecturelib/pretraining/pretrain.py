@@ -24,7 +24,14 @@ from lecturelib import data, train
 from lecturelib.pretraining import gpt
 from lecturelib.recurrence import lm
 from lecturelib.train import checkpoint, optim
-from lecturelib.validate import check_type
+from lecturelib.validate import (
+    check_bool,
+    check_int,
+    check_number,
+    check_type,
+    describe,
+    is_real,
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,9 @@ class Recipe:
     clip: float = 1.0
     seed: int = 0
 
+    def __post_init__(self):
+        check_recipe(self)
+
     def config(self, vocab_size: int) -> gpt.GPTConfig:
         return gpt.GPTConfig(vocab_size=vocab_size, **self.model)
 
@@ -58,6 +68,33 @@ class Recipe:
         """A short hash of the recipe (the cached model's file name carries it)."""
         text = json.dumps(asdict(self), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def check_recipe(recipe: Recipe) -> None:
+    """The fields of a :class:`Recipe`: sizes and counts ints >= 1, a warm-up shorter
+    than the run, finite positive rates, betas in [0, 1), a known optimizer."""
+    check_type(recipe.model, "Recipe.model", dict, "a dict of GPTConfig fields")
+    check_int(recipe.batch_size, "Recipe.batch_size", 1)
+    check_int(recipe.accumulate, "Recipe.accumulate", 1)
+    check_int(recipe.steps, "Recipe.steps", 1)
+    optim.check_warmup_cosine(recipe.steps, recipe.warmup, recipe.final)
+    check_number(recipe.lr, "Recipe.lr", 0, low_open=True)
+    check_number(recipe.weight_decay, "Recipe.weight_decay", 0)
+    check_number(recipe.clip, "Recipe.clip", 0, low_open=True)
+    if (
+        not isinstance(recipe.betas, (tuple, list))
+        or len(recipe.betas) != 2
+        or not all(is_real(b) and 0 <= b < 1 for b in recipe.betas)
+    ):
+        raise ValueError(
+            f"Recipe.betas must be two numbers in [0, 1); got {describe(recipe.betas)}"
+        )
+    check_bool(recipe.decay_embeddings, "Recipe.decay_embeddings")
+    if recipe.optimizer not in ("adamw", "muon"):
+        raise ValueError(
+            f"recipe.optimizer must be 'adamw' or 'muon'; got {recipe.optimizer!r}"
+        )
+    check_int(recipe.seed, "Recipe.seed", 0)
 
 
 NANOGPT = Recipe(  # nanoGPT's README CPU run of config/train_shakespeare_char.py
@@ -249,6 +286,8 @@ def save_pretrained(profile: str, model: gpt.GPT, hist: train.History) -> Path:
 
 def with_steps(recipe: Recipe, steps: int) -> Recipe:
     """The same recipe trained for ``steps`` (warm-up shortened if it would not fit)."""
+    check_type(recipe, "recipe", Recipe, "a Recipe")
+    check_int(steps, "steps", 1)
     return replace(recipe, steps=steps, warmup=min(recipe.warmup, steps - 1))
 
 

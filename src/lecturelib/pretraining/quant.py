@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from lecturelib.pretraining import gpt
-from lecturelib.validate import check_int, check_number, describe
+from lecturelib.validate import check_int, check_number, check_tensor, describe
 
 SCHEMES = ("absmax", "zeropoint")
 
@@ -52,9 +52,18 @@ def check_quant_args(bits: int, group_size: int | None, scheme: str, d_in: int) 
             raise ValueError(f"group_size ({group_size}) must divide d_in ({d_in})")
 
 
+def check_codes(w, bits: int, scheme: str) -> None:
+    """The weights, bits (2 to 16) and scheme of :func:`scale_zero` and :func:`quantize`."""
+    check_tensor(w, "w", "(..., n)")
+    check_int(bits, "bits", 2, 16)
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {SCHEMES}; got {scheme!r}")
+
+
 def scale_zero(w: torch.Tensor, bits: int, scheme: str = "absmax"):
     """Scale and zero point of each row of ``w`` (zero is 0 for absmax).
     Shapes: ``(..., n)`` → ``(..., 1)`` twice."""
+    check_codes(w, bits, scheme)
     if scheme == "absmax":
         scale = w.abs().amax(-1, keepdim=True) / (2 ** (bits - 1) - 1)
         return scale.clamp_min(1e-12), torch.zeros_like(scale)
@@ -73,6 +82,7 @@ def quantize(
 ) -> torch.Tensor:
     """Integer codes of ``w``: ``round(w / s) (+ z)``, clamped to the ``bits``-bit
     range."""
+    check_codes(w, bits, scheme)
     if scheme == "absmax":
         qmax = 2 ** (bits - 1) - 1
         return torch.clamp(torch.round(w / scale), -qmax, qmax)

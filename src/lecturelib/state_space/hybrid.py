@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lecturelib import train
+from lecturelib import metrics, train
 from lecturelib.pretraining import gpt
 from lecturelib.state_space import mamba, s4d
 from lecturelib.tasks import IGNORE
@@ -188,6 +188,7 @@ def build(
         n_layers=n_layers,
         seq_len=seq_len,
         d_state=d_state,
+        n_heads=n_heads,
     )
     if kind in ("rnn", "lstm"):
         return RecurrentLM(kind, vocab_size, d_model, n_layers)
@@ -229,14 +230,15 @@ def check_task(x, y) -> None:
 
 
 def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    """The share of scored positions (``y != IGNORE``) that the model predicts exactly."""
+    """The share of scored positions (``y != IGNORE``) that the model predicts exactly,
+    by :func:`lecturelib.metrics.accuracy` (which refuses float targets, targets outside
+    the vocabulary and a ``y`` that scores no position)."""
     check_task(x, y)
-    scored = y != IGNORE
-    if not scored.any():
+    if not (y != IGNORE).any():
         raise ValueError("y scores no position (every target is IGNORE)")
     with torch.no_grad():
-        predicted = model(x).argmax(-1)
-    return (predicted[scored] == y[scored]).float().mean().item()
+        logits = model(x)
+    return metrics.accuracy(logits, y, IGNORE)
 
 
 def train_task(model: nn.Module, make_batch, steps: int, lr: float = 3e-3):
@@ -274,6 +276,7 @@ def state_bytes(model: nn.Module, length: int, bytes_per_value: int = 4) -> int:
     hidden state of an RNN or LSTM, the SSM (and convolution) states of S4D and
     Mamba, the KV cache of attention layers, which grows with ``length``."""
     check_int(length, "length", 1)
+    check_int(bytes_per_value, "bytes_per_value", 1)
     per_layer = []
     for module in model.modules():
         if isinstance(module, nn.RNN):

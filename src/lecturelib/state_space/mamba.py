@@ -172,6 +172,7 @@ class MambaBlock(nn.Module):
     def step(self, x_t: torch.Tensor, state):
         """One token: ``x_t (b, d_model)`` and the state → ``y_t (b, d_model)``, new
         state."""
+        check_block_step(x_t, state, self.config)
         conv_state, h = state
         x_t, z_t = self.in_proj(x_t).chunk(2, dim=-1)  # (b, d_inner)
         x_t, conv_state = self.conv.step(x_t, conv_state)
@@ -191,6 +192,34 @@ def check_block_input(x, d_model: int) -> None:
         raise TypeError(message)
     if x.dim() != 3 or x.shape[-1] != d_model:
         raise ValueError(message)
+
+
+def check_block_step(x_t, state, config: MambaConfig) -> None:
+    """The arguments of :meth:`MambaBlock.step`: ``x_t (b, d_model)`` and a state of
+    the same batch, as :meth:`MambaBlock.init_state` gives (a state from another batch
+    size would broadcast or fail deep inside)."""
+    message = f"x_t must be a floating (b, d_model={config.d_model}) tensor; got "
+    if not isinstance(x_t, torch.Tensor) or not x_t.is_floating_point():
+        raise TypeError(message + describe(x_t))
+    if x_t.dim() != 2 or x_t.shape[1] != config.d_model:
+        raise ValueError(message + describe(x_t))
+    b, d = x_t.shape[0], config.d_inner
+    shapes = ((b, d, config.d_conv - 1), (b, d, config.d_state))
+    if (
+        not isinstance(state, (tuple, list))
+        or len(state) != 2
+        or not all(isinstance(s, torch.Tensor) for s in state)
+    ):
+        raise TypeError(
+            f"state must be a pair of tensors (conv, ssm) from init_state; got "
+            f"{describe(state)}"
+        )
+    if tuple(tuple(s.shape) for s in state) != shapes:
+        raise ValueError(
+            f"state must be (conv, ssm) of shapes {shapes[0]} and {shapes[1]} for a "
+            f"batch of {b} (from init_state({b})); got "
+            f"{tuple(state[0].shape)} and {tuple(state[1].shape)}"
+        )
 
 
 class Residual(nn.Module):

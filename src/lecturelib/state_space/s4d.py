@@ -77,6 +77,21 @@ def check_s4d_input(u, d_model: int, name: str = "S4D input", dims: int = 3) -> 
         raise ValueError(f"{name} must be {shape}; got shape {tuple(u.shape)}")
 
 
+def check_s4d_step(layer, u_t, h) -> None:
+    """The arguments of :meth:`S4D.step`: one step ``(b, d_model)`` and, if given, a
+    complex state ``(b, d_model, d_state // 2)`` of the same batch."""
+    check_s4d_input(u_t, layer.d_model, "u_t", dims=2)
+    if h is None:
+        return
+    shape = (u_t.shape[0], layer.d_model, layer.A_imag.shape[-1])
+    if not isinstance(h, torch.Tensor) or not h.is_complex():
+        raise TypeError(f"h must be a complex state {shape}; got {describe(h)}")
+    if tuple(h.shape) != shape:
+        raise ValueError(
+            f"h must be a complex state {shape}; got shape {tuple(h.shape)}"
+        )
+
+
 class S4D(nn.Module):
     """One diagonal SSM per channel (S4D), causal.
 
@@ -139,7 +154,7 @@ class S4D(nn.Module):
     def step(self, u_t: torch.Tensor, h: torch.Tensor | None = None):
         """One step: ``u_t (b, d_model)`` and the state ``h (b, d_model, d_state // 2)``
         complex (zeros if None) → ``(y_t, h)``."""
-        check_s4d_input(u_t, self.d_model, "u_t", dims=2)
+        check_s4d_step(self, u_t, h)
         Abar, Bbar, C2 = self.discrete()
         if h is None:
             h = u_t.new_zeros(u_t.shape[0], *Abar.shape, dtype=Abar.dtype)

@@ -134,7 +134,7 @@ def linear_scan_loop(a, x, h0=None):
     Shapes: a, x ``(b, t, d, n)``, h0 ``(b, d, n)`` → h ``(b, t, d, n)``.
     """
     check_pairs(a, x, h0)
-    h = torch.zeros_like(x[:, 0]) if h0 is None else h0
+    h = x.new_zeros(x.shape[0], *x.shape[2:]) if h0 is None else h0  # (b, d, n)
     hs = []
     for a_i, x_i in zip(a.unbind(1), x.unbind(1)):
         h = a_i * h + x_i
@@ -173,11 +173,14 @@ def linear_scan_chunked(a, x, h0=None, chunk: int = 32):
     """
     check_pairs(a, x, h0, chunk)
     b, t, d, n = x.shape
+    if t == 0:  # no step, no state
+        return x.clone()
     pad = -t % chunk
     if pad:  # a = 1, x = 0 after the end leave the states unchanged
         a, x = F.pad(a, (0, 0, 0, 0, 0, pad), value=1.0), F.pad(x, (0, 0, 0, 0, 0, pad))
-    a, x = a.unflatten(1, (-1, chunk)), x.unflatten(1, (-1, chunk))  # (b, c, T, d, n)
-    local = linear_scan_loop(a.flatten(0, 1), x.flatten(0, 1)).unflatten(0, (b, -1))
+    c = (t + pad) // chunk  # chunks
+    a, x = a.unflatten(1, (c, chunk)), x.unflatten(1, (c, chunk))  # (b, c, T, d, n)
+    local = linear_scan_loop(a.flatten(0, 1), x.flatten(0, 1)).unflatten(0, (b, c))
     decay = torch.cumprod(a, dim=2)  # (b, c, T, d, n)
     carry = x.new_zeros(b, d, n) if h0 is None else h0
     starts = []
@@ -225,9 +228,9 @@ def selective_scan(
         y = y * F.silu(z)
     if not return_state:
         return y
-    return y, (
-        h[:, -1] if u.shape[1] else torch.zeros_like(deltaA[:, 0]) if h0 is None else h0
-    )
+    if u.shape[1]:
+        return y, h[:, -1]
+    return y, u.new_zeros(u.shape[0], *A.shape) if h0 is None else h0  # no step
 
 
 TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)

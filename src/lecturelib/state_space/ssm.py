@@ -153,10 +153,22 @@ def skip(D, x: torch.Tensor) -> torch.Tensor:
     return D * x
 
 
-def check_ssm(Abar, Bbar, C, x) -> None:
-    """The arguments of :func:`ssm_recurrent`."""
-    check_C(Abar, C, is_diagonal(Abar, Bbar))
+def check_ssm(Abar, Bbar, C, x, h0=None) -> None:
+    """The arguments of :func:`ssm_recurrent`: the state ``h0``, if given, must have the
+    shape of the states the recurrence computes."""
+    diagonal = is_diagonal(Abar, Bbar)
+    check_C(Abar, C, diagonal)
     check_x(x)
+    if h0 is None:
+        return
+    if diagonal:
+        shape = torch.broadcast_shapes(Abar.shape, x.shape[:-1] + (1,))
+    else:
+        shape = x.shape[:-1] + Bbar.shape
+    if not isinstance(h0, torch.Tensor) or tuple(h0.shape) != tuple(shape):
+        raise ValueError(
+            f"h0 must be a state of shape {tuple(shape)}; got {describe(h0)}"
+        )
 
 
 def ssm_recurrent(Abar, Bbar, C, x, D=None, h0=None, return_state: bool = False):
@@ -170,7 +182,7 @@ def ssm_recurrent(Abar, Bbar, C, x, D=None, h0=None, return_state: bool = False)
     Shapes: x ``(..., L)`` → y ``(..., L)``; with ``return_state`` also the last state
     ``(..., N)``.
     """
-    check_ssm(Abar, Bbar, C, x)
+    check_ssm(Abar, Bbar, C, x, h0)
     diagonal = is_diagonal(Abar, Bbar)
     if diagonal:
         shape = torch.broadcast_shapes(Abar.shape, x.shape[:-1] + (1,))

@@ -11,6 +11,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from lecturelib.validate import describe
+
 Batch = Any
 
 
@@ -46,6 +48,24 @@ def model_device(model: nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
+def check_batches(batches) -> None:
+    """``batches`` must not be one batch: a tensor would be iterated row by row and a dict
+    key by key, each row or key taken as a batch."""
+    if isinstance(batches, torch.Tensor):
+        raise TypeError(
+            f"batches must be a function step -> batch, a list of batches or a "
+            f"DataLoader, not a tensor (got {describe(batches)}: fit would take each "
+            f"row as a batch); pass [x] to train on this one batch every step, or "
+            f"lambda step: x[...] to draw a batch per step"
+        )
+    if isinstance(batches, dict):
+        raise TypeError(
+            "batches must be a function step -> batch, a list of batches or a "
+            "DataLoader, not a dict (fit would take each key as a batch); pass [batch] "
+            "to train on this one batch every step"
+        )
+
+
 class BatchSource:
     """The batch of micro-step ``i``. A function is called with ``i`` and a list is indexed
     (``i mod len``), so a resumed run continues with the very batches an uninterrupted one would
@@ -53,6 +73,7 @@ class BatchSource:
 
     def __init__(self, batches: Callable[[int], Batch] | Iterable[Batch]):
         self.seekable = True
+        check_batches(batches)
         if callable(batches) and not isinstance(batches, torch.utils.data.DataLoader):
             self.get = batches
         elif isinstance(batches, (list, tuple)):

@@ -36,8 +36,12 @@ def autocast_dtype(device_type: str, bf16_supported: bool, amp: bool | str = "au
 
 
 def amp_dtype(device: torch.device, amp: bool | str = "auto") -> torch.dtype | None:
-    """:func:`autocast_dtype` for this machine's ``device``."""
-    supported = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    """:func:`autocast_dtype` for this machine's ``device``. bf16 counts only where the
+    GPU computes it natively (compute capability 8.0 and up): a T4 emulates bf16 without
+    tensor cores, several times slower than its fp16 with a gradient scaler."""
+    supported = device.type == "cuda" and torch.cuda.is_bf16_supported(
+        including_emulation=False
+    )
     return autocast_dtype(device.type, supported, amp)
 
 
