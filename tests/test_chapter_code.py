@@ -101,3 +101,27 @@ def test_glue_sits_in_hidden_bookkeeping_cells(nb):
              if GLUE.search(source(c)) and "remove-cell" not in c["metadata"].get("tags", [])]
     assert not shown, f"code cells {shown} glue but are shown: move the glue to the " \
                       f"experiment's bookkeeping cell (tag remove-cell)"
+
+
+# Axes methods that return an artist: as a cell's last expression the value would be shown
+# beside the figure, and the figure's name would label two outputs.
+RETURNS_ARTIST = {"legend", "text", "annotate", "plot", "bar", "barh", "imshow", "scatter",
+                  "axhline", "axvline", "set_title", "set_xlabel", "set_ylabel", "suptitle",
+                  "colorbar", "fill_between", "hist"}
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_figure_cells_show_only_the_figure(nb):
+    found = []
+    for c in code_cells(nb):
+        if "figure" not in c["metadata"].get("mystnb", {}):
+            continue
+        body = parse(source(c)).body
+        last = body[-1] if body else None
+        if source(c).rstrip().endswith(";"):  # IPython shows nothing after a semicolon
+            continue
+        if (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+                and isinstance(last.value.func, ast.Attribute)
+                and last.value.func.attr in RETURNS_ARTIST):
+            found.append(c["metadata"]["mystnb"]["figure"].get("name"))
+    assert not found, f"figure cells ending in an expression with a value: {found}"
