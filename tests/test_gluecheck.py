@@ -104,3 +104,17 @@ def test_formats_of_the_roles():
     assert gluecheck.render(0.8312, ".2f") == "0.83" and gluecheck.render(800, ".1f") == "800.0"
     assert gluecheck.render(2.5, "d") == "2"  # as myst-nb shows it
     assert gluecheck.render(0.5, "q") is None  # not a format
+
+
+def test_a_constant_that_the_code_writes_is_not_a_typed_result():
+    """A threshold quoted in the prose is not caught when a result rounds to it; the same
+    number is caught when the code does not write it."""
+    outputs = [glued("slope", 0.9913)]
+    markdown = "the weight exceeds 0.99 on {glue:text}`slope:.2f` of the queries"
+    nb = notebook(markdown, outputs)
+    assert [t.text for t in gluecheck.typed_glued_numbers(nb)] == ["0.99"]
+    nb["cells"][0]["source"] = "saturated = (w.max(-1).values > 0.99).float().mean()"
+    assert gluecheck.typed_glued_numbers(nb) == []
+    nb["cells"][0]["source"] = "x = 10.99 + 1_000"
+    assert [t.text for t in gluecheck.typed_glued_numbers(nb)] == ["0.99"]
+    assert gluecheck.code_literals(nb) == {"10.99", "1000"}

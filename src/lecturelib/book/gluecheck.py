@@ -12,7 +12,9 @@ code, code blocks, math, link targets, comments, list and exercise numbers (``1.
 Whole numbers of one or two digits (0 to 99) are not searched either: in prose they are
 ordinals, small counts and quoted constants ("size 1", "position 5", "sentences of 30 to 60
 words"), which no check can tell apart from a rounded result; a measured value such as a time
-ratio lands on one of them by chance, and the build would fail at random.
+ratio lands on one of them by chance, and the build would fail at random. For the same
+reason a number that the notebook's code writes as a literal (a threshold ``> 0.99``, a
+temperature ``0.7``) is a quoted constant where the prose types it, not a typed result.
 """
 
 from __future__ import annotations
@@ -149,10 +151,25 @@ def _typed(text: str, rendering: str) -> bool:
     return re.search(before + re.escape(rendering) + after, text) is not None
 
 
+LITERAL = re.compile(r"(?<![\w.])\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])")
+
+
+def code_literals(nb: dict) -> set[str]:
+    """The numbers written as literals in the code cells of ``nb`` (``0.99``, ``1_000`` as
+    ``1000``), as they would be typed in prose."""
+    found = set()
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            found.update(m.replace("_", "") for m in LITERAL.findall(_source(cell)))
+    return found
+
+
 def typed_glued_numbers(nb: dict) -> list[TypedNumber]:
     """Every glued number of the executed notebook ``nb`` that its markdown types by hand, at a
-    format with which the notebook's ``{glue:text}`` roles show it."""
+    format with which the notebook's ``{glue:text}`` roles show it, unless the code writes it
+    as a literal (a quoted constant)."""
     values, specs = glued_numbers(nb), glue_formats(nb)
+    constants = code_literals(nb)
     found: list[TypedNumber] = []
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "markdown":
@@ -162,6 +179,8 @@ def typed_glued_numbers(nb: dict) -> list[TypedNumber]:
             for spec in sorted(specs.get(name, ())):
                 rendering = render(value, spec)
                 if rendering is None or SMALL_WHOLE.match(rendering):
+                    continue
+                if rendering.lstrip("+") in constants:
                     continue
                 for candidate in dict.fromkeys((rendering, rendering.lstrip("+"))):
                     if _typed(text, candidate):
