@@ -10,8 +10,6 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 PROFILE ?= auto
 PART    ?=
-# see src/lecturelib/__init__.py: spinning OpenMP threads stall small models on shared cores
-export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: env test unit notebooks colab book browsercheck student grade record clean
 

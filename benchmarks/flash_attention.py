@@ -30,7 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import lecturelib  # noqa: F401  (sets OMP_WAIT_POLICY before torch is imported)
+import lecturelib  # noqa: F401
 import torch
 
 from lecturelib import records
@@ -77,7 +77,7 @@ with torch.inference_mode():
 # kernel and back (no growing heap), so the peak RSS follows what is alive; time in a
 # process with the default allocator, which reuses memory as a long-running program
 # does.
-TIME_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+TIME_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}  # as when this record was first made
 MEMORY_ENV = {**TIME_ENV, "MALLOC_MMAP_THRESHOLD_": "131072"}
 
 

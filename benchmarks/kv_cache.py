@@ -32,7 +32,7 @@ import time
 from itertools import accumulate
 from pathlib import Path
 
-import lecturelib  # noqa: F401  (before torch: OpenMP threads wait passively)
+import lecturelib  # noqa: F401
 import torch
 
 from lecturelib import records

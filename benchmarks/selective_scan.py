@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-import lecturelib  # noqa: F401  (before torch: OpenMP threads wait passively)
+import lecturelib  # noqa: F401
 import torch
 
 from lecturelib import records

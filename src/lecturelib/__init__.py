@@ -22,12 +22,10 @@ Book tooling (building the book, notebook sync, student versions, grading) lives
 subpackage ``lecturelib.book``, which no chapter imports.
 """
 
-import os
-
-# OpenMP threads that spin while they wait make small models up to a hundred times slower when
-# another process shares the cores (a laptop with a browser open, a CI runner). Passive waiting
-# avoids that; it only takes effect when lecturelib is imported before torch, as every chapter does.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenMP's wait policy is left at the runtime's default (idle threads spin briefly, then
+# sleep): on two quiet cores it trains chapter 11's GPT twice as fast as OMP_WAIT_POLICY=PASSIVE,
+# and beside a busy process it loses less than unbounded spinning (ACTIVE) does. The numbers:
+# benchmarks/results/omp_wait_policy.json. A reader may still set the variable before starting.
 
 __version__ = "0.1.0"
 
