@@ -195,7 +195,7 @@ def test_injected_parameters_are_hidden_in_the_book(tmp_path):
 
 URL = "https://example.org/book/repo"
 REAL_RUN = subprocess.run
-SOURCE = {"version": "0.3.0", "commit": None, "modified": False, "pin": "v0.3.0"}
+SOURCE = {"version": "0.3.0", "commit": None, "modified": False, "pin": "main"}
 COLAB = ("# Colab: install lecturelib from the book's repository when it is not importable.\n"
          "try:\n    import lecturelib\nexcept ImportError:\n"
          f'    REPO = "git+{URL}"\n    REF = "v0.3.0"\n'
@@ -206,7 +206,7 @@ COLAB = ("# Colab: install lecturelib from the book's repository when it is not 
 def repo(book, monkeypatch):
     """The test book with a pyproject.toml (version 0.3.0) and a repository.url, outside git."""
     (book / "pyproject.toml").write_text('[project]\nname = "lecturelib"\nversion = "0.3.0"\n')
-    (book / "_config.yml").write_text(f"repository:\n  url: {URL}\n")
+    (book / "_config.yml").write_text(f"repository:\n  url: {URL}\n  branch: main\n")
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(book.parent))
     write(book / "notebooks/02_second.ipynb", notebook(
         ("markdown", "# Second chapter", []), ("code", COLAB, ["remove-cell"]),
@@ -221,9 +221,9 @@ def glued(name: str, value) -> dict:
         "data": {"application/papermill.record/text/plain": repr(value)}}
 
 
-def test_source_version_outside_git_pins_the_release_tag(repo):
+def test_source_version_outside_git_pins_the_books_branch(repo):
     assert build.source_version(repo) == {"version": "0.3.0", "commit": None,
-                                          "modified": False, "pin": "v0.3.0"}
+                                          "modified": False, "pin": "main"}
 
 
 def test_source_version_in_git_pins_the_commit(repo):

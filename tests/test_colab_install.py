@@ -47,7 +47,11 @@ def test_a_chapter_installs_lecturelib_from_git_at_the_pinned_commit_and_runs(tm
     python = str(env_dir / "bin" / "python")
     torch_version = torch.__version__.split("+")[0]
     run([python, "-m", "pip", "install", "--quiet", "--upgrade", "pip"])  # Colab's is recent
-    run([python, "-m", "pip", "install", "--quiet", f"torch=={torch_version}", "ipython"])
+    import numpy
+
+    preinstalled = [f"torch=={torch_version}", f"numpy=={numpy.__version__}", "ipython"]
+    run([python, "-m", "pip", "install", "--quiet", *preinstalled])  # what Colab ships with
+    before = installed(python)
     found = run([python, "-c", "import importlib.util as u; print(u.find_spec('lecturelib'))"])
     assert found.stdout.strip() == "None", "the fresh environment must not have lecturelib"
 
@@ -70,3 +74,19 @@ def test_a_chapter_installs_lecturelib_from_git_at_the_pinned_commit_and_runs(tm
     assert direct["vcs_info"] == {"vcs": "git", "requested_revision": commit,
                                   "commit_id": commit}
     assert "profile smoke" in out.stdout, out.stdout[-2000:]
+
+    # The first cell installs over Colab's torch and numpy, never replacing them.
+    after = installed(python)
+    for name in ("torch", "numpy"):
+        assert after[name] == before[name], f"the install changed {name}: {before[name]} -> " \
+                                            f"{after[name]}"
+    changed = sorted(n for n in before if n in after and after[n] != before[n])
+    assert not changed, f"the install replaced preinstalled packages: {changed}"
+    added = sorted(set(after) - set(before))
+    print(f"the Colab cell added {len(added)} packages: {', '.join(added)}")
+
+
+def installed(python: str) -> dict[str, str]:
+    """The packages of an environment, by lowercase name, with their versions."""
+    listed = run([python, "-m", "pip", "list", "--format=json"]).stdout
+    return {p["name"].lower(): p["version"] for p in json.loads(listed)}

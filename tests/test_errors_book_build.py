@@ -9,7 +9,7 @@ import pytest
 
 from lecturelib.book import build
 
-SOURCE = {"version": "0.1.0", "commit": None, "modified": False, "pin": "v0.1.0"}
+SOURCE = {"version": "0.1.0", "commit": None, "modified": False, "pin": "main"}
 
 
 def toc(tmp: Path, text: str) -> Path:

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 BIB_KEYS = set(re.findall(r"^@\w+\{([^,]+),", (ROOT / "book/references.bib").read_text(), re.M))
 REPO_URL = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
-RELEASE = sync.release_tag(ROOT)  # v + the version of pyproject.toml
+BRANCH = sync.repository_branch(ROOT)  # what the Colab cells install (_config.yml)
 
 
 def cells(nb_path: Path, kind: str | None = None) -> list[dict]:
@@ -58,11 +58,11 @@ def test_opening_cells(nb):
     code = cells(nb, "code")
     colab = code[0]
     assert "remove-cell" in tags(colab), "the first code cell installs lecturelib on Colab"
-    assert sync.colab_lines(REPO_URL, RELEASE) in source(colab), (
-        f"the Colab cell must install the release {RELEASE} of pyproject.toml's version from "
-        f"repository.url of _config.yml ({REPO_URL}): run "
+    assert sync.colab_lines(REPO_URL, BRANCH) in source(colab), (
+        f"the Colab cell must install lecturelib from repository.url of _config.yml "
+        f"({REPO_URL}) at its branch {BRANCH}: run "
         f"python -m lecturelib.book.sync --pin notebooks/*.ipynb")
-    assert sync.colab_install(nb) == (REPO_URL, RELEASE)
+    assert sync.colab_install(nb) == (REPO_URL, BRANCH)
     params = [c for c in code if "parameters" in tags(c)]
     assert len(params) == 1 and source(params[0]).split("\n") == ['PROFILE = "auto"', "SEED = 0"]
     assert any("lecturelib.setup(PROFILE, SEED" in source(c) for c in code)

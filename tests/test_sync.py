@@ -121,7 +121,8 @@ def repo(tmp_path) -> Path:
     (tmp_path / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools"]\n\n[project]\nname = "lecturelib"\n'
         'version = "1.2.3"\n')
-    (tmp_path / "_config.yml").write_text(f"title: T\nrepository:\n  url: {URL}\n")
+    (tmp_path / "_config.yml").write_text(
+        f"title: T\nrepository:\n  url: {URL}\n  branch: main\n")
     (tmp_path / "notebooks").mkdir()
     write_nb(tmp_path / "notebooks/01_a.ipynb",
              [markdown("# A"), code(COLAB, metadata={"tags": ["remove-cell"]}), code("x = 1")])
@@ -131,7 +132,7 @@ def repo(tmp_path) -> Path:
 
 def test_version_tag_and_url_come_from_the_repository_files(repo):
     assert sync.package_version(repo) == "1.2.3"
-    assert sync.release_tag(repo) == "v1.2.3"
+    assert sync.repository_branch(repo) == "main"
     assert sync.repository_url(repo) == URL
     assert sync.repository_root(repo / "notebooks/01_a.ipynb") == repo
 
@@ -160,13 +161,15 @@ def test_pin_rewrites_only_the_install_line(repo):
     assert sync.colab_install(nb) == (URL, "0" * 40)
 
 
-def test_pin_command_pins_to_the_release_tag(repo, capsys):
+def test_pin_command_pins_to_the_books_branch(repo, capsys):
+    """The notebooks of a branch install the library of the same branch: no tag that may
+    not exist where the cell fetches it, no drift between notebook and library."""
     nb = repo / "notebooks/01_a.ipynb"
     assert sync.main(["--pin", str(nb)]) == 0
-    assert sync.colab_install(nb) == (URL, "v1.2.3")
-    assert capsys.readouterr().out.strip() == f"{nb}: pinned to v1.2.3"
+    assert sync.colab_install(nb) == (URL, "main")
+    assert capsys.readouterr().out.strip() == f"{nb}: pinned to main"
     assert sync.main(["--pin", str(nb)]) == 0
-    assert capsys.readouterr().out.strip() == f"{nb}: already at v1.2.3"
+    assert capsys.readouterr().out.strip() == f"{nb}: already at main"
 
 
 def test_drift_command_exits_with_one_on_drift(tmp_path, capsys):

@@ -37,7 +37,7 @@ def source_version(root: Path) -> dict:
         "version": version,
         "commit": commit,
         "modified": bool(status and status.stdout.strip()),
-        "pin": commit or f"v{version}",
+        "pin": commit or sync.repository_branch(root),
     }
 
 

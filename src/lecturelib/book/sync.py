@@ -12,9 +12,11 @@ repository root:
 - ``python -m lecturelib.book.sync --fix notebooks/*.ipynb`` rewrites the cells from the library;
 - ``python -m lecturelib.book.sync --normalise notebooks/*.ipynb`` strips outputs and sets the
   metadata that every committed notebook carries;
-- ``python -m lecturelib.book.sync --pin notebooks/*.ipynb`` pins the Colab install cell to the
-  release tag of the package version (``v`` + ``version`` of ``pyproject.toml``), so that a
-  reader's notebook and library agree. The book build pins its own copies to the exact commit.
+- ``python -m lecturelib.book.sync --pin notebooks/*.ipynb`` points the Colab install cell at
+  the book's branch (``repository.branch`` of ``_config.yml``): a notebook opened from that
+  branch (the book's Colab buttons open it) installs the library of the same branch, so the
+  two cannot drift, and no tag has to exist where the cell fetches it. The book build pins its
+  own copies (the pages and their downloads) to the exact commit it built.
 """
 
 from __future__ import annotations
@@ -144,7 +146,7 @@ def normalise(notebook: str | Path) -> bool:
 
 # The Colab cell's install lines (short enough for the book's column even with a commit):
 #     REPO = "git+URL"
-#     REF = "v0.1.0"
+#     REF = "main"
 #     %pip install --quiet "lecturelib @ {REPO}@{REF}"
 # (IPython puts the variables into the magic's line); without the REF line it is unpinned.
 COLAB_INSTALL = re.compile(
@@ -183,13 +185,8 @@ def package_version(root: str | Path) -> str:
     return version
 
 
-def release_tag(root: str | Path) -> str:
-    """The git tag of the package version: ``v0.1.0`` for version 0.1.0."""
-    return f"v{package_version(root)}"
-
-
-def repository_url(root: str | Path) -> str:
-    """``repository.url`` of ``root/_config.yml``: where the Colab cell installs lecturelib from."""
+def _repository(root: str | Path, key: str) -> str:
+    """``repository.<key>`` of ``root/_config.yml``."""
     import yaml
 
     path = Path(root) / "_config.yml"
@@ -197,12 +194,23 @@ def repository_url(root: str | Path) -> str:
         raise ValueError(
             f"root must be the repository root holding _config.yml; got {root}"
         )
-    url = (
+    value = (
         yaml.safe_load(path.read_text(encoding="utf-8")).get("repository") or {}
-    ).get("url")
-    if not url:
-        raise ValueError(f"{path} has no repository.url")
-    return url
+    ).get(key)
+    if not value or not isinstance(value, str):
+        raise ValueError(f"{path} has no repository.{key}")
+    return value
+
+
+def repository_url(root: str | Path) -> str:
+    """``repository.url`` of ``root/_config.yml``: where the Colab cell installs lecturelib from."""
+    return _repository(root, "url")
+
+
+def repository_branch(root: str | Path) -> str:
+    """``repository.branch`` of ``root/_config.yml``: the branch whose notebooks the book's
+    Colab buttons open, and so the ref their Colab cells install the library from."""
+    return _repository(root, "branch")
 
 
 def colab_install(notebook: str | Path | dict) -> tuple[str, str | None]:
@@ -224,8 +232,8 @@ def colab_install(notebook: str | Path | dict) -> tuple[str, str | None]:
 
 
 def pin(notebook: str | Path, url: str, ref: str) -> bool:
-    """Point the Colab install line of ``notebook`` at ``url`` pinned to ``ref`` (a tag or a
-    commit); returns whether the file changed."""
+    """Point the Colab install line of ``notebook`` at ``url`` pinned to ``ref`` (a branch or
+    a commit); returns whether the file changed."""
     for name, value in (("url", url), ("ref", ref)):
         if not isinstance(value, str) or not value or re.search(r'[\s"@]', value):
             raise ValueError(
@@ -267,7 +275,7 @@ USAGE = """usage: python -m lecturelib.book.sync [--fix | --normalise | --pin] N
   (no option)   report marker cells that differ from the library (exit 1 if any)
   --fix         rewrite marker cells from the library
   --normalise   strip outputs and execution counts, normalise metadata
-  --pin         pin the Colab install cell to the release tag of pyproject.toml"""
+  --pin         pin the Colab install cell to the book's branch (_config.yml)"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args and args[0] == "--pin":
         for nb_path in args[1:]:
             root = repository_root(nb_path)
-            url, ref = repository_url(root), release_tag(root)
+            url, ref = repository_url(root), repository_branch(root)
             print(
                 f"{nb_path}: {'pinned to' if pin(nb_path, url, ref) else 'already at'} {ref}"
             )
