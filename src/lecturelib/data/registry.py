@@ -1,5 +1,6 @@
-"""The registry of the book's data sets: for each, its pinned URL, the SHA-256 and size of every
-form it may be stored in, its licence and the credit line to show where it is used."""
+"""The registry of the book's data sets (and of the released model files that chapter
+21 loads, :data:`MODELS`): for each, its pinned URL, the SHA-256 and size of every form
+it may be stored in, its licence and the credit line to show where it is used."""
 
 from __future__ import annotations
 
@@ -116,6 +117,36 @@ _GUTENBERG = {  # name: (file, repo @ commit, sha256, title)
         "Charles Dickens, A Tale of Two Cities (PG #98)",
     ),
 }
+
+
+# GPT-2 small (124M) as OpenAI released it, from the Hugging Face Hub at a pinned
+# commit (chapter 21). Checksums: the SHA-256 of each file at that commit (the Hub's LFS
+# pointer for model.safetensors; config.json and tokenizer.json as recorded by
+# independent projects that pin the same revision).
+GPT2_REVISION = "607a30d783dfa663caf39e06633721c8d4cfcd7e"
+_GPT2 = f"https://huggingface.co/openai-community/gpt2/resolve/{GPT2_REVISION}"
+_GPT2_FILES = {  # name: (file, sha256, bytes)
+    "gpt2/config": (
+        "config.json",
+        "0daed7749b4f02b8f76240d5444551d7b08712dab4d0adb8239c56ba823bb7b4",
+        665,
+    ),
+    "gpt2/tokenizer": (
+        "tokenizer.json",
+        "8414cab924d8b9b33013f0d221c5862f365ee9be39c5c2bfae8a5a9e970478a6",
+        1355256,
+    ),
+    "gpt2/model": (
+        "model.safetensors",
+        "248dfc3911869ec493c76e65bf2fcf7f615828b0254c12b473182f0f81d3a707",
+        548105171,
+    ),
+}
+_GPT2_CREDIT = (
+    "GPT-2 (124M) by OpenAI (Radford, Wu, Child, Luan, Amodei and Sutskever, 2019), "
+    "from huggingface.co/openai-community/gpt2 at revision "
+    f"{GPT2_REVISION[:12]}; licence MIT"
+)
 
 
 _BYTES = {  # the size of every registered file, as in the data README
@@ -237,20 +268,37 @@ def _registry() -> dict[str, Dataset]:
     return {ds.name: ds for ds in d}
 
 
+def _models() -> dict[str, Dataset]:
+    return {
+        name: Dataset(
+            name,
+            (LocalForm(f"gpt2/{file}", sha, size=size),),
+            f"{_GPT2}/{file}",
+            "MIT",
+            _GPT2_CREDIT,
+        )
+        for name, (file, sha, size) in _GPT2_FILES.items()
+    }
+
+
 DATASETS: dict[str, Dataset] = _registry()
+# Released model files (chapter 21): fetched, verified and cached like the data sets,
+# but large and needed only where a chapter uses them: not in the offline data folder.
+MODELS: dict[str, Dataset] = _models()
 GUTENBERG_BOOKS = tuple(_GUTENBERG)
 GUTENBERG_TITLES = {name: entry[-1] for name, entry in _GUTENBERG.items()}
 
 
 def dataset(name: str) -> Dataset:
-    """The registry entry for ``name``."""
+    """The registry entry for ``name`` (a data set or a model file)."""
     check_type(name, "name", str, "the str name of a data set")
-    if name not in DATASETS:
+    known = {**DATASETS, **MODELS}
+    if name not in known:
         raise ValueError(
-            f"name must be a registered data set ({', '.join(sorted(DATASETS))}); "
+            f"name must be a registered data set ({', '.join(sorted(known))}); "
             f"got {name!r}"
         )
-    return DATASETS[name]
+    return known[name]
 
 
 def attribution(name: str) -> str:

@@ -9,11 +9,16 @@ has adopted since, each a field of :class:`GPTConfig`:
   arXiv:1910.07467; chapter 8), always Pre-LN, plus a final norm before the output head;
 - ``bias``: biases in the linear layers and norms, or none (PaLM, LLaMA);
 - ``tie_embeddings``: the output head shares the token embedding matrix (Press and Wolf,
-  arXiv:1608.05859).
+  arXiv:1608.05859);
+- ``activation``: the MLP's ``"gelu"`` (exact, ``x Φ(x)``) or ``"gelu_tanh"``, the tanh
+  approximation that GPT-2 was trained with (chapter 21 loads its weights exactly).
 
 Attention runs through ``F.scaled_dot_product_attention(is_causal=True)`` (a fused kernel);
 a test asserts it equals chapter 6's plain ``self_attention.MultiHeadAttention`` with a causal
 mask, and that :class:`Block` equals chapter 8's ``transformer.Block`` on the same weights.
+``GPT(ids, segments)`` reads rows that pack several examples (chapter 21): attention
+stays inside each example and positions restart at 0 in each
+(:func:`segment_positions_and_mask`).
 Weights are initialised as GPT-2: ``N(0, 0.02)``, with the output projections of the residual
 branches scaled by ``1/√(2·n_layers)`` so that the residual stream's variance does not grow
 with depth.
@@ -39,10 +44,13 @@ from lecturelib.validate import (
     check_number,
     check_sizes,
     check_type,
+    describe,
+    is_int_tensor,
 )
 
 NORMS = ("rms", "layer")
 POSITIONS = ("rope", "learned")
+ACTIVATIONS = ("gelu", "gelu_tanh")
 
 
 @dataclass
@@ -61,6 +69,7 @@ class GPTConfig:
     bias: bool = False
     tie_embeddings: bool = True
     rope_base: float = 10000.0
+    activation: str = "gelu"  # or "gelu_tanh" (GPT-2)
 
     def __post_init__(self):
         check_gpt_config(self)
@@ -88,6 +97,7 @@ def check_gpt_config(config: GPTConfig) -> None:
         )
     check_choice(config.norm, "GPTConfig.norm", NORMS)
     check_choice(config.positions, "GPTConfig.positions", POSITIONS)
+    check_choice(config.activation, "GPTConfig.activation", ACTIVATIONS)
     if not (isinstance(config.dropout, (int, float)) and 0 <= config.dropout < 1):
         raise ValueError(f"GPTConfig.dropout must be in [0, 1); got {config.dropout!r}")
     check_number(config.rope_base, "GPTConfig.rope_base", 1.0, low_open=True)
@@ -119,35 +129,41 @@ class CausalSelfAttention(nn.Module):
             self.register_buffer("cos", angles.cos(), persistent=False)  # (t, e/2)
             self.register_buffer("sin", angles.sin(), persistent=False)
 
-    def rotate(self, x: torch.Tensor) -> torch.Tensor:
+    def rotate(self, x: torch.Tensor, pos=None) -> torch.Tensor:
         """RoPE (chapter 7's ``positions.rope_rotate``), cosines and sines cached."""
         t = x.shape[-2]
-        cos, sin = self.cos[:t], self.sin[:t]
+        cos, sin = self.cos[:t], self.sin[:t]  # (t, e/2)
+        if pos is not None:  # positions (b, t) of packed examples: (b, 1, t, e/2)
+            cos, sin = cos[pos].unsqueeze(1), sin[pos].unsqueeze(1)
         x1, x2 = x[..., 0::2], x[..., 1::2]  # (b, h, t, e/2) each
         return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos=None, mask=None) -> torch.Tensor:
         q, k, v = rearrange(
             self.qkv(x), "b t (three h e) -> three b h t e", three=3, h=self.n_heads
         )  # (b, h, t, e) each
         if self.rope:
-            q, k = self.rotate(q), self.rotate(k)
+            q, k = self.rotate(q, pos), self.rotate(k, pos)
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=p
+        )  # mask (b, 1, t, t): packed examples see only themselves
         return self.out(rearrange(y, "b h t e -> b t (h e)"))  # (b, t, d)
 
 
 class MLP(nn.Module):
-    """``W_2 GELU(W_1 x)`` at every position. Shapes: ``(b, t, d)`` → ``(b, t, d)``."""
+    """``W_2 GELU(W_1 x)`` at every position, GELU exact or its tanh approximation
+    (GPT-2). Shapes: ``(b, t, d)`` → ``(b, t, d)``."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
         d_ff = config.d_ff or 4 * config.d_model
         self.up = nn.Linear(config.d_model, d_ff, bias=config.bias)
         self.down = nn.Linear(d_ff, config.d_model, bias=config.bias)
+        self.approximate = "tanh" if config.activation == "gelu_tanh" else "none"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(F.gelu(self.up(x)))
+        return self.down(F.gelu(self.up(x), approximate=self.approximate))
 
 
 class Block(nn.Module):
@@ -159,8 +175,9 @@ class Block(nn.Module):
         self.norm2, self.mlp = make_norm(config), MLP(config)
         self.drop = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.norm1(x)))
+    def forward(self, x: torch.Tensor, pos=None, mask=None) -> torch.Tensor:
+        packed = () if mask is None else (pos, mask)  # packed examples only
+        x = x + self.drop(self.attn(self.norm1(x), *packed))
         return x + self.drop(self.mlp(self.norm2(x)))
 
 
@@ -203,18 +220,26 @@ class GPT(nn.Module):
     def check_ids(self, ids: torch.Tensor) -> None:
         check_gpt_ids(ids, self.config)
 
-    def embed_ids(self, ids: torch.Tensor) -> torch.Tensor:
-        """The input of the first block. Shapes: ``(b, t)`` → ``(b, t, d)``."""
+    def embed_ids(self, ids: torch.Tensor, positions=None) -> torch.Tensor:
+        """The input of the first block, at ``positions`` ``(b, t)`` (default
+        ``0..t-1``). Shapes: ``(b, t)`` → ``(b, t, d)``."""
         self.check_ids(ids)
         x = self.embed(ids)
         if self.pos is not None:
-            x = x + self.pos(torch.arange(ids.shape[1], device=ids.device))
+            if positions is None:
+                positions = torch.arange(ids.shape[1], device=ids.device)
+            x = x + self.pos(positions)
         return self.drop(x)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        x = self.embed_ids(ids)  # (b, t, d)
+    def forward(self, ids: torch.Tensor, segments=None) -> torch.Tensor:
+        """``segments`` ``(b, t)``: which example of a packed row each position belongs
+        to (chapter 21); ``None``, one sequence per row."""
+        positions = mask = None
+        if segments is not None:
+            positions, mask = segment_positions_and_mask(segments, ids)
+        x = self.embed_ids(ids, positions)  # (b, t, d)
         for block in self.blocks:
-            x = block(x)  # (b, t, d)
+            x = block(x, positions, mask)  # (b, t, d)
         return self.head(self.norm(x))  # (b, t, v)
 
     def residual_stream(self, ids: torch.Tensor) -> list[torch.Tensor]:
@@ -242,6 +267,46 @@ def check_gpt_ids(ids, config: GPTConfig) -> None:
         raise ValueError(
             f"ids has {ids.shape[1]} positions; the model takes 1 to "
             f"seq_len = {config.seq_len}"
+        )
+
+
+def segment_positions_and_mask(segments: torch.Tensor, ids: torch.Tensor):
+    """The positions and attention mask of rows that pack several examples, each a run
+    of equal ``segments`` ids: position ``i`` restarts at 0 where its example starts,
+    and query ``i`` sees key ``j`` when ``j <= i`` in the same example (a block-diagonal
+    causal mask), so each example is read as if it were alone.
+
+    Shapes: segments ``(b, t)`` like ``ids`` → positions ``(b, t)``, mask
+    ``(b, 1, t, t)`` bool (``True``: attend)."""
+    check_segments(segments, ids)
+    t = segments.shape[1]
+    i = torch.arange(t, device=segments.device)
+    new = torch.ones_like(segments, dtype=torch.bool)  # (b, t): an example starts
+    new[:, 1:] = segments[:, 1:] != segments[:, :-1]
+    start = torch.where(new, i, 0).cummax(1).values  # (b, t): where its example starts
+    same = segments[:, :, None] == segments[:, None, :]  # (b, t, t)
+    causal = torch.ones(t, t, dtype=torch.bool, device=segments.device).tril()
+    return i - start, (same & causal)[:, None]
+
+
+def check_segments(segments, ids) -> None:
+    """``segments`` must be an integer tensor shaped like ``ids``, non-decreasing along
+    each row (each example one run; give padding an id of its own)."""
+    check_ids(ids, "ids", dims=2, min_len=0)
+    if not is_int_tensor(segments):
+        raise TypeError(
+            f"segments must be an integer tensor (b, t) of example ids; got "
+            f"{describe(segments)}"
+        )
+    if segments.shape != ids.shape:
+        raise ValueError(
+            f"segments must have the shape of ids {tuple(ids.shape)}; got shape "
+            f"{tuple(segments.shape)}"
+        )
+    if (segments[:, 1:] < segments[:, :-1]).any():
+        raise ValueError(
+            "segments must be non-decreasing along each row (each example one run of "
+            "equal ids)"
         )
 
 

@@ -1,0 +1,224 @@
+"""Each chapter's gpu profile on a Colab T4, estimated without a T4: time and peak memory.
+
+Every chapter runs on the CPU in the ``gpu`` profile with its training steps capped
+(``LECTURELIB_STEPS_CAP``, as ``tests/test_gpu_profile.py`` runs it) and the CUDA stand-in of
+the tests (``tests/cuda_standin.py``: a T4 without bf16, so fp16 autocast and a gradient
+scaler, as on Colab). In every training step of every ``train.fit`` call (every training run of
+the book, the library's included) each ATen operation is counted, and the floating-point
+operations of matrix products and attention with ``torch.utils.flop_counter``; a run's mean
+step is multiplied by the steps the uncapped profile asks for. The estimate of the training time
+is then
+
+    time ≈ FLOPs / R + operations × τ,
+
+with R = 12 TFLOP/s, what small fp16 matrix products reach on a T4's tensor cores (a fifth of
+its 65 TFLOP/s peak), and τ = 10 µs, the cost of launching one CUDA kernel from eager PyTorch
+on one of Colab's CPU cores (small models are bound by launches, not by arithmetic). Work
+outside the training steps (evaluation, generation, analyses, loops written out in a chapter)
+is not in the estimate; the record says which chapters train outside ``train.fit``. Peak memory is the kernel's peak resident memory above what it
+held after importing torch: the tensors at the profile's sizes in fp16 autocast, as on the GPU,
+plus the CPU allocator's slack; a CUDA context adds about 0.3 GB on a real GPU.
+
+Usage: ``LECTURELIB_DATA=... python benchmarks/t4_estimate.py [NN ...]`` writes
+``benchmarks/results/t4_estimate.json`` (about 15 minutes on two cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from lecturelib import records  # noqa: E402
+from lecturelib.book.toc import toc_notebooks  # noqa: E402
+
+RESULT = ROOT / "benchmarks" / "results" / "t4_estimate.json"
+R_FLOPS = 12e12  # achievable fp16 FLOP/s of small matrix products on a T4
+TAU = 10e-6  # seconds per kernel launch from eager PyTorch
+CAP = 2
+
+# Runs in the notebook's kernel before any cell (an IPython startup file).
+HOOK = r'''
+import json, resource, sys, time
+sys.path.insert(0, {tests!r})
+import cuda_standin
+cuda_standin.install()
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+from lecturelib import runtime, train
+from lecturelib.train import trainer
+
+
+class Full(int):
+    """A capped step count that remembers the uncapped one."""
+    def __new__(cls, capped, full):
+        obj = super().__new__(cls, capped)
+        obj.full = int(full)
+        return obj
+
+
+_capped_sizes, _cap_steps = runtime.capped_sizes, runtime.cap_steps
+
+
+def capped_sizes(sizes, cap):
+    out = _capped_sizes(sizes, cap)
+    for name, value in out.items():
+        full = sizes[name]
+        if type(value) is int and type(full) is int and value != full:
+            out[name] = Full(value, full)
+    return out
+
+
+def cap_steps(n):
+    capped = _cap_steps(n)
+    return Full(capped, n) if capped != n else capped
+
+
+runtime.capped_sizes, runtime.cap_steps = capped_sizes, cap_steps
+for _module in list(sys.modules.values()):
+    if getattr(_module, "cap_steps", None) is _cap_steps:
+        _module.cap_steps = cap_steps
+
+
+class Launches(TorchDispatchMode):
+    """Counts ATen operations: on a GPU, about one kernel launch each."""
+    count = 0
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        Launches.count += 1
+        return func(*args, **(kwargs or {{}}))
+
+
+BASE_KB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+FITS = []
+STEPS = dict(flops=0, ops=0, n=0)  # the training steps of the current fit
+_train_step, _fit = trainer.Trainer.train_step, train.fit
+
+
+def train_step(self):
+    flops, ops = FlopCounterMode(display=False), Launches.count
+    with flops, Launches():
+        out = _train_step(self)
+    STEPS["flops"] += flops.get_total_flops()
+    STEPS["ops"] += Launches.count - ops
+    STEPS["n"] += 1
+    return out
+
+
+def fit(*args, steps, **kwargs):
+    STEPS.update(flops=0, ops=0, n=0)
+    t0 = time.perf_counter()
+    out = _fit(*args, steps=steps, **kwargs)
+    n = max(1, STEPS["n"])
+    FITS.append(dict(desc=kwargs.get("desc", "training"), steps_run=STEPS["n"],
+                     steps_full=getattr(steps, "full", int(steps)),
+                     flops_per_step=STEPS["flops"] / n, ops_per_step=STEPS["ops"] / n,
+                     cpu_seconds=time.perf_counter() - t0))
+    return out
+
+
+trainer.Trainer.train_step = train_step
+train.fit = fit
+
+
+def dump(path):
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with open(path, "w") as f:
+        json.dump(dict(fits=FITS, peak_mb=(peak - BASE_KB) / 1024), f)
+'''
+
+
+def estimate(counts: dict) -> dict:
+    """Scale each training run's counts to its uncapped steps; time from FLOPs and launches."""
+    flops = sum(f["flops_per_step"] * f["steps_full"] for f in counts["fits"])
+    ops = sum(f["ops_per_step"] * f["steps_full"] for f in counts["fits"])
+    return {
+        "flops": flops,
+        "launches": ops,
+        "t4_seconds": flops / R_FLOPS + ops * TAU,
+        "peak_mb": round(counts["peak_mb"]),
+        "fits": len(counts["fits"]),
+        "fit_steps_full": sum(f["steps_full"] for f in counts["fits"]),
+    }
+
+
+def run_chapter(nb: Path, data: str, cache: str, ipython: Path) -> dict:
+    import nbformat
+    from nbclient import NotebookClient
+
+    out = ipython / f"{nb.stem}.counts.json"
+    notebook = nbformat.read(nb, as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell(f"dump({str(out)!r})"))
+    env = {
+        **os.environ,
+        "LECTURELIB_PROFILE": "gpu",
+        "LECTURELIB_STEPS_CAP": str(CAP),
+        "LECTURELIB_PROGRESS": "off",
+        "LECTURELIB_DATA": data,
+        "LECTURELIB_CACHE": cache,
+        "MPLBACKEND": "agg",
+        "IPYTHONDIR": str(ipython),
+    }
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        t0 = time.perf_counter()
+        NotebookClient(notebook, timeout=1800, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+        seconds = time.perf_counter() - t0
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    counts = json.loads(out.read_text())
+    outside = "backward()" in nb.read_text() or "optimizer.step()" in nb.read_text()
+    return {"chapter": nb.stem, **estimate(counts), "capped_cpu_seconds": round(seconds, 1),
+            "trains_outside_fit": outside}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("chapters", nargs="*", help="chapter numbers (default: all)")
+    parser.add_argument("--out", type=Path, default=RESULT)
+    args = parser.parse_args()
+    data = os.environ.get("LECTURELIB_DATA")
+    if not data:
+        sys.exit("set LECTURELIB_DATA to the folder of the book's data sets")
+    notebooks = [ROOT / nb for nb in toc_notebooks(ROOT)]
+    if args.chapters:
+        notebooks = [nb for nb in notebooks if nb.name[:2] in args.chapters]
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        ipython = Path(tmp) / "ipython"
+        startup = ipython / "profile_default" / "startup"
+        startup.mkdir(parents=True)
+        (startup / "00-t4-estimate.py").write_text(HOOK.format(tests=str(ROOT / "tests")))
+        for nb in notebooks:
+            row = run_chapter(nb, data, str(Path(tmp) / "cache"), ipython)
+            print(json.dumps(row), flush=True)
+            runs.append(row)
+    records.save(
+        {
+            "benchmark": "t4_estimate",
+            "what": (
+                "each chapter's gpu profile on a T4, estimated from a capped run on the CPU: "
+                "FLOPs / R + kernel launches x tau, training steps scaled to the profile's"
+            ),
+            "command": "python benchmarks/t4_estimate.py " + " ".join(sys.argv[1:]),
+            "machine": records.machine(),
+            "assumptions": {"R_flops_per_s": R_FLOPS, "tau_s_per_launch": TAU,
+                            "steps_cap": CAP},
+            "runs": runs,
+        },
+        args.out,
+    )
+
+
+if __name__ == "__main__":
+    main()

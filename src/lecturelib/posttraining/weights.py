@@ -1,0 +1,319 @@
+"""Chapter 21: GPT-2's released weights in the book's GPT (chapter 11).
+
+GPT-2 small (124M parameters; Radford et al., 2019) is chapter 11's
+:class:`~lecturelib.pretraining.gpt.GPT` with learned positions, LayerNorm (eps 1e-5)
+with biases, biases in every linear layer, a tied output head and GELU's tanh
+approximation. :func:`gpt2_config` reads its ``config.json`` into a ``GPTConfig`` and
+refuses, by name, what the book's GPT cannot express. :func:`from_gpt2_state_dict`
+renames GPT-2's tensors (``h.{i}.attn.c_attn.weight`` → ``blocks.{i}.attn.qkv.weight``,
+...) and transposes the weights of its ``Conv1D`` layers, which store a linear map
+``(in, out)`` where ``nn.Linear`` stores ``(out, in)``; a test asserts equal logits and
+equal greedy generations against ``transformers.GPT2LMHeadModel`` on a random small
+configuration.
+
+:func:`load_gpt2` fetches the real files (``config.json``, ``model.safetensors``,
+``tokenizer.json``) at a pinned revision through :mod:`lecturelib.data` (SHA-256, cache,
+progress bar, and an error that says what to do offline), and :func:`read_safetensors`
+reads the weights: 8 bytes holding the header's length ``n`` (little-endian), ``n``
+bytes of JSON giving each tensor's dtype, shape and byte range, then the raw
+little-endian tensors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+
+from lecturelib import data
+from lecturelib.pretraining import gpt
+from lecturelib.validate import check_type, describe, is_int
+
+# GPT-2's activation_function → GPTConfig.activation ("gelu_new" is the tanh
+# approximation under the name of the original code)
+ACTIVATIONS = {
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu": "gelu",
+}
+# GPT-2 options the book's GPT has one value of: (name, GPT2Config's default, required)
+FIXED = (
+    ("layer_norm_epsilon", 1e-5, 1e-5),  # torch's LayerNorm eps
+    ("scale_attn_weights", True, True),  # scores divided by √d_head
+    ("scale_attn_by_inverse_layer_idx", False, False),
+    ("reorder_and_upcast_attn", False, False),
+    ("add_cross_attention", False, False),
+)
+SIZES = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")
+# A block's module in the book's GPT: (its name in GPT-2, a Conv1D stored (in, out))
+BLOCK = {
+    "norm1": ("ln_1", False),
+    "attn.qkv": ("attn.c_attn", True),
+    "attn.out": ("attn.c_proj", True),
+    "norm2": ("ln_2", False),
+    "mlp.up": ("mlp.c_fc", True),
+    "mlp.down": ("mlp.c_proj", True),
+}
+SAFETENSORS_DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+
+
+def gpt2_config(hf_config: dict) -> gpt.GPTConfig:
+    """The ``GPTConfig`` of a GPT-2 ``config.json`` (a dict): ``n_embd`` → ``d_model``,
+    ``n_layer``, ``n_head``, ``n_positions`` → ``seq_len``, ``n_inner`` → ``d_ff``, its
+    one dropout rate, and GPT-2's form: learned positions, LayerNorm, biases, tied head.
+    Missing options take ``transformers.GPT2Config``'s defaults."""
+    check_gpt2_config(hf_config)
+    c = hf_config
+    return gpt.GPTConfig(
+        vocab_size=c["vocab_size"],
+        seq_len=c["n_positions"],
+        d_model=c["n_embd"],
+        n_layers=c["n_layer"],
+        n_heads=c["n_head"],
+        d_ff=c.get("n_inner"),
+        dropout=c.get("resid_pdrop", 0.1),
+        norm="layer",
+        positions="learned",
+        bias=True,
+        tie_embeddings=c.get("tie_word_embeddings", True),
+        activation=ACTIVATIONS[c.get("activation_function", "gelu_new")],
+    )
+
+
+def check_gpt2_config(hf_config) -> None:
+    """A GPT-2 configuration that the book's GPT expresses exactly: the sizes present,
+    a tanh or exact GELU, one dropout rate, and GPT-2's fixed options."""
+    check_type(hf_config, "hf_config", Mapping, "a dict (GPT-2's config.json)")
+    c = hf_config
+    if c.get("model_type", "gpt2") != "gpt2":
+        raise ValueError(
+            f"hf_config must be GPT-2's; got model_type {c['model_type']!r}"
+        )
+    missing = [name for name in SIZES if name not in c]
+    if missing:
+        raise ValueError(f"hf_config lacks {', '.join(missing)}")
+    for name in SIZES:
+        if not is_int(c[name]):
+            raise ValueError(
+                f"hf_config {name} must be an int; got {describe(c[name])}"
+            )
+    activation = c.get("activation_function", "gelu_new")
+    if activation not in ACTIVATIONS:
+        raise ValueError(
+            f"hf_config activation_function must be one of {tuple(ACTIVATIONS)}; the "
+            f"book's GPT has no {activation!r}"
+        )
+    rates = {
+        name: c.get(name, 0.1) for name in ("resid_pdrop", "embd_pdrop", "attn_pdrop")
+    }
+    if len(set(rates.values())) > 1:
+        raise ValueError(
+            f"the book's GPT has one dropout rate; hf_config has {rates} (set them "
+            "equal)"
+        )
+    for name, default, required in FIXED:
+        if c.get(name, default) != required:
+            raise ValueError(
+                f"hf_config {name} must be {required!r} for the book's GPT; got "
+                f"{c.get(name, default)!r}"
+            )
+
+
+def gpt2_names(n_layers: int) -> dict[str, tuple[str, bool]]:
+    """The book's GPT's parameter names → (GPT-2's, whether it is a ``Conv1D`` weight to
+    transpose). The tied output head is the embedding and has no entry."""
+    names = {
+        "embed.weight": ("wte.weight", False),
+        "pos.weight": ("wpe.weight", False),
+        "norm.weight": ("ln_f.weight", False),
+        "norm.bias": ("ln_f.bias", False),
+    }
+    for i in range(n_layers):
+        for ours, (theirs, conv1d) in BLOCK.items():
+            names[f"blocks.{i}.{ours}.weight"] = (f"h.{i}.{theirs}.weight", conv1d)
+            names[f"blocks.{i}.{ours}.bias"] = (f"h.{i}.{theirs}.bias", False)
+    return names
+
+
+def gpt2_tensors(state_dict: Mapping) -> dict[str, torch.Tensor]:
+    """GPT-2's tensors by their names in ``GPT2Model`` (``transformer.`` dropped, as in
+    the released file), without the causal-mask buffers ``attn.bias`` and
+    ``attn.masked_bias``."""
+    tensors = {}
+    for name, value in state_dict.items():
+        name = name.removeprefix("transformer.")
+        if not name.endswith((".attn.bias", ".attn.masked_bias")):
+            tensors[name] = value
+    return tensors
+
+
+def from_gpt2_state_dict(state_dict: Mapping, config: gpt.GPTConfig) -> gpt.GPT:
+    """A :class:`~lecturelib.pretraining.gpt.GPT` holding GPT-2's weights: each tensor
+    renamed (:func:`gpt2_names`), each ``Conv1D`` weight transposed, since ``x W`` with
+    ``W`` ``(in, out)`` is ``nn.Linear`` with weight ``Wᵀ``."""
+    check_gpt2_state_dict(state_dict, config)
+    theirs = gpt2_tensors(state_dict)
+    ours = {
+        name: theirs[hf_name].T if conv1d else theirs[hf_name]
+        for name, (hf_name, conv1d) in gpt2_names(config.n_layers).items()
+    }
+    ours["head.weight"] = (
+        ours["embed.weight"] if config.tie_embeddings else theirs["lm_head.weight"]
+    )
+    model = gpt.GPT(config)
+    model.load_state_dict(ours)
+    return model
+
+
+def check_gpt2_state_dict(state_dict, config) -> None:
+    """``state_dict`` must hold exactly GPT-2's tensors for ``config`` (a GPT-2-shaped
+    ``GPTConfig``), each of its shape; a tied ``lm_head.weight`` must equal ``wte``."""
+    check_type(state_dict, "state_dict", Mapping, "a dict of tensors")
+    check_type(config, "config", gpt.GPTConfig, "a GPTConfig")
+    form = {"norm": "layer", "positions": "learned", "bias": True}
+    for name, value in form.items():
+        if getattr(config, name) != value:
+            raise ValueError(
+                f"config must have GPT-2's form (norm='layer', positions='learned', "
+                f"bias=True); got {name}={getattr(config, name)!r}"
+            )
+    theirs = gpt2_tensors(state_dict)
+    for name, value in theirs.items():
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"state_dict[{name!r}] must be a tensor; got {describe(value)}"
+            )
+    with torch.device("meta"):
+        shapes = {k: v.shape for k, v in gpt.GPT(config).state_dict().items()}
+    expected = {
+        hf_name: shapes[name][::-1] if conv1d else shapes[name]
+        for name, (hf_name, conv1d) in gpt2_names(config.n_layers).items()
+    }
+    if not config.tie_embeddings:
+        expected["lm_head.weight"] = shapes["head.weight"]
+    extra = set(theirs) - set(expected) - {"lm_head.weight"}
+    missing = set(expected) - set(theirs)
+    for what, names in (("lacks", missing), ("has unexpected", extra)):
+        if names:
+            listed = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
+            raise ValueError(
+                f"state_dict {what} tensors for a {config.n_layers}-layer GPT-2: "
+                f"{listed} ({len(names)} in all)"
+            )
+    for name, shape in expected.items():
+        if theirs[name].shape != shape:
+            raise ValueError(
+                f"state_dict[{name!r}] must have shape {tuple(shape)} for this config; "
+                f"got {tuple(theirs[name].shape)}"
+            )
+    head = theirs.get("lm_head.weight")
+    if (
+        config.tie_embeddings
+        and head is not None
+        and not torch.equal(head, theirs["wte.weight"])
+    ):
+        raise ValueError(
+            "state_dict['lm_head.weight'] differs from wte.weight, but the config ties "
+            "them (tie_embeddings=True)"
+        )
+
+
+def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
+    """The tensors of a ``.safetensors`` file: a little-endian 8-byte length ``n``, a
+    JSON header ``{name: {"dtype", "shape", "data_offsets": [begin, end]}}`` of ``n``
+    bytes (and an optional ``"__metadata__"``), then the tensors' bytes, each at
+    ``begin..end`` from the end of the header."""
+    check_type(path, "path", (str, os.PathLike), "a str or a Path")
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        n = int.from_bytes(f.read(8), "little")
+        check_safetensors_size(path, size, n)
+        header = json.loads(f.read(n))
+        payload = bytearray(size - 8 - n)
+        f.readinto(payload)
+    check_safetensors_header(path, header, len(payload))
+    header.pop("__metadata__", None)
+    tensors = {}
+    for name, entry in header.items():
+        dtype, shape = SAFETENSORS_DTYPES[entry["dtype"]], entry["shape"]
+        begin, n = entry["data_offsets"][0], torch.Size(shape).numel()
+        tensors[name] = (  # a view of the file's bytes, no copy
+            torch.frombuffer(payload, dtype=dtype, count=n, offset=begin).view(shape)
+            if n
+            else torch.empty(shape, dtype=dtype)
+        )
+    return tensors
+
+
+def check_safetensors_size(path, size: int, n: int) -> None:
+    """The file holds its 8-byte length and a header of that length."""
+    if size < 8 or 8 + n > size:
+        raise ValueError(
+            f"{path} is not a safetensors file: {size} bytes cannot hold a header of "
+            f"{n} bytes after its 8-byte length"
+        )
+
+
+def check_safetensors_header(path, header, n_bytes: int) -> None:
+    """Each entry names a known dtype, a shape, and a byte range inside the file whose
+    length is the shape's size in that dtype."""
+    if not isinstance(header, dict):
+        raise ValueError(f"{path}: the safetensors header must be a JSON object")
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        ok = (
+            isinstance(entry, dict)
+            and entry.get("dtype") in SAFETENSORS_DTYPES
+            and isinstance(entry.get("shape"), list)
+            and all(is_int(d) and d >= 0 for d in entry["shape"])
+            and isinstance(entry.get("data_offsets"), list)
+            and len(entry["data_offsets"]) == 2
+            and all(is_int(o) for o in entry["data_offsets"])
+        )
+        if not ok:
+            raise ValueError(
+                f"{path}: tensor {name!r} needs a dtype in "
+                f"{tuple(SAFETENSORS_DTYPES)}, a shape and two data_offsets; got "
+                f"{entry!r}"
+            )
+        begin, end = entry["data_offsets"]
+        item = torch.empty(0, dtype=SAFETENSORS_DTYPES[entry["dtype"]]).element_size()
+        numel = torch.Size(entry["shape"]).numel()
+        if not 0 <= begin <= end <= n_bytes or end - begin != numel * item:
+            raise ValueError(
+                f"{path}: tensor {name!r} of shape {entry['shape']} {entry['dtype']} "
+                f"needs {numel * item} bytes; its data_offsets {[begin, end]} give "
+                f"{end - begin} in a payload of {n_bytes}"
+            )
+
+
+def load_gpt2(device: str | torch.device = "cpu"):
+    """GPT-2 small (124M) at the pinned revision as the book's GPT, in eval mode on
+    ``device``, and its byte-level BPE tokenizer (a ``tokenizers.Tokenizer``).
+
+    The three files (about 550 MB) are downloaded once into the cache and verified
+    against their SHA-256 at every use (:mod:`lecturelib.data`, data sets
+    ``gpt2/config``, ``gpt2/model``, ``gpt2/tokenizer``); offline, the
+    ``data.DataError`` says where to copy them by hand.
+    """
+    check_type(device, "device", (str, torch.device), "a str or a torch.device")
+    config = gpt2_config(json.loads(data.read_text("gpt2/config")))
+    tokenizer = Tokenizer.from_file(str(data.path("gpt2/tokenizer")))
+    model = from_gpt2_state_dict(read_safetensors(data.path("gpt2/model")), config)
+    return model.to(device).eval(), tokenizer
