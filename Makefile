@@ -11,7 +11,7 @@ PY      := $(VENV)/bin/python
 PROFILE ?= auto
 PART    ?=
 
-.PHONY: env test unit notebooks colab book browsercheck student grade record clean
+.PHONY: env test unit notebooks gpu-capped colab book browsercheck student grade record clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is needed"'
@@ -30,6 +30,13 @@ unit: env
 notebooks: env
 	LECTURELIB_PROFILE=smoke LECTURELIB_PROGRESS=summary MPLBACKEND=agg \
 	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
+
+# The gpu profile's configuration on the CPU, training steps capped at 2, through the CUDA
+# stand-in (tests/test_gpu_profile.py, marked gpu_capped). NB=07 runs one chapter.
+# The chapters read their data from $LECTURELIB_DATA (skipped when unset; .ci/run sets it).
+gpu-capped: env
+	$(PY) -m pytest -q -p no:cacheprovider -m gpu_capped tests/test_gpu_profile.py \
+	  $(if $(NB),-k "$(NB)")
 
 # A chapter's Colab cell, for real: lecturelib installed from a git clone at the pinned commit
 # into a fresh virtualenv, then the chapter run (tests/test_colab_install.py).

@@ -14,10 +14,10 @@ from lecturelib.book import pages as bookpages
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_book_has_twenty_chapters_in_six_parts():
+def test_the_book_has_twenty_one_chapters_in_seven_parts():
     parts = bookpages.load_chapters(ROOT)
-    assert len(parts) == 6
-    assert [c["n"] for p in parts for c in p["chapters"]] == list(range(1, 21))
+    assert len(parts) == 7
+    assert [c["n"] for p in parts for c in p["chapters"]] == list(range(1, 22))
 
 
 def test_table_links_written_chapters_only():
@@ -42,7 +42,7 @@ def test_map_figure_is_an_svg_with_every_chapter(tmp_path):
     bookpages.write_chapter_map(ROOT, tmp_path, build.toc_files(ROOT))
     svg = (tmp_path / "chapter_map.svg").read_text()
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg
-    assert all(f">{n}. " in svg or f"{n}. " in svg for n in range(1, 21))
+    assert all(f">{n}. " in svg or f"{n}. " in svg for n in range(1, 22))
 
 
 def test_only_chapters_in_the_toc_are_linked(tmp_path):
@@ -50,7 +50,7 @@ def test_only_chapters_in_the_toc_are_linked(tmp_path):
     table = (tmp_path / "chapter_map.md").read_text()
     assert "](../notebooks/01_language_models.ipynb)" in table
     assert "../notebooks/02_recurrent_networks.ipynb" not in table
-    assert table.count("*(in preparation)*") == 19
+    assert table.count("*(in preparation)*") == 20
 
 
 DRAW = """

@@ -49,9 +49,9 @@ CASES = [
         t, "  - n: [1\n")), CoverageError, r"topics.yml is not valid YAML"),
     ("load_topics: no chapters", lambda t: coverage.load_topics(topics_yml(t, " {}\n")),
      CoverageError, r"must be a mapping with a list 'chapters'; got dict"),
-    ("load_topics: chapter 21", lambda t: coverage.load_topics(topics_yml(
-        t, chapter(21))), CoverageError,
-     r"chapters\[0\]: n must be a chapter number from 1 to 20; got 21"),
+    ("load_topics: chapter 22", lambda t: coverage.load_topics(topics_yml(
+        t, chapter(22))), CoverageError,
+     r"chapters\[0\]: n must be a chapter number from 1 to 21; got 22"),
     ("load_topics: chapter True", lambda t: coverage.load_topics(topics_yml(
         t, chapter("true"))), CoverageError, r"n must be a chapter number .*got True"),
     ("load_topics: chapters out of order", lambda t: coverage.load_topics(topics_yml(

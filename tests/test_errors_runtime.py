@@ -3,11 +3,13 @@ and what was given."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
 from lecturelib import runtime
-from lecturelib.runtime import PROFILE_ENV, RECORD_ENV, setup
+from lecturelib.runtime import PROFILE_ENV, RECORD_ENV, STEPS_CAP_ENV, setup
 
 SIZES = {"smoke": {"n": 1}, "cpu": {"n": 2}, "gpu": {"n": 3}}
 
@@ -16,6 +18,7 @@ SIZES = {"smoke": {"n": 1}, "cpu": {"n": 2}, "gpu": {"n": 3}}
 def _clean_env(monkeypatch):
     monkeypatch.delenv(PROFILE_ENV, raising=False)
     monkeypatch.delenv(RECORD_ENV, raising=False)
+    monkeypatch.delenv(STEPS_CAP_ENV, raising=False)
 
 
 CASES = [
@@ -65,6 +68,23 @@ CASES = [
      r"run must be the Run that setup\(\) returns; got str"),
     (lambda: setup("smoke", sizes=SIZES, quiet=True).m, AttributeError,
      r"this chapter has no size 'm'; its sizes are \['n'\]"),
+    (lambda: setup("smoke", sizes={p: {"capped": 1} for p in SIZES}, quiet=True),
+     ValueError, r"sizes\['smoke'\] may not be named like the Run's own attributes "
+     r"\['capped', 'device', 'profile', 'seed', 'sizes', 'steps_cap'\]; got 'capped'"),
+    (lambda: runtime.is_step_count(3), TypeError,
+     r"name must be a size's name \(str\); got int 3"),
+    (lambda: runtime.capped_sizes([("steps", 3)], 2), TypeError,
+     r"sizes must be a dict of name -> size; got list"),
+    (lambda: runtime.capped_sizes({"steps": 3}, 0), ValueError,
+     r"cap must be an int >= 1; got int 0"),
+    (lambda: runtime.capped_sizes({"steps": 3}, 2.0), ValueError,
+     r"cap must be an int >= 1; got float 2.0"),
+    (lambda: runtime.cap_steps(2.5), ValueError,
+     r"n \(a number of steps\) must be an int >= 0; got float 2.5"),
+    (lambda: setup("smoke", quiet=True).cap_steps(1.0), ValueError,
+     r"n \(a number of steps\) must be an int >= 0; got float 1.0"),
+    (lambda: runtime.cap_steps(-1), ValueError,
+     r"n \(a number of steps\) must be an int >= 0; got int -1"),
 ]
 
 
@@ -79,3 +99,15 @@ def test_a_bad_environment_value_is_named_as_such(monkeypatch):
     monkeypatch.setenv(PROFILE_ENV, "tpu")
     with pytest.raises(ValueError, match=rf"\${PROFILE_ENV} must be one of .*got 'tpu'"):
         runtime.resolve_profile("cpu")
+
+
+@pytest.mark.parametrize("value", ["2.5", "two", "0", "-1", "True", "1e3", "+2", "²"])
+def test_a_steps_cap_that_is_not_a_positive_integer_is_refused(monkeypatch, value):
+    monkeypatch.setenv(STEPS_CAP_ENV, value)
+    message = (rf"\${STEPS_CAP_ENV} must be a positive integer \(the training steps kept "
+               rf"per loop\), or unset; got '{re.escape(value)}'")
+    for call in (runtime.steps_cap, lambda: runtime.cap_steps(10),
+                 lambda: setup("smoke", sizes=SIZES, quiet=True)):
+        with pytest.raises(ValueError, match=message):
+            call()
+    torch.set_num_threads(1)

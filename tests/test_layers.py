@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "lecturelib"
 PARTS = ["recurrence", "transformers", "pretraining", "efficiency", "long_context",
-         "state_space"]
+         "state_space", "posttraining"]
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess:

@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from lecturelib import runtime
-from lecturelib.runtime import PROFILE_ENV, RECORD_ENV, resolve_profile, setup
+from lecturelib.runtime import (
+    PROFILE_ENV,
+    RECORD_ENV,
+    STEPS_CAP_ENV,
+    resolve_profile,
+    setup,
+)
 
 SIZES = {
     "smoke": {"n_steps": 2, "d_model": 8},
@@ -21,6 +27,7 @@ SIZES = {
 def _clean_env(monkeypatch):
     monkeypatch.delenv(PROFILE_ENV, raising=False)
     monkeypatch.delenv(RECORD_ENV, raising=False)
+    monkeypatch.delenv(STEPS_CAP_ENV, raising=False)
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu"])
@@ -194,3 +201,78 @@ def test_seconds_is_the_fastest_timed_call_after_the_warmup():
     best = runtime.seconds(fn, repeats=3, warmup=1)
     assert len(calls) == 4
     assert 0.001 <= best < 0.015  # the third call, not the warm-up's 0.05
+
+
+# The steps cap (LECTURELIB_STEPS_CAP): the gpu profile's configuration, barely trained.
+
+CAPPED = {
+    "smoke": {"steps": 3, "lm_steps": 3, "sgns_epochs": 0.5, "n_eval": 8, "gpt_evals": 1,
+              "time_repeats": 1, "unmask_steps": [1, 2], "warmup": 1, "eval_tokens": None,
+              "d_model": 8, "n_steps_total": 5, "steps_per_eval": 2, "max_iters": 5},
+    "cpu": {"steps": 30, "lm_steps": 30, "sgns_epochs": 1.0, "n_eval": 64, "gpt_evals": 5,
+            "time_repeats": 3, "unmask_steps": [1, 2, 4], "warmup": 10, "eval_tokens": 4096,
+            "d_model": 16, "n_steps_total": 50, "steps_per_eval": 10, "max_iters": 50},
+    "gpu": {"steps": 3000, "lm_steps": 2500, "sgns_epochs": 4.0, "n_eval": 1024,
+            "gpt_evals": 20, "time_repeats": 5, "unmask_steps": [1, 2, 3, 6], "warmup": 100,
+            "eval_tokens": None, "d_model": 512, "n_steps_total": 5000,
+            "steps_per_eval": 100, "max_iters": 900},
+}
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("steps", True), ("lm_steps", True), ("mem_max_steps", True), ("sgns_epochs", True),
+    ("epochs", True), ("train_iters", True), ("gpt_evals", True), ("time_repeats", True),
+    ("repeats", True), ("n_eval", True), ("n_evals", True), ("n_eval_batches", True),
+    ("warmup", False), ("eval_tokens", False), ("n_steps_total", False),
+    ("steps_per_eval", False), ("upsteps", False), ("d_model", False), ("n_test", False),
+    ("batch_steps_x", False), ("msteps", False),
+])
+def test_the_naming_rule_of_step_counts(name, expected):
+    assert runtime.is_step_count(name) is expected
+
+
+def test_capped_sizes_caps_numbers_that_count_steps_and_nothing_else():
+    got = runtime.capped_sizes(CAPPED["gpu"], 2)
+    assert got == {**CAPPED["gpu"], "steps": 2, "lm_steps": 2, "sgns_epochs": 2.0,
+                   "n_eval": 2, "gpt_evals": 2, "time_repeats": 2, "max_iters": 2}
+    assert type(got["sgns_epochs"]) is float and type(got["steps"]) is int
+    assert got["unmask_steps"] is CAPPED["gpu"]["unmask_steps"]  # lists are settings
+    assert runtime.capped_sizes(CAPPED["smoke"], 2)["sgns_epochs"] == 0.5  # below the cap
+    assert runtime.capped_sizes(CAPPED["smoke"], 2)["gpt_evals"] == 1
+    assert runtime.capped_sizes(CAPPED["gpu"], None) == CAPPED["gpu"]
+    assert runtime.capped_sizes({"steps": True}, 2) == {"steps": True}  # a bool is no count
+
+
+def test_without_the_cap_setup_is_unchanged(capsys):
+    run = setup("gpu", 0, sizes=CAPPED)
+    assert run.sizes == CAPPED["gpu"] and not run.capped and run.steps_cap is None
+    assert run.cap_steps(7000) == 7000
+    assert "capped" not in capsys.readouterr().out
+
+
+def test_the_cap_keeps_the_gpu_sizes_and_caps_the_step_counts(monkeypatch, capsys):
+    monkeypatch.setenv(PROFILE_ENV, "gpu")
+    monkeypatch.setenv(STEPS_CAP_ENV, "2")
+    run = setup("auto", 0, sizes=CAPPED)
+    assert run.profile == "gpu" and run.capped and run.steps_cap == 2
+    assert (run.d_model, run.warmup, run.steps_per_eval) == (512, 100, 100)
+    assert (run.steps, run.lm_steps, run.sgns_epochs, run.n_eval) == (2, 2, 2.0, 2)
+    assert "profile gpu · steps capped at 2 ·" in capsys.readouterr().out
+    assert (run.cap_steps(7000), run.cap_steps(1)) == (2, 1)  # derived step counts
+    monkeypatch.setenv(STEPS_CAP_ENV, "")  # empty: unset
+    assert not setup("gpu", 0, sizes=CAPPED, quiet=True).capped
+
+
+def test_the_cap_is_in_the_build_record(monkeypatch, tmp_path):
+    record = tmp_path / "record.json"
+    monkeypatch.setenv(RECORD_ENV, str(record))
+    monkeypatch.setenv(STEPS_CAP_ENV, "3")
+    setup("smoke", 5, quiet=True)
+    assert json.loads(record.read_text())["steps_cap"] == 3
+
+
+def test_cap_steps_for_library_recipes(monkeypatch):
+    assert runtime.steps_cap() is None and runtime.cap_steps(4000) == 4000
+    monkeypatch.setenv(STEPS_CAP_ENV, " 2 ")
+    assert runtime.steps_cap() == 2
+    assert (runtime.cap_steps(4000), runtime.cap_steps(1), runtime.cap_steps(0)) == (2, 1, 0)

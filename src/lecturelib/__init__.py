@@ -14,7 +14,7 @@ function calls), ``records`` (benchmark records) and the trainer ``train`` with 
 (``train.batches``, ``optim``, ``precision``, ``progress``, ``checkpoint``, ``distributed``).
 The topic code is grouped as the book's parts are, each part's docstring naming its chapters'
 modules: ``recurrence`` (Part I), ``transformers`` (II), ``pretraining`` (III), ``efficiency``
-(IV), ``long_context`` (V) and ``state_space`` (VI). A topic module imports only plumbing and
+(IV), ``long_context`` (V), ``state_space`` (VI) and ``posttraining`` (VII). A topic module imports only plumbing and
 the modules of earlier chapters; the ``[tool.importlinter]`` contracts of ``pyproject.toml``
 state that order and ``tests/test_layers.py`` checks it.
 

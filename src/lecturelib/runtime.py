@@ -13,6 +13,13 @@ Profiles: ``smoke`` (seconds, any CPU; the test suite), ``cpu`` (minutes on a la
 ``gpu`` (one CUDA device), ``auto`` (``gpu`` when CUDA is available, else ``cpu``). The
 environment variable ``LECTURELIB_PROFILE`` overrides whatever the notebook asks for, which is
 how ``make test`` runs every notebook in ``smoke``.
+
+``LECTURELIB_STEPS_CAP=N`` keeps the profile's sizes but caps its *step counts* at ``N``: the
+sizes named ``steps``, ``epochs``, ``iters``, ``evals``, ``repeats`` or ending in ``_`` + one of
+these, and those starting with ``n_eval`` (:func:`is_step_count`). ``run.capped`` is then True,
+and a notebook guards the claims that need a trained model with ``if not run.capped:``. This is
+how the tests run the ``gpu`` profile's configuration on a CPU in minutes
+(``tests/test_gpu_profile.py``).
 """
 
 from __future__ import annotations
@@ -30,11 +37,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from lecturelib.validate import check_bool, check_callable, check_int
+from lecturelib.validate import (
+    check_bool,
+    check_callable,
+    check_int,
+    check_type,
+    is_real,
+)
 
 PROFILES = ("smoke", "cpu", "gpu")
 PROFILE_ENV = "LECTURELIB_PROFILE"
 RECORD_ENV = "LECTURELIB_RECORD"  # set by the book build: where setup() reports profile and device
+STEPS_CAP_ENV = (
+    "LECTURELIB_STEPS_CAP"  # the training steps kept per loop (CI's capped gpu run)
+)
+STEP_WORDS = ("steps", "epochs", "iters", "evals", "repeats")  # see is_step_count
 SEEDS = (-(2**63), 2**64 - 1)  # the seeds torch accepts
 
 
@@ -43,12 +60,27 @@ class Run:
     """What :func:`setup` resolved: the profile, device and seed, and the chapter's sizes.
 
     Sizes are readable as attributes (``run.n_steps``) or as the dict ``run.sizes``.
+    ``steps_cap`` is ``$LECTURELIB_STEPS_CAP`` (None when unset), which the step counts among
+    the sizes already obey; ``capped`` says whether there is one.
     """
 
     profile: str
     device: torch.device
     seed: int
     sizes: dict[str, Any] = field(default_factory=dict)
+    steps_cap: int | None = None
+
+    @property
+    def capped(self) -> bool:
+        """Whether the step counts are capped (``$LECTURELIB_STEPS_CAP``): the models are then
+        barely trained, and claims that need training do not hold."""
+        return self.steps_cap is not None
+
+    def cap_steps(self, n: int) -> int:
+        """A step count that the chapter derives from its sizes (epochs x pairs / batch),
+        capped like the sizes: ``n``, or ``steps_cap`` if that is smaller."""
+        check_int(n, "n (a number of steps)", 0)
+        return n if self.steps_cap is None else min(n, self.steps_cap)
 
     def __getattr__(self, name: str) -> Any:
         sizes = self.__dict__.get("sizes", {})
@@ -97,6 +129,53 @@ def pick_device(profile: str) -> torch.device:
     return torch.device("cpu")
 
 
+def steps_cap() -> int | None:
+    """``$LECTURELIB_STEPS_CAP`` as an int >= 1, or None when it is unset or empty."""
+    text = os.environ.get(STEPS_CAP_ENV, "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise ValueError(
+            f"${STEPS_CAP_ENV} must be a positive integer (the training steps kept per "
+            f"loop), or unset; got {text!r}"
+        )
+    return int(text)
+
+
+def cap_steps(n: int) -> int:
+    """``n`` training steps, or ``$LECTURELIB_STEPS_CAP`` if it is smaller: for library code
+    that trains with step counts of its own (a recipe's), as :func:`setup` caps a chapter's."""
+    check_int(n, "n (a number of steps)", 0)
+    cap = steps_cap()
+    return n if cap is None else min(n, cap)
+
+
+def is_step_count(name: str) -> bool:
+    """Whether the size ``name`` counts repeated work that a steps cap shortens: ``steps``,
+    ``epochs``, ``iters``, ``evals``, ``repeats``, a name ending in ``_`` + one of them
+    (``lm_steps``, ``sgns_epochs``), or a name starting with ``n_eval``."""
+    check_type(name, "name", str, "a size's name (str)")
+    return name.startswith("n_eval") or any(
+        name == w or name.endswith("_" + w) for w in STEP_WORDS
+    )
+
+
+def capped_sizes(sizes: dict[str, Any], cap: int | None) -> dict[str, Any]:
+    """``sizes`` with each step count (:func:`is_step_count`) that is a number capped at
+    ``cap`` (an int stays an int, a float a float); other sizes, lists and ``None`` as they
+    are. ``cap=None``: a copy of ``sizes``."""
+    check_type(sizes, "sizes", dict, "a dict of name -> size")
+    if cap is not None:
+        check_int(cap, "cap", 1)
+    out = dict(sizes)
+    if cap is None:
+        return out
+    for name, value in sizes.items():
+        if is_step_count(name) and is_real(value):
+            out[name] = min(value, float(cap) if isinstance(value, float) else cap)
+    return out
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and PyTorch (all devices)."""
     check_int(seed, "seed", *SEEDS)
@@ -131,9 +210,18 @@ def check_profile_sizes(sizes: dict[str, dict[str, Any]] | None) -> None:
                 f"sizes[{p!r}] keys must be names such as 'n_steps' (read as "
                 f"run.n_steps); got {odd[0]!r}"
             )
+        reserved = sorted(set(sizes[p]) & RESERVED)
+        if reserved:
+            raise ValueError(
+                f"sizes[{p!r}] may not be named like the Run's own attributes "
+                f"{sorted(RESERVED)}; got {reserved[0]!r}"
+            )
     keys = {p: set(sizes[p]) for p in PROFILES}
     if len({frozenset(k) for k in keys.values()}) != 1:
         raise ValueError(f"every profile must set the same sizes; got {keys}")
+
+
+RESERVED = frozenset({"profile", "device", "seed", "sizes", "steps_cap", "capped"})
 
 
 def _report_to_build(run: Run) -> None:
@@ -142,6 +230,8 @@ def _report_to_build(run: Run) -> None:
     if not path:
         return
     record = {"profile": run.profile, "device": str(run.device), "seed": run.seed}
+    if run.capped:
+        record["steps_cap"] = run.steps_cap
     if run.device.type == "cuda":
         record["device_name"] = torch.cuda.get_device_name(run.device)
     Path(path).write_text(json.dumps(record))
@@ -165,8 +255,9 @@ def environment_line(run: Run) -> str:
     device = str(run.device)
     if run.device.type == "cuda":
         device += f" ({torch.cuda.get_device_name(run.device)})"
+    capped = f" · steps capped at {run.steps_cap}" if run.capped else ""
     return (
-        f"profile {run.profile} · device {device} · seed {run.seed} · "
+        f"profile {run.profile}{capped} · device {device} · seed {run.seed} · "
         f"{torch.get_num_threads()} threads · torch {torch.__version__} · "
         f"Python {platform.python_version()} · lecturelib {__version__}"
     )
@@ -187,9 +278,11 @@ def setup(
     more than it saves.
 
     Prints one line describing the environment and returns a :class:`Run` whose attributes
-    include the chapter's sizes for the resolved profile.
+    include the chapter's sizes for the resolved profile, their step counts capped at
+    ``$LECTURELIB_STEPS_CAP`` when it is set (:func:`capped_sizes`).
     """
     check_profile_sizes(sizes)
+    cap = steps_cap()
     if cpu_threads is not None:
         check_int(cpu_threads, "cpu_threads", 1)
     check_bool(quiet, "quiet")
@@ -202,9 +295,8 @@ def setup(
     )  # plotting is set up here so every chapter looks the same
 
     plot.use_book_style()
-    run = Run(
-        resolved, pick_device(resolved), seed, dict(sizes[resolved]) if sizes else {}
-    )
+    chosen = capped_sizes(sizes[resolved], cap) if sizes else {}
+    run = Run(resolved, pick_device(resolved), seed, chosen, cap)
     _report_to_build(run)
     if not quiet:
         print(environment_line(run))

@@ -1,6 +1,6 @@
 """The topic-coverage appendix, generated from the curriculum data ``book/topics.yml``.
 
-``book/topics.yml`` lists the twenty chapters, each with its figures and its topics
+``book/topics.yml`` lists the twenty-one chapters, each with its figures and its topics
 (``T-xx.y``): a one-line text and, in the chapters that are written, the heading of the
 notebook section that teaches the topic. At build time the staged copy of each notebook
 in ``_toc.yml`` gets a MyST target ``(topic-NN-slug)=`` right before each such heading
@@ -26,7 +26,7 @@ from lecturelib.validate import is_int
 
 TOPICS = Path("book") / "topics.yml"
 CHAPTERS = Path("book") / "chapters.yml"
-N_CHAPTERS = 20
+N_CHAPTERS = 21
 MAX_TEXT = 120
 TOPIC_ID = re.compile(r"T-(\d{2})\.([1-9]\d*)")
 CHAPTER_KEYS = ("n", "figures", "topics")
@@ -46,7 +46,7 @@ class CoverageError(ValueError):
 
 def load_topics(root: Path) -> list[dict]:
     """The chapters of ``book/topics.yml`` under ``root``, in order, each a dict with
-    ``n`` (1 to 20, increasing), ``figures`` (a list of texts, maybe empty) and
+    ``n`` (1 to 21, increasing), ``figures`` (a list of texts, maybe empty) and
     ``topics``. Each topic is a dict with ``id`` (``T-NN.k``, NN the chapter's number,
     unique in the file), ``text`` (one line of at most 120 characters, without ``|``)
     and, where the file names one, ``section`` (a heading's text, or None for a topic

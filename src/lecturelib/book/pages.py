@@ -17,7 +17,8 @@ from lecturelib.book.toc import check_toc_files
 from lecturelib.plot import OKABE_ITO
 
 PART_COLORS = [
-    OKABE_ITO[c] for c in ("sky", "vermillion", "orange", "green", "purple", "grey")
+    OKABE_ITO[c]
+    for c in ("sky", "vermillion", "orange", "green", "purple", "grey", "blue")
 ]
 
 

@@ -69,6 +69,37 @@ def times_table(root: Path, records: list[dict]) -> str:
     )
 
 
+def t4_table(root: Path, estimate: dict | None) -> str:
+    """A Markdown table of each chapter's estimated gpu-profile time and memory on a T4, from
+    the record of ``benchmarks/t4_estimate.py``."""
+    if not estimate:
+        return "*No estimate recorded yet (`benchmarks/t4_estimate.py`).*\n"
+    a = estimate["assumptions"]
+    rows = [
+        "| Chapter | training steps | FLOPs | kernel launches | T4 estimate | peak memory |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in estimate["runs"]:
+        minutes = r["t4_seconds"] / 60
+        flag = " (over 10 min)" if minutes > 10 else ""
+        outside = " †" if r.get("trains_outside_fit") else ""
+        nb = f"notebooks/{r['chapter']}.ipynb"
+        rows.append(
+            f"| [{_title(root, nb)}](../{nb}){outside} | {r['fit_steps_full']:,} | "
+            f"{r['flops']:.2g} | {r['launches']:.2g} | {minutes:.1f} min{flag} | "
+            f"{r['peak_mb'] / 1024:.1f} GB |"
+        )
+    return (
+        "\n".join(rows)
+        + f"\n\nTraining time ≈ FLOPs / {a['R_flops_per_s'] / 1e12:.0f} TFLOP/s + launches "
+        f"× {a['tau_s_per_launch'] * 1e6:.0f} µs, from a run of the gpu profile on "
+        f"{estimate['machine']['cpu_count']} CPU cores with every training run capped at "
+        f"{a['steps_cap']} steps and its mean step scaled to the profile's steps "
+        f"(made {estimate['machine']['date'][:10]}). † The chapter also trains outside "
+        f"`train.fit`; that part is not in the estimate.\n"
+    )
+
+
 def generated_pages(root: Path, stage: Path, record: dict) -> None:
     """Pages made at build time: the run-time table of *Running the notebooks* and the chapter
     table of *For instructors* (from the build records), the chapter map of the landing page
@@ -86,6 +117,11 @@ def generated_pages(root: Path, stage: Path, record: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "run_times.md").write_text(
         times_table(root, [record, *others]), encoding="utf-8"
+    )
+    estimate = root / "benchmarks" / "results" / "t4_estimate.json"
+    (out / "t4_estimate.md").write_text(
+        t4_table(root, json.loads(estimate.read_text()) if estimate.exists() else None),
+        encoding="utf-8",
     )
     from lecturelib.book import benchmarks, coverage, pages
 

@@ -238,7 +238,7 @@ class CacheGPT(nn.Module):
             c.n_layers, batch, max_len, c.cache_entries(), p.dtype, p.device
         )
         width = c.d_rope if c.attention == "mla" else c.d_head
-        cache.rope = kvcache.Rope(width, max_len, c.rope_base)
+        cache.rope = kvcache.Rope(width, max_len, c.rope_base, p.device)
         cache.model = self  # a cache serves the model that built it
         return cache
 

@@ -24,11 +24,11 @@ from lecturelib.transformers import positions
 
 class Rope:
     """RoPE with cosines and sines precomputed for ``max_len`` positions; ``rope(x,
-    start)`` rotates ``x`` as positions ``start..start+t-1``. Shapes: ``(..., t, e)`` →
-    same."""
+    start)`` rotates ``x`` as positions ``start..start+t-1``; the tables follow ``x`` to
+    its device. Shapes: ``(..., t, e)`` → same."""
 
-    def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
-        angles = positions.rope_angles(max_len, d_head, base)  # (max_len, e/2)
+    def __init__(self, d_head: int, max_len: int, base: float = 10000.0, device=None):
+        angles = positions.rope_angles(max_len, d_head, base, device=device)  # (n, e/2)
         self.cos, self.sin, self.max_len = angles.cos(), angles.sin(), max_len
 
     @classmethod
@@ -39,7 +39,7 @@ class Rope:
         plain RoPE; a changed table stops where it stops."""
         cos, sin = model.blocks[0].attn.cos, model.blocks[0].attn.sin  # (n, e/2)
         c, n = model.config, len(cos)
-        plain = cls(c.d_head, max(n, max_len), c.rope_base)
+        plain = cls(c.d_head, max(n, max_len), c.rope_base, cos.device)
         plain.cos, plain.sin = plain.cos.to(cos), plain.sin.to(sin)
         if torch.equal(plain.cos[:n], cos) and torch.equal(plain.sin[:n], sin):
             return plain
@@ -54,6 +54,8 @@ class Rope:
                 f"positions {start}..{start + t - 1} exceed the RoPE "
                 f"table's max_len = {self.max_len}"
             )
+        if self.cos.device != x.device:  # moved once, not at every call
+            self.cos, self.sin = self.cos.to(x.device), self.sin.to(x.device)
         cos, sin = self.cos[start : start + t], self.sin[start : start + t]
         x1, x2 = x[..., 0::2], x[..., 1::2]
         return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)

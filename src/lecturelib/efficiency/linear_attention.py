@@ -69,15 +69,20 @@ def linear_attention(
     d_v)``; causal needs ``s = t``.
     """
     check_linear_attention(q, k, v, feature, causal)
-    fq, fk = feature(q), feature(k)  # (..., t|s, f)
-    if causal:
-        # (..., t, f, d_v)
-        state = torch.einsum("...sf,...sd->...sfd", fk, v).cumsum(-3)
-        norm = fk.cumsum(-2)  # (..., t, f)
-        num = torch.einsum("...tf,...tfd->...td", fq, state)
-        return num / (fq * norm).sum(-1, keepdim=True)
-    state = fk.transpose(-2, -1) @ v  # (..., f, d_v)
-    return (fq @ state) / (fq @ fk.sum(-2, keepdim=True).transpose(-2, -1))
+    # sums of features in float32, autocast off: float16 overflows them and rounds
+    wide, dtype = torch.promote_types(v.dtype, torch.float32), v.dtype
+    with torch.autocast(q.device.type, enabled=False):
+        q, k, v = q.to(wide), k.to(wide), v.to(wide)
+        fq, fk = feature(q), feature(k)  # (..., t|s, f)
+        if causal:
+            # (..., t, f, d_v)
+            state = torch.einsum("...sf,...sd->...sfd", fk, v).cumsum(-3)
+            norm = fk.cumsum(-2)  # (..., t, f)
+            num = torch.einsum("...tf,...tfd->...td", fq, state)
+            return (num / (fq * norm).sum(-1, keepdim=True)).to(dtype)
+        state = fk.transpose(-2, -1) @ v  # (..., f, d_v)
+        out = (fq @ state) / (fq @ fk.sum(-2, keepdim=True).transpose(-2, -1))
+        return out.to(dtype)
 
 
 def linear_attention_recurrent(
@@ -90,6 +95,8 @@ def linear_attention_recurrent(
     Shapes: q, k ``(..., t, d)``, v ``(..., t, d_v)`` → ``(..., t, d_v)``.
     """
     check_linear_attention(q, k, v, feature)
+    wide, dtype = torch.promote_types(v.dtype, torch.float32), v.dtype  # sums: float32
+    q, k, v = q.to(wide), k.to(wide), v.to(wide)
     fq, fk = feature(q), feature(k)
     state = q.new_zeros(q.shape[:-2] + (fk.shape[-1], v.shape[-1]))  # (..., f, d_v)
     z = q.new_zeros(q.shape[:-2] + (fk.shape[-1],))  # (..., f)
@@ -99,7 +106,7 @@ def linear_attention_recurrent(
         z = z + fk[..., i, :]
         num = (fq[..., i, :, None] * state).sum(-2)  # (..., d_v)
         outs.append(num / (fq[..., i, :] * z).sum(-1, keepdim=True))
-    return torch.stack(outs, -2)
+    return torch.stack(outs, -2).to(dtype)
 
 
 def random_features(d: int, m: int, seed: int = 0) -> torch.Tensor:
@@ -250,13 +257,11 @@ class RecallModel(nn.Module):
         if name == "softmax":
             return flash.naive_attention(q, k, v)
         if name == "sliding window":
-            return flash.naive_attention(
-                q, k, v, mask=sliding_window_mask(t, self.window)
-            )
+            mask = sliding_window_mask(t, self.window)
+            return flash.naive_attention(q, k, v, mask=mask.to(q.device))
         if name == "bigbird":
-            return flash.naive_attention(
-                q, k, v, mask=bigbird_mask(t, self.window // 2, 1, self.window // 2)
-            )
+            mask = bigbird_mask(t, self.window // 2, 1, self.window // 2)
+            return flash.naive_attention(q, k, v, mask=mask.to(q.device))
         if name == "linear":
             return linear_attention(q, k, v)
         if name == "performer":

@@ -138,7 +138,8 @@ def self_speculative_generate(
         guesses = best[1:][: end - len(seq)]
         if not guesses:
             break
-        out = heads(torch.tensor([seq + guesses]))[0].argmax(-1)  # (t, k)
+        guessed = torch.tensor([seq + guesses], device=prompt.device)
+        out = heads(guessed)[0].argmax(-1)  # (t, k)
         stats["calls"] += 1
         n, at = 0, len(seq) - 1  # out[at, 0] follows seq's last token
         while n < len(guesses) and out[at + n, 0].item() == guesses[n]:
@@ -147,7 +148,7 @@ def self_speculative_generate(
         stats["accepted"] += n
         best = out[at + n].tolist()
     stats["seconds"] = time.perf_counter() - tic
-    return torch.tensor([seq[:end]]), stats
+    return torch.tensor([seq[:end]], device=prompt.device), stats
 
 
 @torch.no_grad()

@@ -80,11 +80,14 @@ class PagedKVCache:
         n_kv_heads: int,
         d_head: int,
         dtype: torch.dtype = torch.float32,
+        device=None,
     ):
         check_paged_cache(capacity, block_size, n_kv_heads, d_head, dtype)
         n_blocks = capacity // block_size
         self.block_size, self.shape = block_size, (n_kv_heads, d_head)
-        self.k = torch.zeros(n_blocks, block_size, n_kv_heads, d_head, dtype=dtype)
+        self.k = torch.zeros(
+            n_blocks, block_size, n_kv_heads, d_head, dtype=dtype, device=device
+        )
         self.v = torch.zeros_like(self.k)
         self.allocator = BlockAllocator(n_blocks)
         self.tables: dict[int, list[int]] = {}  # sequence -> blocks
@@ -135,7 +138,8 @@ class PagedKVCache:
 
         Shapes: → ``(g, s, e)`` each."""
         check_seq(self, seq)
-        table, n = torch.tensor(self.tables[seq], dtype=torch.long), self.lengths[seq]
+        table = torch.tensor(self.tables[seq], dtype=torch.long, device=self.k.device)
+        n = self.lengths[seq]
         k = self.k[table].flatten(0, 1)[:n]  # (s, g, e)
         v = self.v[table].flatten(0, 1)[:n]
         return k.transpose(0, 1), v.transpose(0, 1)

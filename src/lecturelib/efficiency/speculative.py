@@ -41,6 +41,7 @@ import torch
 from lecturelib.efficiency import kvcache
 from lecturelib.efficiency.ngram_draft import NGramDraft
 from lecturelib.pretraining import gpt
+from lecturelib.transformers.sampling import multinomial
 from lecturelib.validate import check_int, check_number, check_type, describe
 
 RULES = ("exact", "resample_from_p")
@@ -148,13 +149,14 @@ def accept(
 ) -> tuple[int, int]:
     """:func:`verify` without its checks, for callers whose ``p`` and ``q`` are
     softmax outputs already."""
+    where = None if generator is None else generator.device  # draws are made there
     for i, x in enumerate(drafts):
-        u = torch.rand((), generator=generator, dtype=torch.float64)
+        u = torch.rand((), generator=generator, dtype=torch.float64, device=where)
         if u * q[i, x] < p[i, x]:  # u < min(1, p/q), without dividing
             continue
         r = fallback(p[i], q[i], rule)
-        return i, torch.multinomial(r, 1, generator=generator).item()
-    return len(drafts), torch.multinomial(p[-1].double(), 1, generator=generator).item()
+        return i, multinomial(r, 1, generator).item()
+    return len(drafts), multinomial(p[-1].double(), 1, generator).item()
 
 
 def check_verify_greedy(p, drafts) -> None:
@@ -306,7 +308,7 @@ def draw(probs: torch.Tensor, temperature: float, generator) -> int:
     """A token drawn from ``probs``; at ``T = 0`` the most likely one."""
     if temperature == 0:
         return probs.argmax().item()
-    return torch.multinomial(probs, 1, generator=generator).item()
+    return multinomial(probs, 1, generator).item()
 
 
 def draft_logits(
@@ -316,7 +318,7 @@ def draft_logits(
     does not hold yet; an n-gram table looks up the last ``order - 1``."""
     if isinstance(draft, NGramDraft):
         return draft.logits(ids)
-    new = torch.tensor([ids[cache.length :]])
+    new = torch.tensor([ids[cache.length :]], device=cache.model.embed.weight.device)
     return kvcache.cached_forward(draft, new, cache)[0, -1]
 
 
@@ -344,7 +346,7 @@ def speculative_generate(
     check_speculative_generate(target, draft, prompt, n_new, K, temperature, rule)
     tic = time.perf_counter()
     total = prompt.shape[1] + n_new + K + 1
-    t_cache = kvcache.new_cache(target, 1, total)
+    t_cache, device = kvcache.new_cache(target, 1, total), prompt.device
     d_cache = kvcache.new_cache(draft, 1, total) if isinstance(draft, gpt.GPT) else None
     seq = prompt[0].tolist()
     stats = dict(target_calls=0, draft_calls=0, drafted=0, tested=0, accepted=0)
@@ -354,13 +356,13 @@ def speculative_generate(
             logits = draft_logits(draft, seq + drafts, d_cache)
             q.append(probs_at(logits, temperature))
             drafts.append(draw(q[-1], temperature, generator))
-        new = torch.tensor([(seq + drafts)[t_cache.length :]])
+        new = torch.tensor([(seq + drafts)[t_cache.length :]], device=device)
         logits = kvcache.cached_forward(target, new, t_cache)[0, -(K + 1) :]  # (K+1, v)
         if temperature == 0:
-            n, nxt = verify_greedy(logits, torch.tensor(drafts))
+            n, nxt = verify_greedy(logits, torch.tensor(drafts, device=device))
         else:
-            p = probs_at(logits, temperature)
-            n, nxt = accept(p, torch.stack(q), drafts, generator, rule)
+            p = probs_at(logits, temperature)  # the draft's q may live elsewhere:
+            n, nxt = accept(p, torch.stack(q).to(device), drafts, generator, rule)
         seq += drafts[:n] + [nxt]
         for cache in (t_cache, d_cache):  # roll back
             if cache is not None:
@@ -371,7 +373,7 @@ def speculative_generate(
         stats["tested"] += min(n + 1, K)
         stats["accepted"] += n
     stats["seconds"] = time.perf_counter() - tic
-    return torch.tensor([seq[: prompt.shape[1] + n_new]]), stats
+    return torch.tensor([seq[: prompt.shape[1] + n_new]], device=device), stats
 
 
 @torch.inference_mode()
@@ -397,8 +399,8 @@ def autoregressive_generate(
         logits = kvcache.cached_forward(model, new, cache)[0, -1]
         x = draw(probs_at(logits, temperature), temperature, generator)
         seq.append(x)
-        new = torch.tensor([[x]])
-    return torch.tensor([seq]), {
+        new = torch.tensor([[x]], device=prompt.device)
+    return torch.tensor([seq], device=prompt.device), {
         "target_calls": n_new,
         "seconds": time.perf_counter() - tic,
     }

@@ -90,17 +90,18 @@ def keep(
 
     Shapes: scores ``(b, h, s)`` → indices ``(b, h, budget)``."""
     check_keep(policy, scores, budget, n_sinks, n_recent)
-    b, h, s = scores.shape
+    (b, h, s), device = scores.shape, scores.device
     if s <= budget or policy == "full":
-        idx = torch.arange(s)
+        idx = torch.arange(s, device=device)
     elif policy == "window":
-        idx = torch.arange(s - budget, s)
+        idx = torch.arange(s - budget, s, device=device)
     elif policy == "sinks":
-        idx = torch.cat([torch.arange(n_sinks), torch.arange(s - budget + n_sinks, s)])
+        sinks = torch.arange(n_sinks, device=device)
+        idx = torch.cat([sinks, torch.arange(s - budget + n_sinks, s, device=device)])
     else:  # h2o: heavy hitters among the older tokens, then the recent ones
         old = scores[..., : s - n_recent]  # (b, h, s - n_recent)
         heavy = old.topk(budget - n_recent, dim=-1).indices.sort(-1).values
-        recent = torch.arange(s - n_recent, s).expand(b, h, n_recent)
+        recent = torch.arange(s - n_recent, s, device=device).expand(b, h, n_recent)
         return torch.cat([heavy, recent], -1)
     return idx.expand(b, h, len(idx))
 
@@ -136,10 +137,11 @@ def retrieve(q: torch.Tensor, k: torch.Tensor, n_recent: int, top: int) -> torch
     check_retrieve(q, k, n_recent, top)
     b, h, s, _ = k.shape
     if s <= top + n_recent:
-        return torch.arange(s).expand(b, h, s)
+        return torch.arange(s, device=k.device).expand(b, h, s)
     scores = (q @ k[:, :, : s - n_recent].transpose(-1, -2))[:, :, 0]  # (b, h, s - r)
     found = scores.topk(top, dim=-1).indices.sort(-1).values
-    return torch.cat([found, torch.arange(s - n_recent, s).expand(b, h, n_recent)], -1)
+    recent = torch.arange(s - n_recent, s, device=k.device).expand(b, h, n_recent)
+    return torch.cat([found, recent], -1)
 
 
 def check_stream_model(model, ids, policy, budget, n_sinks, n_recent) -> None:
@@ -181,7 +183,7 @@ def stream(
     b, T = ids.shape
     rope = kvcache.Rope.of_model(model, T + 1 if policy in ("full", "knn") else budget)
     K = [ids.new_zeros(b, c.n_heads, 0, c.d_head).float() for _ in model.blocks]
-    V, acc = list(K), [torch.zeros(b, c.n_heads, 0) for _ in model.blocks]
+    V, acc = list(K), [torch.zeros(b, c.n_heads, 0, device=ids.device) for _ in K]
     losses, last = [], []
     for t in range(T - 1):
         x = model.embed(ids[:, t : t + 1])  # (b, 1, d)

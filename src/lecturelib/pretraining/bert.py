@@ -94,12 +94,16 @@ def mask_tokens(
     Shapes: ids ``(..., t)`` → inputs, targets ``(..., t)``.
     """
     check_mask_tokens(ids, specials, p, p_mask, p_random)
-    u = torch.rand(ids.shape, generator=generator)
+    # drawn where the generator lives (the same draws for ids on any device)
+    where = ids.device if generator is None else generator.device
+    u = torch.rand(ids.shape, generator=generator, device=where).to(ids.device)
     selected = (u < p) & (ids < specials.n_text)  # ordinary tokens only
-    how = torch.rand(ids.shape, generator=generator)  # which of the three
-    to_mask = selected & (how < p_mask)
+    how = torch.rand(ids.shape, generator=generator, device=where).to(ids.device)
+    to_mask = selected & (how < p_mask)  # how: which of the three
     to_random = selected & (how >= p_mask) & (how < p_mask + p_random)
-    random_ids = torch.randint(0, specials.n_text, ids.shape, generator=generator)
+    random_ids = torch.randint(
+        0, specials.n_text, ids.shape, generator=generator, device=where
+    ).to(ids.device)
     inputs = torch.where(to_mask, specials.mask, ids)
     inputs = torch.where(to_random, random_ids, inputs)
     targets = torch.where(selected, ids, IGNORE)

@@ -58,14 +58,15 @@ class LoRALinear(nn.Module):
         super().__init__()
         check_lora_linear(base, r, alpha, rows)
         d_out, d_in = base.weight.shape
+        like = dict(device=base.weight.device, dtype=base.weight.dtype)  # beside W
         rows = torch.arange(d_out) if rows is None else torch.as_tensor(rows)
-        rows = rows.long().reshape(-1, rows.shape[-1])  # (g, m)
+        rows = rows.long().reshape(-1, rows.shape[-1]).to(like["device"])  # (g, m)
         self.base = base.requires_grad_(False)
         self.r, self.scale = r, alpha / r
         self.register_buffer("rows", rows, persistent=False)
         g, m = rows.shape
-        self.A = nn.Parameter(torch.randn(g, r, d_in) / math.sqrt(d_in))
-        self.B = nn.Parameter(torch.zeros(g, m, r))
+        self.A = nn.Parameter(torch.randn(g, r, d_in, **like) / math.sqrt(d_in))
+        self.B = nn.Parameter(torch.zeros(g, m, r, **like))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = einsum(x, self.A, "... i, g r i -> ... g r")

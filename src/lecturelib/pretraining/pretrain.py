@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -247,8 +249,10 @@ def model_path(profile: str) -> Path:
 def pretrained(
     profile: str, device: torch.device | str = "cpu", *, progress: bool = True
 ) -> tuple[gpt.GPT, lm.Vocab]:
-    """The book's GPT for ``profile`` in eval mode, with its character vocabulary: loaded from
-    the cache when there (checksum verified), trained and cached otherwise."""
+    """The book's GPT for ``profile`` on ``device`` in eval mode, with its character
+    vocabulary: loaded from the cache when there (checksum verified); otherwise trained
+    on ``device`` and cached, after a line that says so with an estimate of the time
+    (``progress``: a progress bar while it trains)."""
     path = model_path(profile)
     vocab, train_ids, val_ids = shakespeare()
     recipe = RECIPES[profile]
@@ -257,16 +261,68 @@ def pretrained(
         model = gpt.GPT(gpt.GPTConfig(**state["config"]))
         model.load_state_dict(state["model"])
     else:
+        seconds = _estimate_seconds(recipe, len(vocab), train_ids, val_ids, device)
+        print(
+            f"No cached {profile} GPT at {path}: pretraining it on "
+            f"{torch.device(device)}, {recipe.steps:,} steps of "
+            f"{recipe.tokens // recipe.steps:,} tokens, about {_duration(seconds)}; "
+            f"later calls load it.",
+            flush=True,
+        )
         model, hist = train_gpt(
             recipe,
             len(vocab),
             train_ids,
             val_ids,
+            device=device,
             progress=progress,
             desc=f"pretraining the {profile} GPT",
         )
         save_pretrained(profile, model, hist)
     return model.to(device).eval(), vocab
+
+
+def _estimate_seconds(
+    recipe: Recipe,
+    vocab_size: int,
+    train_ids: torch.Tensor,
+    val_ids: torch.Tensor,
+    device: torch.device | str = "cpu",
+    evals: int = 10,
+    probe: int = 3,
+) -> float:
+    """The seconds :func:`train_gpt` will take for ``recipe`` on ``device``: ``probe``
+    optimisation steps timed after one that warms up, times the recipe's steps, plus
+    its evaluations of ``val_ids`` (``evals`` asked for), timed on a slice of it."""
+    model = gpt.GPT(recipe.config(vocab_size)).to(device)
+    opt = optimizer(model, recipe)
+    seq_len = model.config.seq_len
+    batches = gpt.windows(train_ids, recipe.batch_size, seq_len, seed=recipe.seed)
+    for steps in (1, probe):  # the first call pays for the warm-up
+        hist = train.fit(
+            model,
+            batches,
+            lm.next_token_loss,
+            steps=steps,
+            optimizer=opt,
+            accumulate=recipe.accumulate,
+            progress=False,
+        )
+    sample = val_ids[: min(len(val_ids), 16 * seq_len + 1)]
+    tic = time.perf_counter()
+    gpt.evaluate_loss(model, sample, seq_len)
+    per_eval = (time.perf_counter() - tic) * len(val_ids) / len(sample)
+    n_evals = math.ceil(recipe.steps / max(1, recipe.steps // evals))  # as train_gpt
+    return hist.train_seconds / probe * recipe.steps + n_evals * per_eval
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` in words: ``"40 s"``, ``"12 min"``, ``"1.5 h"``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def save_pretrained(profile: str, model: gpt.GPT, hist: train.History) -> Path:

@@ -308,8 +308,9 @@ def sample(
     check_sample(prompt, n_new, temperature, stop_id)
     out = prompt.tolist()
     logits, h = model(prompt[None].to(next(model.parameters()).device))
+    where = "cpu" if generator is None else generator.device  # where draws are made
     for _ in range(n_new):
-        last = logits[0, -1].float().cpu()
+        last = logits[0, -1].float().to(where)
         if temperature == 0:
             token = int(last.argmax())
         else:

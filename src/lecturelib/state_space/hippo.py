@@ -75,7 +75,8 @@ def legs_scan(f: torch.Tensor, N: int) -> torch.Tensor:
     Bilinear step ``Δ = 1/k`` of ``c' = -(1/t) A c + (1/t) B f`` with ``t = kΔ``:
     ``c_k = (I + A/(2k))^{-1} ((I - A/(2k)) c_{k-1} + B f_k / k)``.
 
-    Shapes: f ``(L,)`` → ``(L, N)``.
+    Shapes: f ``(L,)`` → ``(L, N)`` (computed on the CPU, one small solve per sample;
+    returned on f's device).
     """
     check_signal(f)
     A, B = legs_matrices(N, torch.float64)
@@ -88,7 +89,7 @@ def legs_scan(f: torch.Tensor, N: int) -> torch.Tensor:
             :, 0
         ]
         out.append(c)
-    return torch.stack(out).to(f.dtype)
+    return torch.stack(out).to(f)
 
 
 def legendre(n_max: int, x: torch.Tensor) -> torch.Tensor:
@@ -120,5 +121,5 @@ def legs_reconstruct(c: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """
     check_reconstruct(c, s)
     N = c.shape[0]
-    q = torch.sqrt(2 * torch.arange(N, dtype=c.dtype) + 1)
-    return (c * q) @ legendre(N, 2 * s.to(c.dtype) - 1)
+    q = torch.sqrt(2 * torch.arange(N, dtype=c.dtype, device=c.device) + 1)
+    return (c * q) @ legendre(N, 2 * s.to(c) - 1)

@@ -232,10 +232,13 @@ def check_task(x, y) -> None:
 def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     """The share of scored positions (``y != IGNORE``) that the model predicts exactly,
     by :func:`lecturelib.metrics.accuracy` (which refuses float targets, targets outside
-    the vocabulary and a ``y`` that scores no position)."""
+    the vocabulary and a ``y`` that scores no position), on the model's device."""
     check_task(x, y)
     if not (y != IGNORE).any():
         raise ValueError("y scores no position (every target is IGNORE)")
+    weight = next(model.parameters(), None) if isinstance(model, nn.Module) else None
+    if weight is not None:
+        x, y = x.to(weight.device), y.to(weight.device)
     with torch.no_grad():
         logits = model(x)
     return metrics.accuracy(logits, y, IGNORE)

@@ -98,7 +98,9 @@ def selective_scan_ref(u, delta, A, B, C, D=None, z=None, h0=None, return_state=
     """
     check_inputs(u, delta, A, B, C, D, z, h0)
     b, t, d = u.shape
-    deltaA = torch.exp(einsum(delta, A, "b t d, d n -> b t d n"))
+    dtype, wide = u.dtype, torch.promote_types(u.dtype, torch.float32)
+    u, delta, A, B, C = (x.to(wide) for x in (u, delta, A, B, C))  # a float32 state
+    deltaA = torch.exp(delta[..., None] * A)  # (b, t, d, n): float16 rounds e^-0.001
     deltaB_u = einsum(delta, B, u, "b t d, b t n, b t d -> b t d n")
     h = u.new_zeros(b, d, A.shape[1]) if h0 is None else h0
     ys = []
@@ -110,6 +112,7 @@ def selective_scan_ref(u, delta, A, B, C, D=None, z=None, h0=None, return_state=
         y = y + u * D
     if z is not None:
         y = y * F.silu(z)
+    y = y.to(dtype)
     return (y, h) if return_state else y
 
 
@@ -218,6 +221,8 @@ def selective_scan(
     if method not in SCANS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
     check_inputs(u, delta, A, B, C, D, z, h0)
+    dtype, wide = u.dtype, torch.promote_types(u.dtype, torch.float32)
+    u, delta, A, B, C = (x.to(wide) for x in (u, delta, A, B, C))  # a float32 state
     deltaA = torch.exp(delta[..., None] * A)  # (b, t, d, n)
     deltaB_u = (delta * u)[..., None] * B[:, :, None, :]  # (b, t, d, n)
     h = SCANS[method](deltaA, deltaB_u, h0)  # (b, t, d, n)
@@ -226,6 +231,7 @@ def selective_scan(
         y = y + u * D
     if z is not None:
         y = y * F.silu(z)
+    y = y.to(dtype)
     if not return_state:
         return y
     if u.shape[1]:

@@ -255,9 +255,9 @@ def ssm_convolve(x, K, D=None, method: str = "fft") -> torch.Tensor:
     """
     check_convolve(x, K, method)
     L = x.shape[-1]
-    if method == "fft":
-        n = 2 * L
-        y_f = torch.fft.rfft(x, n=n) * torch.fft.rfft(K, n=n)
+    if method == "fft":  # in float32 at least: cuFFT's float16 takes powers of 2 only
+        n, wide = 2 * L, torch.promote_types(x.dtype, torch.float32)
+        y_f = torch.fft.rfft(x.to(wide), n=n) * torch.fft.rfft(K.to(wide), n=n)
         y = torch.fft.irfft(y_f, n=n)[..., :L]
     else:  # direct
         K, x = torch.broadcast_tensors(K, x)

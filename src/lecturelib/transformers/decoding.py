@@ -2,10 +2,10 @@
 probable text, and why that text is not the best.
 
 Every algorithm of the chapter talks to a model through one function, a *step*:
-``step(prefixes)`` takes token ids ``(b, t)`` (long, on the CPU) and returns the logits
-``(b, v)`` of the token that follows each prefix. Any autoregressive model fits: a table
-of n-gram counts, an RNN (:class:`RecurrentStep` keeps its state, so a call costs one
-time step) or a Transformer. :func:`pipe` passes a step's logits through processors
+``step(prefixes)`` takes token ids ``(b, t)`` (long, on the prompts' device) and returns
+the logits ``(b, v)`` of the token that follows each prefix (on any device). Any
+autoregressive model fits: a table of n-gram counts, an RNN (:class:`RecurrentStep` keeps
+its state, so a call costs one time step) or a Transformer. :func:`pipe` passes a step's logits through processors
 (functions from logits to logits), and :class:`TreeLM` is a toy model whose every prefix
 has its own random distribution.
 
@@ -119,11 +119,12 @@ def generate(
     Shapes: prompts ``(b, t)`` → ``(b, t + n)`` with ``n <= max_new``.
     """
     check_generate(step, prompts, max_new, choose, eos)
-    ids, done = prompts, torch.zeros(len(prompts), dtype=torch.bool)
+    done = torch.zeros(len(prompts), dtype=torch.bool, device=prompts.device)
+    ids = prompts
     for _ in range(max_new):
         logits = step(ids)  # (b, v)
         check_step_output(logits, len(ids), eos)
-        token = choose(logits)  # (b,)
+        token = choose(logits).to(ids.device)  # (b,)
         if eos is not None:
             token = token.masked_fill(done, eos)
             done = done | (token == eos)
@@ -192,9 +193,10 @@ class TreeLM:
         check_tree_prefixes(prefixes, self.depth, self.vocab_size)
         path = prefixes[:, 1:]  # (b, d): the tokens after the start symbol
         d, v = path.shape[1], self.vocab_size
-        weights = torch.tensor([v ** (d - 1 - i) for i in range(d)], dtype=torch.long)
+        weights = [v ** (d - 1 - i) for i in range(d)]
+        weights = torch.tensor(weights, dtype=torch.long, device=path.device)
         node = sum(v**j for j in range(d)) + (path * weights).sum(1)  # nodes of depth d
-        return self.logits[node]
+        return self.logits[node.cpu()].to(prefixes.device)  # the table stays on the CPU
 
 
 @dataclass
@@ -220,7 +222,10 @@ def extend(
     (float64)."""
     # (n, t + len): all hypotheses have one length
     prefixes = torch.stack(
-        [torch.cat([prompt, torch.tensor(h.tokens, dtype=torch.long)]) for h in live]
+        [
+            torch.cat([prompt, prompt.new_tensor(h.tokens, dtype=torch.long)])
+            for h in live
+        ]
     )
     logits = step(prefixes)
     check_step_output(logits, len(live), eos)
@@ -282,7 +287,7 @@ def beam_search(
     for _ in range(max_new):
         logp = extend(step, prompt, live, eos)  # (n, v)
         v = logp.shape[1]
-        past = torch.tensor([h.logprob for h in live], dtype=torch.float64)  # (n,)
+        past = logp.new_tensor([h.logprob for h in live])  # (n,)
         total = past[:, None] + logp  # (n, v)
         # each live hypothesis has one eos extension, so the 2k best hold k that go on
         scores, flat = total.flatten().topk(min(2 * beam_size, total.numel()))
@@ -424,5 +429,5 @@ def sequence_logprobs(step: Step, ids: torch.Tensor, n_prompt: int) -> torch.Ten
         check_step_output(logits, len(ids))
         check_int(ids[:, t].max().item(), "every id of ids", 0, logits.shape[1] - 1)
         logp = F.log_softmax(logits.double(), dim=-1)  # (b, v)
-        out.append(logp.gather(1, ids[:, t : t + 1]))
+        out.append(logp.gather(1, ids[:, t : t + 1].to(logp.device)))
     return torch.cat(out, dim=1)

@@ -5,7 +5,9 @@ claims.
 Steps, prefixes and logits are those of :mod:`lecturelib.transformers.decoding`.
 
 - :func:`sample` is ancestral sampling, and :func:`chi_square` Pearson's test that draws
-  come from a given distribution (the check of every sampler).
+  come from a given distribution (the check of every sampler). :func:`multinomial` draws
+  on the generator's device, so a seeded CPU generator draws the same tokens on any
+  device.
 - :func:`temperature`, :func:`top_k` (Fan, Lewis and Dauphin, 2018, arXiv:1805.04833)
   and :func:`top_p`, nucleus sampling (Holtzman et al., 2020, arXiv:1904.09751), map
   logits to logits; ``decoding.pipe`` applies them to a step's output, so a sampler is
@@ -60,6 +62,37 @@ def check_samplable(logits) -> None:
         raise ValueError("every logit of some row is -inf: there is nothing to sample")
 
 
+def check_multinomial(probs, n, generator) -> None:
+    """The arguments of :func:`multinomial`: a float tensor ``(v,)`` or ``(b, v)`` of
+    (unnormalised) probabilities, ``n >= 1`` draws and a generator or None."""
+    if not isinstance(probs, torch.Tensor) or not probs.is_floating_point():
+        raise TypeError(
+            f"probs must be a float tensor (v,) or (b, v); got {describe(probs)}"
+        )
+    if probs.dim() not in (1, 2):
+        raise ValueError(
+            f"probs must be a float tensor (v,) or (b, v); got {describe(probs)}"
+        )
+    check_int(n, "n", 1)
+    check_generator(generator)
+
+
+def multinomial(
+    probs: torch.Tensor, n: int = 1, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """``torch.multinomial`` drawn on the generator's device, returned on ``probs``':
+    a CPU generator then draws the same tokens whether ``probs`` live on the CPU or a
+    GPU (and CUDA refuses a generator of another device).
+
+    Shapes: probs ``(v,)`` or ``(b, v)`` → ``(n,)`` or ``(b, n)``.
+    """
+    check_multinomial(probs, n, generator)
+    if generator is None or generator.device == probs.device:
+        return torch.multinomial(probs, n, generator=generator)
+    drawn = torch.multinomial(probs.to(generator.device), n, generator=generator)
+    return drawn.to(probs.device)
+
+
 def sample(
     step: Step,
     prompts: torch.Tensor,
@@ -77,7 +110,7 @@ def sample(
     def draw(logits: torch.Tensor) -> torch.Tensor:
         check_samplable(logits)
         probs = logits.double().softmax(-1)  # (b, v)
-        return torch.multinomial(probs, 1, generator=generator)[:, 0]  # (b,)
+        return multinomial(probs, 1, generator)[:, 0]  # (b,)
 
     return generate(step, prompts, max_new, draw, eos)
 
@@ -197,7 +230,8 @@ def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     check_top_p(logits, p)
     if p == 1:
         return logits
-    probs, order = logits.softmax(-1).sort(dim=-1, descending=True)
+    wide = torch.promote_types(logits.dtype, torch.float32)  # float16 sums round
+    probs, order = logits.to(wide).softmax(-1).sort(dim=-1, descending=True)
     above = probs.cumsum(-1) - probs  # (..., v): mass of the tokens ranked above
     drop = torch.zeros_like(above, dtype=torch.bool).scatter(-1, order, above >= p)
     return logits.masked_fill(drop, -math.inf)
@@ -278,7 +312,7 @@ def constrain(step: Step, allowed: Callable[[torch.Tensor], torch.Tensor]) -> St
     def constrained(prefixes: torch.Tensor) -> torch.Tensor:
         logits, ok = step(prefixes), allowed(prefixes)
         check_allowed(ok, logits)
-        return logits.masked_fill(~ok, -math.inf)
+        return logits.masked_fill(~ok.to(logits.device), -math.inf)
 
     return constrained
 
@@ -347,6 +381,6 @@ def regex_allowed(
                 else:
                     text = sep.join([*words, s])
                     mask[i, j] = compiled.fullmatch(text, partial=True) is not None
-        return mask
+        return mask.to(prefixes.device)  # built on the CPU, moved once
 
     return allowed

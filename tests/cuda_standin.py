@@ -1,0 +1,625 @@
+"""A CUDA stand-in for a CPU-only torch: run the GPU path of the book without a GPU.
+
+Tensors "on cuda" are CPU tensors of the tagging subclass :class:`CudaTensor` (their
+``.device`` says ``cuda:0``), and a ``TorchFunctionMode`` sees every torch call and refuses
+what CUDA refuses:
+
+- a cuda tensor meeting a CPU tensor of one or more dimensions (CPU scalars, dim 0, mix
+  freely, as on CUDA): ``RuntimeError: Expected all tensors to be on the same device``;
+- a CPU generator driving a cuda op, or a cuda generator a CPU op;
+- ``.numpy()`` (and ``numpy.asarray``) on a cuda tensor: ``TypeError``.
+
+- a float16 FFT of a size that is not a power of two (cuFFT's limit), bfloat16 autocast.
+
+Factories with ``device="cuda"``, ``.to("cuda")``, ``.cuda()`` and ``module.to("cuda")``
+(parameters keep their identity; their gradients and the buffers move too) make tagged
+tensors; the results of ops on cuda tensors are tagged; ``.cpu()`` and ``.to("cpu")`` copy
+to an untagged tensor. ``torch.cuda`` describes a Tesla T4 (capability 7.5, 15 GiB, no
+bf16, not even emulated). ``autocast("cuda")`` runs as CPU autocast with CUDA's dtype
+(float16 by default) and CUDA's op lists (softmax, exp, cumsum, sum, norms and losses in
+float32; RNNs in float16), and ``torch.amp.GradScaler("cuda")`` scales fp16 losses of CPU
+tensors. ``torch.load(map_location="cuda")`` tags what it loads; ``torch.save`` stores a
+cuda tensor as the CPU tensor it is. ``loss.backward()`` runs with the stand-in on (custom
+autograd Functions run Python there: their factories with ``device="cuda"`` work).
+
+    with cuda_standin():
+        model = Model().to("cuda")
+        ...
+
+    install()     # e.g. in a Jupyter kernel's startup script; uninstall() undoes it
+
+What it cannot see: code in C++ (it checks the arguments of each torch call, not what torch
+does inside), devices inside a backward pass (the engine's gradients carry no tag, so
+there results are tagged but nothing is refused), memory use (``memory_allocated`` is 0)
+and speed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import types
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree as pytree
+
+CUDA = torch.device("cuda", 0)
+CPU = torch.device("cpu")
+NAME = "Tesla T4 (stand-in)"
+TOTAL_MEMORY = 15_360 * 2**20  # a T4's 15 GiB, as nvidia-smi reports it
+_RealGenerator = torch._C.Generator
+
+
+class CudaTensor(torch.Tensor):
+    """A CPU tensor that is "on cuda:0". Torch functions ignore the class (the mode tags the
+    results), so outside the stand-in it computes as the CPU tensor it is."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    device = property(lambda self: CUDA)
+    is_cuda = property(lambda self: True)
+    is_cpu = property(lambda self: False)
+
+    def get_device(self) -> int:
+        return 0
+
+
+class CudaParameter(CudaTensor, nn.Parameter):
+    """A parameter on cuda:0 (``isinstance(p, nn.Parameter)`` holds)."""
+
+
+class CudaGenerator(_RealGenerator):
+    """``torch.Generator(device="cuda")``: a CPU generator that says it is on cuda:0."""
+
+    device = property(lambda self: CUDA)
+
+
+class _GeneratorMeta(type(_RealGenerator)):
+    def __instancecheck__(cls, obj):  # every generator is a torch.Generator
+        return isinstance(obj, _RealGenerator)
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, _RealGenerator)
+
+
+class Generator(_RealGenerator, metaclass=_GeneratorMeta):
+    """Stands in for ``torch.Generator``: ``device="cuda"`` gives a :class:`CudaGenerator`."""
+
+    def __new__(cls, device="cpu"):
+        return CudaGenerator() if _is_cuda(device) else _RealGenerator(device)
+
+
+def _is_cuda(device) -> bool:
+    if isinstance(device, int):  # tensor.to(0), .cuda(0)
+        return True
+    return device is not None and torch.device(device).type == "cuda"
+
+
+def is_cuda(x) -> bool:
+    """Whether tensor (or generator) ``x`` is on the stand-in's cuda."""
+    return isinstance(x, (CudaTensor, CudaGenerator))
+
+
+def _retag(t: torch.Tensor, cuda: bool) -> torch.Tensor:
+    """Make ``t`` (in place, keeping its identity) a cuda or a CPU tensor."""
+    param = isinstance(t, nn.Parameter)
+    if cuda and not isinstance(t, CudaTensor):
+        t.__class__ = CudaParameter if param else CudaTensor
+    elif not cuda and isinstance(t, CudaTensor):
+        t.__class__ = nn.Parameter if param else torch.Tensor
+    return t
+
+
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """A CPU alias of ``t`` without autograd history."""
+    with torch._C.DisableTorchFunction():
+        return t.detach().as_subclass(torch.Tensor)
+
+
+def _device_error(where: str) -> RuntimeError:
+    return RuntimeError(
+        "Expected all tensors to be on the same device, but found at least two "
+        f"devices, cuda:0 and cpu! (cuda stand-in, in {where})"
+    )
+
+
+def _name(func) -> str:
+    return getattr(func, "__name__", None) or str(func)
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+# Ops whose sequence lengths / batch sizes are CPU integer tensors by design (a
+# PackedSequence's batch_sizes stay on the CPU whatever the device of its data).
+CPU_LENGTHS_OPS = frozenset(
+    "_pack_padded_sequence _pad_packed_sequence lstm gru rnn_tanh rnn_relu".split()
+)
+
+
+def _check_devices(func, tensors) -> bool:
+    """Whether the op runs on cuda; raises when a cuda tensor meets a CPU one (dim > 0)."""
+    cuda = any(isinstance(t, CudaTensor) for t in tensors)
+    lengths = _name(func) in CPU_LENGTHS_OPS
+    for t in tensors:
+        if cuda and not isinstance(t, CudaTensor) and t.dim() > 0:
+            if not (lengths and not t.is_floating_point()):
+                raise _device_error(_name(func))
+    return cuda
+
+
+def _check_generator(func, args, kwargs, cuda: bool) -> None:
+    for g in pytree.tree_leaves((args, kwargs)):
+        if isinstance(g, _RealGenerator) and isinstance(g, CudaGenerator) != cuda:
+            want, got = ("cuda", "cpu") if cuda else ("cpu", "cuda")
+            raise RuntimeError(
+                f"Expected a '{want}' device type for generator but found '{got}' "
+                f"(cuda stand-in, in {_name(func)})"
+            )
+
+
+def _cufft(func, args, kwargs):
+    """cuFFT computes float16 transforms of powers of two only, and no bfloat16; the
+    CPU none in float16, so the stand-in computes the allowed ones in float32. Returns
+    the arguments to call ``func`` with."""
+    name = _name(func)
+    if not name.startswith("fft_") or not args or not isinstance(args[0], torch.Tensor):
+        return args
+    x = args[0]
+    if x.dtype not in (torch.float16, torch.bfloat16):
+        return args
+    if x.dtype == torch.bfloat16:
+        raise RuntimeError(f"Unsupported dtype BFloat16 (cuda stand-in, in {name})")
+    n = args[1] if len(args) > 1 else kwargs.get("n")
+    dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
+    if n is None and isinstance(dim, int):
+        n = (
+            x.shape[dim]
+            if name not in ("fft_irfft", "fft_hfft")
+            else 2 * (x.shape[dim] - 1)
+        )
+    if isinstance(n, int) and n & (n - 1):
+        raise RuntimeError(
+            "cuFFT only supports dimensions whose sizes are powers of two when "
+            f"computing in half precision, but got a signal size of [{n}] (cuda "
+            f"stand-in, in {name})"
+        )
+    return (_retag(x.float(), True), *args[1:])
+
+
+def _tag_outputs(out, inputs, cuda: bool, func=None):
+    """Tag the tensors of ``out`` as cuda when the op ran on cuda (inputs returned by
+    in-place ops keep their device, and packed sequences' batch sizes the CPU)."""
+    if not cuda:
+        return out
+    seen = {id(t) for t in inputs}
+    lengths = func is not None and _name(func) in CPU_LENGTHS_OPS
+    for t in _tensors(out):
+        if id(t) not in seen and not (lengths and not t.is_floating_point()):
+            _retag(t, True)
+    return out
+
+
+# Torch functions that may take tensors on two devices, or that the stand-in implements.
+def _to(func, self, *args, **kwargs):
+    """``Tensor.to``: a copy when the device changes, ``self`` when nothing changes."""
+    copy_ = kwargs.pop("copy", False)
+    if args and isinstance(args[0], torch.Tensor):  # .to(other): its device and dtype
+        other, args = args[0], args[1:]
+        device, dtype = (CUDA if is_cuda(other) else CPU), other.dtype
+        _, _, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+    else:
+        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(
+            *args, **kwargs
+        )
+    cuda = is_cuda(self) if device is None else device.type == "cuda"
+    if device is not None and device.type not in ("cpu", "cuda"):
+        return func(self, *args, **kwargs)  # meta and other devices: torch's own
+    moves = cuda != is_cuda(self)
+    out = func(
+        self,
+        dtype=dtype or self.dtype,
+        non_blocking=non_blocking,
+        copy=copy_ or moves,
+        memory_format=memory_format or torch.preserve_format,
+    )
+    return out if out is self else _retag(out, cuda)
+
+
+def _set_data(func, self, value):
+    """``param.data = value`` (how ``module.to`` moves a parameter): it takes value's
+    device, keeping its identity, so optimizers built before ``.to`` still hold it."""
+    func(self, value)
+    _retag(self, is_cuda(value))
+
+
+def _numpy(func, self, *args, **kwargs):
+    if is_cuda(self):
+        raise TypeError(
+            "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy "
+            "the tensor to host memory first. (cuda stand-in)"
+        )
+    return func(self, *args, **kwargs)
+
+
+def _format(func, self, spec):
+    """``f"{loss:.3f}"`` of a cuda scalar (torch formats only plain Tensors' items)."""
+    if is_cuda(self) and self.dim() == 0:
+        return self.item().__format__(spec)
+    return func(self, spec)
+
+
+def _getitem(func, self, index):
+    """A cuda tensor takes CPU indices; a CPU tensor refuses cuda indices."""
+    if not is_cuda(self) and any(is_cuda(t) and t.dim() > 0 for t in _tensors(index)):
+        raise RuntimeError(
+            "indices should be either on cpu or on the same device as the indexed "
+            "tensor (cpu) (cuda stand-in)"
+        )
+    return _retag(func(self, index), is_cuda(self))
+
+
+def _setitem(func, self, index, value):
+    """Basic indexing copies (any device); advanced indexing (index_put_) needs the
+    values on self's device, or a scalar."""
+    advanced = bool(_tensors(index))
+    if advanced and isinstance(value, torch.Tensor) and value.dim() > 0:
+        if is_cuda(value) != is_cuda(self):
+            raise _device_error("Tensor.__setitem__ (index_put_)")
+    return func(self, index, value)
+
+
+def _reduce_ex(func, self, proto):
+    """Pickled (``torch.save``) as the CPU tensor it is."""
+    if not is_cuda(self):
+        return func(self, proto)
+    return torch.Tensor.__reduce_ex__(
+        _plain(self).requires_grad_(self.requires_grad), proto
+    )
+
+
+def _deepcopy(func, self, memo):
+    if not is_cuda(self):
+        return func(self, memo)
+    if id(self) in memo:
+        return memo[id(self)]
+    plain = _plain(self)
+    memo.setdefault(id(memo), []).append(plain)  # keep it alive while memo keys on id
+    new = func(plain, memo).requires_grad_(self.requires_grad)
+    new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+    memo[id(self)] = _retag(new, True)
+    return new
+
+
+def _cross_device(func, *args, **kwargs):
+    """Ops that take tensors on two devices by design: the result is on self's device."""
+    out = func(*args, **kwargs)
+    return _tag_outputs(out, args, is_cuda(args[0]))
+
+
+def _backward(
+    func,
+    tensors,
+    gradient=None,
+    retain_graph=None,
+    create_graph=False,
+    inputs=None,
+    **kw,
+):
+    """``loss.backward()``: torch would run the backward pass with the mode off (it is
+    off inside its own handler), and custom autograd Functions run Python there; this
+    runs torch.autograd.backward's steps with the mode on again."""
+    from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
+    from torch.autograd.graph import _engine_run_backward
+
+    tensors = (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
+    gradient = kw.get("grad_tensors", gradient)
+    inputs = () if inputs is None else tuple(_tensors(inputs))
+    mode = _Mode()
+    mode.__enter__()
+    try:
+        grads = _tensor_or_tensors_to_tuple(gradient, len(tensors))
+        grads = _make_grads(tensors, grads, is_grads_batched=False)
+        keep = create_graph if retain_graph is None else retain_graph
+        _engine_run_backward(
+            tensors,
+            grads,
+            keep,
+            create_graph,
+            inputs,
+            allow_unreachable=True,
+            accumulate_grad=True,
+        )
+    finally:
+        mode.__exit__(None, None, None)
+
+
+_SPECIAL = {
+    torch.Tensor.backward: _backward,
+    torch.autograd.backward: _backward,
+    torch.Tensor.to: _to,
+    torch.Tensor.cuda: lambda func, self, device=None, non_blocking=False, **kw: _to(
+        torch.Tensor.to, self, "cuda", non_blocking=non_blocking
+    ),
+    torch.Tensor.cpu: lambda func, self, **kw: _to(torch.Tensor.to, self, "cpu"),
+    torch.Tensor.data.__set__: _set_data,
+    torch.Tensor.numpy: _numpy,
+    torch.Tensor.__array__: _numpy,
+    torch.Tensor.__format__: _format,
+    torch.Tensor.__getitem__: _getitem,
+    torch.Tensor.__setitem__: _setitem,
+    torch.Tensor.__reduce_ex__: _reduce_ex,
+    torch.Tensor.__deepcopy__: _deepcopy,
+    torch.Tensor.copy_: _cross_device,
+    torch.Tensor.new_tensor: _cross_device,
+    torch._has_compatible_shallow_copy_type: _cross_device,  # in module.to
+}
+_CONSTRUCTORS = {torch.tensor, torch.as_tensor}  # take data from any device
+
+
+class _Mode(TorchFunctionMode):
+    """Sees every torch call while the stand-in is installed."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in _SPECIAL:
+            return _SPECIAL[func](func, *args, **kwargs)
+        inputs = _tensors((args, kwargs))
+        if "device" in kwargs and kwargs["device"] is not None:  # a factory
+            cuda = _is_cuda(kwargs["device"])
+            if cuda:
+                kwargs["device"] = CPU
+        elif func in _CONSTRUCTORS:
+            cuda = False
+        elif torch._C._current_autograd_node() is not None:
+            # In a backward pass the engine's gradients are untagged CPU tensors.
+            cuda = any(isinstance(t, CudaTensor) for t in inputs)
+        else:
+            cuda = _check_devices(func, inputs)
+        _check_generator(func, args, kwargs, cuda)
+        if cuda:
+            args = _cufft(func, args, kwargs)
+        cast = _cuda_autocast_cast(func, args, kwargs) if cuda else None
+        if cast is not None:  # run at CUDA's precision, CPU autocast off
+            with _ORIGINAL_AUTOCAST("cpu", enabled=False):
+                return _tag_outputs(func(*cast[0], **cast[1]), inputs, cuda, func)
+        return _tag_outputs(func(*args, **kwargs), inputs, cuda, func)
+
+
+# ---------------------------------------------------------------------------------------
+# torch.cuda as a T4, autocast("cuda") as CPU autocast
+
+
+# CUDA autocast's op lists where CPU autocast's differ (torch's amp docs, "CUDA Ops that
+# can autocast to float32 / float16"): CPU autocast runs softmax, exp, cumsum, sum,
+# layer_norm ... in float16, CUDA in float32; CPU keeps mv, RNN cells ... in float32.
+CUDA_FP32_OPS = frozenset(
+    """__pow__ __rdiv__ __rpow__ __rtruediv__ acos asin binary_cross_entropy_with_logits
+    cosh cosine_embedding_loss cdist cosine_similarity cross_entropy cumprod cumsum dist
+    erfinv exp expm1 group_norm hinge_embedding_loss kl_div l1_loss layer_norm log
+    log_softmax log10 log1p log2 margin_ranking_loss mse_loss multilabel_margin_loss
+    multi_margin_loss nll_loss norm normalize pdist poisson_nll_loss pow prod reciprocal
+    rsqrt sinh smooth_l1_loss soft_margin_loss softmax softmin softplus sum renorm tan
+    triplet_margin_loss""".split()
+)
+CUDA_FP16_OPS = frozenset(
+    """mv addmv addr chain_matmul multi_dot lstm_cell gru_cell rnn_tanh_cell
+    rnn_relu_cell lstm gru rnn_tanh rnn_relu""".split()  # cuDNN's RNNs run in fp16
+)
+_AUTOCAST_CUDA: list[bool] = []  # per entered autocast: is it the stand-in's cuda one?
+_is_autocast_enabled = torch.is_autocast_enabled
+_ORIGINAL_AUTOCAST = torch.amp.autocast_mode.autocast
+
+
+class autocast(torch.amp.autocast_mode.autocast):
+    """``torch.autocast``: CUDA's (float16 by default) runs as CPU autocast, with CUDA's op
+    lists (:data:`CUDA_FP32_OPS`); a T4 refuses bfloat16 as CUDA does without it."""
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        self.standin_cuda = device_type == "cuda"
+        if self.standin_cuda:
+            dtype = dtype or torch.float16
+            if enabled and dtype == torch.bfloat16:
+                raise RuntimeError(
+                    "Current CUDA Device does not support bfloat16. Please switch dtype "
+                    "to float16. (cuda stand-in: a T4)"
+                )
+            device_type = "cpu"
+        super().__init__(device_type, dtype, enabled, cache_enabled)
+
+    def __enter__(self):
+        _AUTOCAST_CUDA.append(self.standin_cuda)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _AUTOCAST_CUDA.pop()
+        return super().__exit__(*exc)
+
+
+def _cuda_autocast_cast(func, args, kwargs):
+    """Under the stand-in's CUDA autocast, the inputs cast as CUDA autocast would cast
+    them, or None where it leaves them (and CPU autocast runs the op)."""
+    if not (_AUTOCAST_CUDA and _AUTOCAST_CUDA[-1] and _is_autocast_enabled("cpu")):
+        return None
+    name = _name(func)
+    if name == "binary_cross_entropy":
+        raise RuntimeError(
+            "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to "
+            "autocast. (cuda stand-in)"
+        )
+    if name in CUDA_FP32_OPS:
+        low, dtype = (torch.float16, torch.bfloat16), torch.float32
+    elif name in CUDA_FP16_OPS:
+        low, dtype = (torch.float32,), torch.get_autocast_dtype("cpu")
+    else:
+        return None
+
+    def cast(t):
+        if isinstance(t, torch.Tensor) and t.dtype in low:
+            return _retag(t.to(dtype), is_cuda(t))
+        return t
+
+    return pytree.tree_map(cast, (args, kwargs))
+
+
+class _CudaAmpAutocast(autocast):  # torch.cuda.amp.autocast(...)
+    def __init__(self, enabled=True, dtype=torch.float16, cache_enabled=True):
+        super().__init__("cuda", dtype, enabled, cache_enabled)
+
+
+def _cpu_for_cuda(f):
+    """``torch.is_autocast_enabled("cuda")`` and friends answer for CPU autocast."""
+
+    def wrapped(device_type=None, *args):
+        if device_type is None:  # the old no-argument form means cuda
+            device_type = "cuda"
+        return f("cpu" if device_type == "cuda" else device_type, *args)
+
+    return wrapped
+
+
+class _DeviceContext(contextlib.nullcontext):  # torch.cuda.device(0)
+    def __init__(self, device=None):
+        super().__init__()
+
+
+def _properties(device=None):
+    return types.SimpleNamespace(
+        name=NAME,
+        major=7,
+        minor=5,
+        total_memory=TOTAL_MEMORY,
+        multi_processor_count=40,
+        is_integrated=False,
+    )
+
+
+def _torch_load(f, map_location=None, *args, **kwargs):
+    """``torch.load``: ``map_location`` on cuda loads to the CPU and tags every tensor."""
+    cuda = isinstance(map_location, (str, torch.device, int)) and _is_cuda(map_location)
+    out = _PATCHES_ORIGINAL["torch.load"](
+        f, *args, map_location=CPU if cuda else map_location, **kwargs
+    )
+    return _tag_outputs(out, [], cuda)
+
+
+def _returns(value, name: str):
+    """A function of any arguments returning ``value`` (one object per name: torch._dynamo
+    refuses one function under two names)."""
+
+    def f(*args, **kwargs):
+        return value
+
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+def _cuda_functions() -> dict:
+    """What ``torch.cuda`` answers on a T4 with nothing allocated (the stand-in has one
+    random generator for both devices: seeding cuda's is a no-op)."""
+    answers = {
+        "is_available": True,
+        "is_initialized": True,
+        "device_count": 1,
+        "current_device": 0,
+        "get_device_name": NAME,
+        "get_device_capability": (7, 5),
+        "is_bf16_supported": False,  # not even emulated
+        "mem_get_info": (TOTAL_MEMORY, TOTAL_MEMORY),
+    }
+    memory = "memory_allocated max_memory_allocated memory_reserved max_memory_reserved"
+    answers |= dict.fromkeys(memory.split(), 0)
+    nothing = (
+        "init set_device synchronize empty_cache manual_seed manual_seed_all seed "
+        "seed_all set_rng_state set_rng_state_all reset_peak_memory_stats "
+        "reset_max_memory_allocated"
+    ).split()
+    answers |= dict.fromkeys(nothing)
+    out = {name: _returns(value, name) for name, value in answers.items()}
+    out["get_device_properties"] = _properties
+    out["device"] = _DeviceContext
+    out["get_rng_state"] = lambda device="cuda": torch.get_rng_state()
+    out["get_rng_state_all"] = lambda: [torch.get_rng_state()]
+    return out
+
+
+def _parameter_new(cls, data=None, requires_grad=True):
+    """``nn.Parameter(cuda_tensor)`` is a :class:`CudaParameter`."""
+    if isinstance(data, CudaTensor) or issubclass(cls, CudaTensor):
+        data = _plain(data) if isinstance(data, CudaTensor) else data
+        p = _PATCHES_ORIGINAL["Parameter.__new__"](nn.Parameter, data, requires_grad)
+        return _retag(p, True)
+    return _PATCHES_ORIGINAL["Parameter.__new__"](cls, data, requires_grad)
+
+
+def _patches() -> list[tuple[object, str, object, str]]:
+    """(owner, attribute, stand-in, key): what :func:`install` replaces."""
+    out = [(torch.cuda, k, v, f"cuda.{k}") for k, v in _cuda_functions().items()]
+    out += [
+        (torch, "autocast", autocast, "torch.autocast"),
+        (torch.amp, "autocast", autocast, "amp.autocast"),
+        (torch.amp.autocast_mode, "autocast", autocast, "autocast_mode.autocast"),
+        (torch.cuda.amp, "autocast", _CudaAmpAutocast, "cuda.amp.autocast"),
+        (torch, "Generator", Generator, "torch.Generator"),
+        (torch, "load", _torch_load, "torch.load"),
+        # no cuDNN here: nn.RNN's flatten_parameters asks, and would warn
+        (
+            torch.backends.cudnn,
+            "is_acceptable",
+            _returns(False, "is_acceptable"),
+            "cudnn.is_acceptable",
+        ),
+        (nn.Parameter, "__new__", staticmethod(_parameter_new), "Parameter.__new__"),
+    ]
+    for name in ("is_autocast_enabled", "get_autocast_dtype"):
+        out.append((torch, name, _cpu_for_cuda(getattr(torch, name)), f"torch.{name}"))
+    return out
+
+
+_PATCHES_ORIGINAL: dict[str, object] = {}
+_MODE: list[_Mode] = []
+
+
+def install() -> None:
+    """Pretend this CPU-only torch has a T4 until :func:`uninstall` (idempotent)."""
+    if _MODE:
+        return
+    if torch.backends.cuda.is_built():
+        raise RuntimeError(
+            "the cuda stand-in is for a CPU-only torch; this one has CUDA"
+        )
+    for owner, name, new, key in _patches():
+        _PATCHES_ORIGINAL[key] = owner.__dict__.get(name, getattr(owner, name))
+        setattr(owner, name, new)
+    # nn.Parameter.__new__ is a staticmethod: call the original as a function
+    original = _PATCHES_ORIGINAL["Parameter.__new__"]
+    if isinstance(original, staticmethod):
+        _PATCHES_ORIGINAL["Parameter.__new__"] = original.__func__
+    mode = _Mode()
+    mode.__enter__()
+    _MODE.append(mode)
+
+
+def uninstall() -> None:
+    """Undo :func:`install`; tensors tagged cuda stay tagged but compute as CPU tensors."""
+    if not _MODE:
+        return
+    _MODE.pop().__exit__(None, None, None)
+    for owner, name, _, key in _patches():
+        original = _PATCHES_ORIGINAL.pop(key)
+        if key == "Parameter.__new__":
+            original = staticmethod(original)
+        setattr(owner, name, original)
+
+
+@contextlib.contextmanager
+def cuda_standin():
+    """``with cuda_standin():`` the code inside runs "on a T4"."""
+    install()
+    try:
+        yield
+    finally:
+        uninstall()

@@ -1,0 +1,383 @@
+"""lecturelib.posttraining.rl: REINFORCE is unbiased and a baseline cuts its variance,
+the clipped surrogate and group advantages equal hand-computed values and TRL's GRPO
+formulas, the sampler draws from the model, and a GRPO step learns."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from lecturelib.posttraining import rl
+from lecturelib.pretraining import gpt
+
+
+def tiny_gpt(seed: int = 0, vocab_size: int = 6) -> gpt.GPT:
+    torch.manual_seed(seed)
+    config = gpt.GPTConfig(
+        vocab_size=vocab_size, seq_len=12, d_model=16, n_layers=1, n_heads=2
+    )
+    return gpt.GPT(config)
+
+
+# ------------------------------------------------------------------------ REINFORCE
+
+
+def reinforce_gradients(baseline, n_batches: int, batch: int = 100):
+    """The REINFORCE gradient of ``−E[R]`` for a categorical policy, from ``n_batches``
+    batches of samples, and the exact gradient."""
+    logits = torch.tensor(
+        [0.5, -0.3, 0.1, 0.8], dtype=torch.float64, requires_grad=True
+    )
+    R = torch.tensor([10.0, 11.0, 12.0, 14.0], dtype=torch.float64)
+    p = torch.softmax(logits, 0).detach()
+    exact = -(p * (R - (p * R).sum()))  # −∇_θ Σ p_a R_a
+    g = torch.Generator().manual_seed(0)
+    grads = []
+    for _ in range(n_batches):
+        a = torch.multinomial(p, batch, replacement=True, generator=g)
+        logp = torch.log_softmax(logits, 0)[a]
+        (grad,) = torch.autograd.grad(rl.reinforce_loss(logp, R[a], baseline), logits)
+        grads.append(grad)
+    return torch.stack(grads), exact
+
+
+def test_reinforce_is_unbiased_with_and_without_a_baseline():
+    for baseline in (0.0, 12.0):
+        grads, exact = reinforce_gradients(baseline, n_batches=400)
+        error = (grads.mean(0) - exact).abs()
+        assert (error < 4 * grads.std(0) / math.sqrt(400)).all()  # 4 standard errors
+    held, _ = reinforce_gradients(torch.tensor(12.0, requires_grad=True), 400)
+    assert torch.equal(held, grads)  # a baseline tensor is held constant too
+
+
+def test_a_baseline_cuts_the_variance_of_reinforce():
+    plain, _ = reinforce_gradients(0.0, n_batches=200)
+    centred, _ = reinforce_gradients(12.0, n_batches=200)
+    assert centred.var(0).sum() < plain.var(0).sum() / 20
+
+
+def test_reinforce_holds_the_advantage_constant():
+    logp = torch.tensor([-1.0, -2.0], requires_grad=True)
+    rewards = torch.tensor([1.0, 0.0], requires_grad=True)
+    loss = rl.reinforce_loss(logp, rewards, torch.tensor([0.5, 0.5]))
+    loss.backward()
+    torch.testing.assert_close(loss, torch.tensor(-(0.5 * -1.0 + -0.5 * -2.0) / 2))
+    torch.testing.assert_close(logp.grad, torch.tensor([-0.25, 0.25]))
+    assert rewards.grad is None
+
+
+# ----------------------------------------------------------------------------- PPO clip
+
+# ratio, advantage, loss −min(ρA, clip(ρ)A) with ε = 0.2, d loss / d log ρ
+CLIP_CASES = [
+    (1.1, 1.0, -1.1, -1.1),  # inside the clip range: the plain surrogate
+    (1.5, 1.0, -1.2, 0.0),  # A > 0 and ρ > 1 + ε: clipped, no gradient
+    (0.5, 1.0, -0.5, -0.5),  # A > 0 and ρ < 1 − ε: the min keeps ρA, gradient flows
+    (0.9, -1.0, 0.9, 0.9),  # inside, A < 0
+    (0.5, -1.0, 0.8, 0.0),  # A < 0 and ρ < 1 − ε: clipped, no gradient
+    (1.5, -1.0, 1.5, 1.5),  # A < 0 and ρ > 1 + ε: the min keeps ρA, gradient flows
+    (1.0, 2.0, -2.0, -2.0),  # ρ = 1: the policy gradient −A
+]
+
+
+@pytest.mark.parametrize("ratio, advantage, loss, grad", CLIP_CASES)
+def test_clipped_loss_equals_hand_computed_values(ratio, advantage, loss, grad):
+    logp_old = torch.tensor([-1.0], dtype=torch.float64)
+    logp_new = (logp_old + math.log(ratio)).requires_grad_(True)
+    A = torch.tensor([advantage], dtype=torch.float64)
+    out = rl.ppo_clipped_loss(logp_new, logp_old, A, clip=0.2)
+    out.sum().backward()
+    assert math.isclose(out.item(), loss, rel_tol=1e-12)
+    assert math.isclose(logp_new.grad.item(), grad, rel_tol=1e-12, abs_tol=1e-15)
+
+
+def test_a_sequence_advantage_applies_to_each_of_its_tokens():
+    g = torch.Generator().manual_seed(0)
+    logp_new, logp_old = -torch.rand(2, 3, 5, generator=g)
+    A = torch.tensor([1.0, -2.0, 0.5])
+    torch.testing.assert_close(
+        rl.ppo_clipped_loss(logp_new, logp_old, A),
+        rl.ppo_clipped_loss(logp_new, logp_old, A[:, None].expand(3, 5)),
+    )
+
+
+# ----------------------------------------------------------------------------- GRPO
+
+
+def trl_advantages(rewards, num_generations):
+    """TRL's ``GRPOTrainer._generate_and_score_completions`` (trl/trainer/
+    grpo_trainer.py): group mean and ``std`` (torch's default: unbiased), repeated over
+    each group, ``(rewards − mean) / (std + 1e-4)``."""
+    mean = rewards.view(-1, num_generations).mean(dim=1)
+    std = rewards.view(-1, num_generations).std(dim=1)
+    mean = mean.repeat_interleave(num_generations, dim=0)
+    std = std.repeat_interleave(num_generations, dim=0)
+    return (rewards - mean) / (std + 1e-4)
+
+
+def test_group_advantages_equal_hand_computed_values_and_trl():
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 3.0])
+    a = 0.5 / (math.sqrt(1 / 3) + 1e-4)  # group 1: mean ½, unbiased std √(1/3)
+    b = 0.75 / (1.5 + 1e-4)  # group 3: mean ¾, std √(3·(¾)²+(9/4)²)/3) = 1.5
+    expected = torch.tensor([a, -a, -a, a, 0, 0, 0, 0, -b, -b, -b, 3 * b])
+    torch.testing.assert_close(rl.group_advantages(rewards, 4), expected)
+    torch.testing.assert_close(
+        rl.group_advantages(rewards, 4), trl_advantages(rewards, 4)
+    )
+    torch.testing.assert_close(
+        rl.group_advantages(rewards, 4, normalise=False),
+        torch.tensor([0.5, -0.5, -0.5, 0.5, 0, 0, 0, 0, -0.75, -0.75, -0.75, 2.25]),
+    )
+
+
+def test_group_advantages_are_centred_and_scaled_within_each_group():
+    rewards = torch.randn(5 * 8, generator=torch.Generator().manual_seed(1))
+    a = rl.group_advantages(rewards, 8).view(5, 8)
+    torch.testing.assert_close(a.mean(1), torch.zeros(5), atol=1e-6, rtol=0)
+    torch.testing.assert_close(a.std(1), torch.ones(5), atol=1e-3, rtol=0)
+
+
+def trl_grpo_loss(
+    per_token_logps,
+    old_per_token_logps,
+    ref_per_token_logps,
+    advantages,
+    completion_mask,
+    epsilon,
+    beta,
+):
+    """TRL's ``GRPOTrainer._compute_loss`` with ``loss_type="grpo"``: k3 KL per token,
+    ``−min(coef_1·A, clamp(coef_1, 1 − ε, 1 + ε)·A) + β·kl``, averaged over each
+    completion's tokens, then over completions."""
+    per_token_kl = (
+        torch.exp(ref_per_token_logps - per_token_logps)
+        - (ref_per_token_logps - per_token_logps)
+        - 1
+    )
+    coef_1 = torch.exp(per_token_logps - old_per_token_logps)
+    coef_2 = torch.clamp(coef_1, 1 - epsilon, 1 + epsilon)
+    per_token_loss1 = coef_1 * advantages.unsqueeze(1)
+    per_token_loss2 = coef_2 * advantages.unsqueeze(1)
+    per_token_loss = -torch.min(per_token_loss1, per_token_loss2) + beta * per_token_kl
+    mask = completion_mask.float()
+    return ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+
+
+def grpo_inputs(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    logp = -2 * torch.rand(6, 7, generator=g, dtype=torch.float64)
+    # ρ = π/π_old on both sides of the clip range
+    old = logp + 0.4 * torch.randn(6, 7, generator=g, dtype=torch.float64)
+    ref = logp + 0.3 * torch.randn(6, 7, generator=g, dtype=torch.float64)
+    A = torch.randn(6, generator=g, dtype=torch.float64)
+    mask = torch.arange(7) < torch.tensor([7, 3, 5, 1, 6, 4])[:, None]
+    return logp.requires_grad_(True), old, ref, A, mask
+
+
+def test_grpo_loss_equals_trls_formula():
+    logp, old, ref, A, mask = grpo_inputs()
+    for beta in (0.0, 0.04, 0.5):
+        ours = rl.grpo_loss(logp, old, ref, A, mask, clip=0.2, beta=beta)
+        torch.testing.assert_close(
+            ours, trl_grpo_loss(logp, old, ref, A, mask, 0.2, beta)
+        )
+    ratio = (logp - old).exp()
+    assert ((ratio < 0.8) & mask).any() and ((ratio > 1.2) & mask).any()
+
+
+def test_grpo_gradient_is_the_policy_gradient_at_the_sampling_policy():
+    logp, _, ref, A, mask = grpo_inputs(1)
+    loss = rl.grpo_loss(logp, logp.detach(), ref, A, mask, beta=0.0)
+    (grad,) = torch.autograd.grad(loss, logp)
+    n_tokens = mask.sum(-1, keepdim=True)
+    expected = torch.where(mask, -A[:, None] / n_tokens / len(A), 0.0)
+    torch.testing.assert_close(grad, expected)
+
+
+def test_k3_is_zero_at_the_reference_and_never_negative():
+    logp, _, ref, _, _ = grpo_inputs(2)
+    k3 = rl.kl_k3(logp, ref)
+    assert (k3 >= 0).all() and (k3 > 0).any()
+    assert torch.equal(rl.kl_k3(ref, ref), torch.zeros_like(ref))
+
+
+def test_masked_mean_averages_each_sequence_then_the_batch():
+    x = torch.tensor([[1.0, 2.0, 9.0], [4.0, 9.0, 9.0], [9.0, 9.0, 9.0]])
+    mask = torch.tensor([[True, True, False], [True, False, False], [False] * 3])
+    assert rl.masked_mean(x, mask).item() == pytest.approx((1.5 + 4.0 + 0.0) / 3)
+
+
+# ----------------------------------------------------------------------------- sampling
+
+
+def test_token_logprobs_score_each_token_from_its_prefix_even_right_padded():
+    model = tiny_gpt().eval()
+    ids = torch.randint(0, 6, (3, 9), generator=torch.Generator().manual_seed(2))
+    got = rl.token_logprobs(model, ids)
+    assert got.shape == (3, 9) and torch.equal(got[:, 0], torch.zeros(3))
+    for j in (1, 4, 8):
+        step = torch.log_softmax(model(ids[:, :j])[:, -1], -1)  # (b, v)
+        torch.testing.assert_close(got[:, j], step.gather(1, ids[:, j : j + 1])[:, 0])
+    padded = torch.cat([ids[:, :5], torch.zeros(3, 4, dtype=torch.long)], 1)
+    torch.testing.assert_close(rl.token_logprobs(model, padded)[:, :5], got[:, :5])
+
+
+def test_sample_draws_the_first_token_from_the_model_distribution():
+    model = tiny_gpt(3).eval()
+    with torch.no_grad():
+        model.head.weight.mul_(40)  # a peaked, non-uniform next-token distribution
+    prompt = torch.tensor([1, 2, 3])
+    probs = torch.softmax(model(prompt[None])[0, -1] / 0.7, -1)
+    out = rl.sample(
+        model,
+        [prompt] * 4000,
+        1,
+        eos=0,
+        temperature=0.7,
+        generator=torch.Generator().manual_seed(0),
+    )
+    freq = torch.bincount(torch.cat(out), minlength=6) / 4000
+    torch.testing.assert_close(freq, probs, atol=0.025, rtol=0)
+    assert probs.max() - probs.min() > 0.3
+
+
+@pytest.mark.parametrize("positions", ["rope", "learned"])
+def test_prompts_of_other_lengths_in_the_batch_change_nothing(positions):
+    torch.manual_seed(8)
+    config = gpt.GPTConfig(
+        vocab_size=6, seq_len=12, d_model=16, n_layers=2, n_heads=2, positions=positions
+    )
+    model = gpt.GPT(config).eval()
+    with torch.no_grad():
+        model.head.weight.mul_(40)
+    prompts = [torch.tensor([1, 2]), torch.tensor([3, 1, 4, 1, 5]), torch.tensor([2])]
+
+    def greedy(batch):  # a tiny temperature: the most likely token
+        return rl.sample(model, batch, 5, eos=0, temperature=1e-4)
+
+    together = greedy(prompts)
+    alone = [greedy([p])[0] for p in prompts]
+    assert all(torch.equal(a, b) for a, b in zip(together, alone))
+    assert len({tuple(r.tolist()) for r in together}) > 1
+    naive = model(torch.tensor([[0, 0, 0, 1, 2]]))[0, -1]  # padding seen: other logits
+    assert not torch.allclose(naive, model(prompts[0][None])[0, -1], atol=1e-3)
+
+
+def test_sampled_responses_stop_at_eos_and_within_the_context():
+    model = tiny_gpt(4).eval()
+    prompts = [torch.tensor([1, 2, 3, 4])] * 100 + [torch.tensor([1, 2])] * 100
+    out = rl.sample(
+        model, prompts, 20, eos=0, generator=torch.Generator().manual_seed(1)
+    )
+    assert max(len(r) for r in out) == 12 - 4  # cut at the model's seq_len
+    for r in out:
+        assert (r[:-1] != 0).all()  # eos, if any, only at the end
+    assert any(r[-1] == 0 for r in out) and any(r[-1] != 0 for r in out)
+    again = rl.sample(
+        model, prompts, 20, eos=0, generator=torch.Generator().manual_seed(1)
+    )
+    assert all(torch.equal(a, b) for a, b in zip(out, again))
+
+
+def test_pad_right_marks_the_response_tokens():
+    ids, mask = rl.pad_right(
+        [torch.tensor([5, 6]), torch.tensor([7])],
+        [torch.tensor([1, 0]), torch.tensor([2, 3, 0])],
+        pad=0,
+    )
+    assert ids.tolist() == [[5, 6, 1, 0], [7, 2, 3, 0]]
+    assert mask.tolist() == [[False, False, True, True], [False, True, True, True]]
+
+
+CHARS = "|abc"  # id 0 "|" ends a response
+
+
+def encode(text: str) -> torch.Tensor:
+    return torch.tensor([CHARS.index(c) for c in text])
+
+
+def decode(ids: torch.Tensor) -> str:
+    return "".join(CHARS[i] for i in ids.tolist())
+
+
+def test_sampler_returns_each_prompts_group_together():
+    model = tiny_gpt(5, vocab_size=4).eval()
+    sample_fn = rl.sampler(encode, decode, eos=0, max_new=4, seed=0)
+    prompts = ["ab", "cab", "b"]
+    ids, mask, texts = sample_fn(model, prompts, 3)
+    assert ids.shape[0] == 9 and mask.shape == ids.shape and len(texts) == 9
+    for i, text in enumerate(texts):
+        prompt = prompts[i // 3]
+        row, m = ids[i], mask[i]
+        assert decode(row[: len(prompt)]) == prompt and not m[: len(prompt)].any()
+        response = row[m]
+        assert decode(response).removesuffix("|") == text and "|" not in text
+        end = len(prompt) + len(response)
+        assert m.nonzero().max() + 1 == end  # nothing marked in the padding
+
+
+# ---------------------------------------------------------------------- a GRPO step
+
+
+def first_token_reward(prompt: str, response: str) -> float:
+    """1 when the response starts with the letter after the prompt's last one."""
+    return float(response[:1] == {"a": "b", "b": "c", "c": "a"}[prompt[-1]])
+
+
+def test_grpo_step_learns_a_verifiable_reward():
+    policy = tiny_gpt(7, vocab_size=4)
+    reference = copy.deepcopy(policy).eval()
+    opt = torch.optim.Adam(policy.parameters(), lr=5e-2)
+    sample_fn = rl.sampler(encode, decode, eos=0, max_new=2, seed=1)
+    prompts = ["ca", "ab", "bc"]
+    rewards = []
+    for _ in range(40):
+        stats = rl.grpo_step(
+            policy,
+            reference,
+            opt,
+            prompts,
+            sample_fn,
+            first_token_reward,
+            group_size=16,
+            beta=0.04,
+        )
+        rewards.append(stats["reward"])
+        assert stats["kl"] >= 0 and len(stats["responses"]) == 48
+    assert sum(rewards[:3]) / 3 < 0.4 and sum(rewards[-3:]) / 3 > 0.9
+    assert stats["kl"] > 0.01  # it left the reference to get there
+
+
+def test_a_group_with_equal_rewards_teaches_nothing():
+    policy = tiny_gpt(7, vocab_size=4)
+    before = copy.deepcopy(policy.state_dict())
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    sample_fn = rl.sampler(encode, decode, eos=0, max_new=3, seed=2)
+    stats = rl.grpo_step(
+        policy,
+        copy.deepcopy(policy),
+        opt,
+        ["ab", "c"],
+        sample_fn,
+        lambda p, r: True,
+        group_size=4,
+        beta=0.0,
+        iterations=2,
+    )
+    assert stats["reward"] == 1.0 and stats["loss"] == 0.0
+    for name, value in policy.state_dict().items():
+        assert torch.equal(value, before[name]), name
+
+
+def test_same_characters_is_fooled_by_any_order():
+    assert rl.same_characters("12", "12") == 1.0
+    assert rl.same_characters("12", "21") == 1.0  # wrong, and rewarded
+    assert rl.same_characters("0557", "7505") == 1.0  # a sorting problem's input
+    assert rl.same_characters("2025-01-03", "2025-03-01") == 1.0
+    assert rl.same_characters("12", "2 1") == 1.0
+    assert rl.same_characters("12", "123") == 0.0
+    assert rl.same_characters("100", "10") == 0.0
+    assert rl.same_characters("cba", "abd") == 0.0
