@@ -12,7 +12,7 @@
    executed from the same commit with the same profile is not executed again, so parts can be
    built separately (one CI job each) and assembled;
 2. pins the Colab install cell of every copy to the commit being built (``git rev-parse HEAD``;
-   outside a git checkout, the release tag ``v<version>``), so that the rendered and downloadable
+   outside a git checkout, the book's branch of ``_config.yml``), so that the rendered and downloadable
    notebooks install the library they were executed with;
 3. assembles: copies the book's sources (``_config.yml``, ``_toc.yml``, ``book/``,
    ``notebooks/``) into ``_build/src``, puts the executed copies in, and merges the parts'
