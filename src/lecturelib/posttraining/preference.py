@@ -20,7 +20,7 @@
   GRPO uses per token).
 
 Log-probabilities are of whole responses: the sum of ``log π(token)`` over the response
-tokens (``instruct.response_logprobs``). Shapes: ``b`` pairs or sequences, ``t``
+tokens (``chat.response_logprobs``). Shapes: ``b`` pairs or sequences, ``t``
 positions, ``d`` d_model.
 """
 

@@ -1,0 +1,182 @@
+"""Chapter 21: instruction tuning of the real GPT-2 (the ``gpu`` profile, online).
+
+GPT-2 has no chat tokens, so its template is plain text that its tokenizer already
+reads, ``Question: {prompt}\\nAnswer: {response}<|endoftext|>``, the end of the response
+marked by the one special token GPT-2 has. :func:`encode` gives the ids and the mask of
+the tokens the model learns to write (the response and ``<|endoftext|>``);
+:func:`finetune` trains a copy of the model on them with the loss on the response
+only, as the chapter's own SFT does; :func:`respond` decodes greedily, the prompts as
+one left-padded batch read exactly as if each were alone (``GPT(ids, segments)``), to
+``<|endoftext|>``. The tests run all three on a small random GPT-2 and a tokenizer built
+offline.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+
+from lecturelib import train
+from lecturelib.pretraining import gpt
+from lecturelib.validate import check_int, check_number, check_type, describe
+
+QUESTION, ANSWER = "Question: {}\nAnswer:", " {}"
+EOS = "<|endoftext|>"
+
+
+def check_tokenizer(tokenizer) -> None:
+    """A ``tokenizers.Tokenizer`` (or any object with ``encode(text).ids``,
+    ``decode(ids)`` and ``token_to_id``) that knows ``<|endoftext|>``."""
+    for name in ("encode", "decode", "token_to_id"):
+        if not callable(getattr(tokenizer, name, None)):
+            raise TypeError(
+                f"tokenizer must be a tokenizers.Tokenizer (with encode, decode and "
+                f"token_to_id); got {describe(tokenizer)}"
+            )
+    if tokenizer.token_to_id(EOS) is None:
+        raise ValueError(f"the tokenizer has no {EOS} token, which ends a response")
+
+
+def encode(tokenizer, prompt: str, response: str | None = None):
+    """``Question: {prompt}\\nAnswer: {response}<|endoftext|>`` as ids, and the mask of
+    the response's tokens and ``<|endoftext|>``; with no ``response``, the prompt up to
+    ``Answer:``, where generation starts.
+
+    Shapes: → ids ``(t,)`` long, mask ``(t,)`` bool.
+    """
+    check_tokenizer(tokenizer)
+    check_type(prompt, "prompt", str)
+    head = tokenizer.encode(QUESTION.format(prompt)).ids
+    if response is None:
+        return torch.tensor(head), torch.zeros(len(head), dtype=torch.bool)
+    check_type(response, "response", (str,), "a str or None")
+    tail = tokenizer.encode(ANSWER.format(response)).ids + [tokenizer.token_to_id(EOS)]
+    mask = torch.arange(len(head) + len(tail)) >= len(head)
+    return torch.tensor(head + tail), mask
+
+
+def check_pairs(pairs) -> None:
+    """A non-empty list of ``(prompt, response)`` string pairs."""
+    if not (
+        isinstance(pairs, (list, tuple))
+        and pairs
+        and all(
+            isinstance(p, (list, tuple))
+            and len(p) == 2
+            and all(isinstance(s, str) for s in p)
+            for p in pairs
+        )
+    ):
+        raise TypeError(
+            f"pairs must be a non-empty list of (prompt, response) str pairs; got "
+            f"{describe(pairs)}"
+        )
+
+
+def check_finetune(model, tokenizer, pairs, steps, batch_size, lr, seed) -> None:
+    gpt.check_gpt(model)
+    check_tokenizer(tokenizer)
+    check_pairs(pairs)
+    check_int(steps, "steps", 1)
+    check_int(batch_size, "batch_size", 1)
+    check_number(lr, "lr", 0, low_open=True)
+    check_int(seed, "seed", 0)
+
+
+def finetune(
+    model: gpt.GPT,
+    tokenizer,
+    pairs: list[tuple[str, str]],
+    *,
+    steps: int,
+    batch_size: int = 16,
+    lr: float = 5e-5,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[gpt.GPT, train.History]:
+    """A copy of ``model`` finetuned on ``pairs`` ``(prompt, response)`` in the template
+    of :func:`encode`, the loss on the response only, AdamW at ``lr`` with a short
+    warm-up and cosine decay, on the model's device (mixed precision on CUDA)."""
+    check_finetune(model, tokenizer, pairs, steps, batch_size, lr, seed)
+    examples = [encode(tokenizer, p, r) for p, r in pairs]
+    eos = tokenizer.token_to_id(EOS)
+    g = torch.Generator().manual_seed(seed)
+
+    def batch(step):
+        rows = torch.randint(0, len(examples), (batch_size,), generator=g)
+        chosen = [examples[i] for i in rows]
+        t = max(len(x) for x, _ in chosen)
+        ids = torch.full((batch_size, t), eos)  # padding: masked out below
+        mask = torch.zeros(batch_size, t, dtype=torch.bool)
+        for i, (x, m) in enumerate(chosen):
+            ids[i, : len(x)], mask[i, : len(m)] = x, m
+        return ids[:, :-1], ids[:, 1:], mask[:, 1:]
+
+    def loss_fn(m, b):
+        ids, targets, mask = b
+        return F.cross_entropy(m(ids)[mask].float(), targets[mask])
+
+    model = copy.deepcopy(model).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    hist = train.fit(
+        model,
+        batch,
+        loss_fn,
+        steps=steps,
+        optimizer=opt,
+        scheduler=train.warmup_cosine(opt, steps, max(1, steps // 10), 0.1),
+        clip=1.0,
+        progress=progress,
+        desc="SFT of GPT-2",
+    )
+    return model.eval(), hist
+
+
+def check_respond(model, tokenizer, prompts, max_new) -> None:
+    gpt.check_gpt(model)
+    check_tokenizer(tokenizer)
+    if not (
+        isinstance(prompts, (list, tuple))
+        and prompts
+        and all(isinstance(p, str) for p in prompts)
+    ):
+        raise TypeError(
+            f"prompts must be a non-empty list of str; got {describe(prompts)}"
+        )
+    check_int(max_new, "max_new", 1)
+
+
+@torch.no_grad()
+def respond(
+    model: gpt.GPT, tokenizer, prompts: list[str], max_new: int = 16
+) -> list[str]:
+    """Greedy responses of ``model`` to ``prompts`` in the template of :func:`encode`,
+    up to ``<|endoftext|>`` (not kept) or ``max_new`` tokens, stripped of the space
+    that follows ``Answer:``. One batch, left-padded: the padding is a segment of its
+    own, so each prompt is read as if it were alone."""
+    check_respond(model, tokenizer, prompts, max_new)
+    device = train.model_device(model)
+    eos = tokenizer.token_to_id(EOS)
+    heads = [encode(tokenizer, p)[0] for p in prompts]
+    t = max(len(h) for h in heads)
+    ids = torch.full((len(heads), t), eos)
+    segments = torch.ones_like(ids)  # 0: the left padding
+    for i, h in enumerate(heads):
+        ids[i, t - len(h) :], segments[i, : t - len(h)] = h, 0
+    ids, segments = ids.to(device), segments.to(device)
+    done = torch.zeros(len(heads), dtype=torch.bool, device=device)
+    for _ in range(min(max_new, model.config.seq_len - t)):
+        token = model(ids, segments)[:, -1].argmax(-1)  # (b,)
+        token = torch.where(done, eos, token)
+        ids = torch.cat([ids, token[:, None]], dim=1)
+        segments = F.pad(segments, (0, 1), value=1)
+        done |= token == eos
+        if done.all():
+            break
+    out = []
+    for row in ids[:, t:].cpu().tolist():
+        row = row[: row.index(eos)] if eos in row else row
+        out.append(tokenizer.decode(row).strip())
+    return out

@@ -1,0 +1,173 @@
+"""lecturelib.posttraining.chat: the chat vocabulary and template, the masked loss,
+packing, response log-probabilities, decoding, and the sampler of GRPO's groups."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lecturelib.posttraining import chat, instructions, rollout, sft
+from lecturelib.pretraining import gpt
+from lecturelib.transformers import decoding
+
+
+def tiny(seq_len=96, seed=0, positions="rope"):
+    torch.manual_seed(seed)
+    return gpt.GPT(
+        gpt.GPTConfig(
+            vocab_size=len(chat.VOCAB),
+            seq_len=seq_len,
+            d_model=32,
+            n_layers=2,
+            n_heads=2,
+            positions=positions,
+        )
+    ).eval()
+
+
+# ----------------------------------------------------------------------------- vocabulary
+
+
+def test_vocab_round_trip_and_special_tokens():
+    v = chat.VOCAB
+    text = "<|user|>Sort the digits: 3141<|assistant|>1134<|end|>"
+    ids = v.encode(text)
+    assert v.decode(ids) == text
+    assert ids[0] == v.user and ids[-1] == v.end
+    assert (ids == v.assistant).sum() == 1
+    assert (
+        len(ids) == len("Sort the digits: 3141") + len("1134") + 3
+    )  # one id per special
+    assert v.pad == 0 and len(v) == 4 + 96
+    assert v.decode(v.encode("\n a~")) == "\n a~"
+
+
+# ----------------------------------------------------------------------------- template
+
+
+def test_chat_template_and_mask():
+    ids, mask = chat.chat("Add: 1 + 2", "3")
+    assert chat.VOCAB.decode(ids) == "<|user|>Add: 1 + 2<|assistant|>3<|end|>"
+    assert chat.VOCAB.decode(ids[mask]) == "3<|end|>"
+    assert mask.dtype == torch.bool and not mask[: len(ids) - 2].any()
+    head, none = chat.chat("Add: 1 + 2")
+    assert torch.equal(head, ids[: len(head)]) and not none.any()
+    assert chat.VOCAB.decode(head).endswith(chat.ASSISTANT)
+    assert torch.equal(chat.chat("q", "3<|end|>")[0], chat.chat("q", "3")[0])
+
+
+def test_masked_loss_gives_prompt_tokens_zero_gradient():
+    model = tiny()
+    ex = [chat.chat(p, a) for p, a in instructions.problems("add", 3, seed=0)]
+    x, y, _, m = chat.shifted(*chat.collate(ex))
+    logits = model(x)
+    logits.retain_grad()
+    loss = chat.masked_loss(logits, y, m)
+    loss.backward()
+    assert logits.grad[~m].abs().max() == 0  # prompt and padding
+    assert (logits.grad[m].abs().sum(-1) > 0).all()  # every response token
+    ref = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none")
+    torch.testing.assert_close(loss, ref[m.flatten()].mean())
+
+
+def test_collate_pads_on_the_right():
+    ex = [chat.chat("Add: 1 + 2", "3"), chat.chat("Write abcdef backwards.", "fedcba")]
+    ids, mask = chat.collate(ex)
+    assert ids.shape == (2, len(ex[1][0]))
+    assert (ids[0, len(ex[0][0]) :] == chat.VOCAB.pad).all() and not mask[
+        0, len(ex[0][0]) :
+    ].any()
+
+
+@pytest.mark.parametrize("positions", ["rope", "learned"])
+def test_packed_equals_unpacked(positions):
+    model = tiny(positions=positions)
+    ex = [chat.chat(p, a) for k in instructions.KINDS for p, a in instructions.problems(k, 3, seed=2)]
+    ids, targets, segments, mask = chat.pack(ex, 96)
+    assert ids.shape[1] == 96 and len(ids) < len(ex)  # several per row
+    assert (segments[:, 1:] >= segments[:, :-1]).all()
+    assert mask.sum() == sum(m[1:].sum() for _, m in ex)
+    with torch.no_grad():
+        packed = model(ids, segments)
+        r, at = 0, 0
+        for x, m in ex:
+            n = len(x) - 1
+            if at + n > 96:
+                r, at = r + 1, 0
+            alone = model(x[None, :-1])[0]
+            torch.testing.assert_close(
+                packed[r, at : at + n], alone, atol=1e-5, rtol=1e-5
+            )
+            assert torch.equal(targets[r, at : at + n], x[1:])
+            assert torch.equal(mask[r, at : at + n], m[1:])
+            at += n
+    loss_packed = sft.sft_loss(model, (ids, targets, segments, mask))
+    loss_alone = sft.sft_loss(model, chat.shifted(*chat.collate(ex)))
+    torch.testing.assert_close(loss_packed, loss_alone, atol=1e-5, rtol=1e-5)
+
+
+def test_pack_refuses_an_example_too_long():
+    ex = [chat.chat("Write abcdef backwards.", "fedcba")]
+    with pytest.raises(ValueError, match="does not fit seq_len=10"):
+        chat.pack(ex, 10)
+
+
+def test_response_logprobs_equals_token_by_token():
+    model = tiny()
+    ex = [chat.chat(p, a) for p, a in instructions.problems("reverse", 4, seed=3)]
+    ids, mask = chat.collate(ex)
+    got = chat.response_logprobs(model, ids, mask)
+    assert got.shape == (4,)
+    for i, (x, m) in enumerate(ex):
+        n_prompt = int((~m).sum())
+        step = lambda prefix: model(prefix)[:, -1]  # noqa: E731
+        ref = decoding.sequence_logprobs(step, x[None], n_prompt).sum()
+        torch.testing.assert_close(got[i].double(), ref, atol=1e-4, rtol=1e-5)
+    with torch.no_grad():  # right padding changes nothing
+        longer = torch.cat([ids, torch.zeros(4, 5, dtype=torch.long)], 1)
+        more = torch.cat([mask, torch.zeros(4, 5, dtype=torch.bool)], 1)
+        torch.testing.assert_close(
+            chat.response_logprobs(model, longer, more), got.detach()
+        )
+
+
+def test_respond_greedy_equals_one_prompt_at_a_time():
+    model = tiny()
+    prompts = [
+        p for p, _ in instructions.problems("sort", 6, seed=0) + instructions.problems("add", 3, seed=0)
+    ]
+    batched = chat.respond(model, prompts, max_new=5)
+    for p, r in zip(prompts, batched):
+        ids = chat.chat(p)[0][None]
+        out = decoding.greedy(lambda x: model(x)[:, -1], ids, 5, eos=chat.VOCAB.end)
+        text = chat.VOCAB.decode(out[0, ids.shape[1] :])
+        assert r == (text[: text.index(chat.END) + len(chat.END)] if chat.END in text else text)
+    g1, g2 = (torch.Generator().manual_seed(0) for _ in range(2))
+    assert chat.respond(model, prompts, 5, 1.0, g1) == chat.respond(
+        model, prompts, 5, 1.0, g2
+    )
+
+
+def test_group_sampler_feeds_grpo_step():
+    model = tiny()
+    prompts = [p for p, _ in instructions.problems("sort", 3, seed=0)]
+    ids, mask, texts = chat.group_sampler(max_new=6, seed=1)(model, prompts, 4)
+    assert ids.shape[0] == mask.shape[0] == len(texts) == 12 and mask.dtype == torch.bool
+    for i, (row, m) in enumerate(zip(ids, mask)):
+        head = chat.chat(prompts[i // 4])[0]
+        assert torch.equal(row[: len(head)], head) and not m[: len(head)].any()
+        written = chat.VOCAB.decode(row[m])
+        assert written.removesuffix(chat.END) == texts[i] and chat.END not in texts[i]
+        assert 1 <= int(m.sum()) <= 6
+    again = chat.group_sampler(max_new=6, seed=1)(model, prompts, 4)
+    assert torch.equal(again[0], ids) and again[2] == texts          # seeded
+    torch.testing.assert_close((rollout.token_logprobs(model, ids) * mask).sum(-1),
+                               chat.response_logprobs(model, ids, mask))
+    ref = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    stats = rollout.grpo_step(model, ref, opt, prompts, chat.group_sampler(max_new=6),
+                         lambda p, r: float(len(r) % 2), group_size=4)
+    assert len(stats["responses"]) == 12 and 0 <= stats["reward"] <= 1

@@ -1,0 +1,202 @@
+"""Bad input to lecturelib.posttraining.chat: the error and its message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lecturelib.posttraining import chat
+from lecturelib.pretraining import gpt
+
+
+IDS = torch.tensor([[1, 5, 6, 2, 7, 3]])
+MASK = torch.tensor([[False, False, False, False, True, True]])
+
+
+def tiny():
+    torch.manual_seed(0)
+    return gpt.GPT(
+        gpt.GPTConfig(
+            vocab_size=len(chat.VOCAB), seq_len=16, d_model=16, n_layers=1, n_heads=2
+        )
+    )
+
+
+EX = chat.chat("Add: 1 + 2", "3")
+LOGITS = torch.zeros(1, 6, len(chat.VOCAB))
+
+
+CASES = [
+    # vocabulary
+    (lambda: chat.VOCAB.encode(3), TypeError, r"text must be str; got int 3"),
+    (
+        lambda: chat.VOCAB.encode("café"),
+        ValueError,
+        r"text holds 'é', which is not in the chat vocabulary \(newline and printable "
+        r"ASCII\)",
+    ),
+    (
+        lambda: chat.VOCAB.decode("abc"),
+        TypeError,
+        r"ids must be a 1-D tensor or a list of ids; got str 'abc'",
+    ),
+    (
+        lambda: chat.VOCAB.decode([0, 100]),
+        ValueError,
+        r"ids must hold token ids in 0..99; got ids from 0 to 100",
+    ),
+    (
+        lambda: chat.VOCAB.decode(torch.zeros(2, 2, dtype=torch.long)),
+        ValueError,
+        r"ids must be 1-D \(t,\) token ids; got shape \(2, 2\)",
+    ),
+    # template and batches
+    (lambda: chat.chat(["hi"]), TypeError, r"prompt must be str; got list"),
+    (lambda: chat.chat("hi", 3), TypeError, r"response must be a str or None; got int 3"),
+    (
+        lambda: chat.collate([]),
+        ValueError,
+        r"examples must hold at least one \(ids, mask\) pair; got none",
+    ),
+    (
+        lambda: chat.collate(EX),
+        TypeError,
+        r"examples\[0\] must be an \(ids, mask\) pair; got torch.int64 tensor",
+    ),
+    (
+        lambda: chat.collate([(EX[0], EX[1].long())]),
+        TypeError,
+        r"examples\[0\] mask must be a bool tensor; got torch.int64 tensor",
+    ),
+    (
+        lambda: chat.collate([(EX[0], EX[1][:-1])]),
+        ValueError,
+        r"examples\[0\]: mask \(13,\) must match ids \(14,\)",
+    ),
+    (
+        lambda: chat.collate([(EX[0].float(), EX[1])]),
+        TypeError,
+        r"examples\[0\] ids must be an integer \(long\) tensor of token ids",
+    ),
+    (lambda: chat.pack([EX], 0), ValueError, r"seq_len must be an int >= 1; got int 0"),
+    (
+        lambda: chat.pack([EX], 5),
+        ValueError,
+        r"an example of 14 tokens does not fit seq_len=5 \(13 inputs\)",
+    ),
+    (
+        lambda: chat.shifted(IDS, MASK.long()),
+        TypeError,
+        r"mask must be a bool tensor \(b, t\); got torch.int64 tensor",
+    ),
+    (
+        lambda: chat.shifted(IDS[:, :1], MASK[:, :1]),
+        ValueError,
+        r"ids must have t >= 2 positions; got shape \(1, 1\)",
+    ),
+    # losses and log-probabilities
+    (
+        lambda: chat.masked_loss(LOGITS.long(), IDS, MASK),
+        TypeError,
+        r"logits must be a float tensor \(b, t, v\); got torch.int64 tensor",
+    ),
+    (
+        lambda: chat.masked_loss(LOGITS[0], IDS, MASK),
+        ValueError,
+        r"logits must be \(b, t, v\); got shape \(6, 100\)",
+    ),
+    (
+        lambda: chat.masked_loss(LOGITS, IDS + 99, MASK),
+        ValueError,
+        r"targets must hold token ids in 0..99; got ids from 100 to 106",
+    ),
+    (
+        lambda: chat.masked_loss(LOGITS, IDS, MASK.float()),
+        TypeError,
+        r"mask must be a bool tensor \(b, t\); got torch.float32 tensor",
+    ),
+    (
+        lambda: chat.masked_loss(LOGITS, IDS[:, :5], MASK),
+        ValueError,
+        r"logits \(1, 6, 100\), targets \(1, 5\) and mask \(1, 6\) must share \(b, t\)",
+    ),
+    (
+        lambda: chat.masked_loss(LOGITS, IDS, MASK & False),
+        ValueError,
+        r"mask marks no token: there is nothing to learn",
+    ),
+    (
+        lambda: chat.response_logprobs(tiny(), IDS, MASK[:, :5]),
+        ValueError,
+        r"mask \(1, 5\) must match ids \(1, 6\)",
+    ),
+    (
+        lambda: chat.response_logprobs(tiny(), IDS, ~MASK),
+        ValueError,
+        r"mask marks position 0, which no token precedes",
+    ),
+    (
+        lambda: chat.response_logprobs(tiny(), IDS.float(), MASK),
+        TypeError,
+        r"ids must be an integer \(long\) tensor of token ids",
+    ),
+    (
+        lambda: chat.response_logprobs("model", IDS, MASK),
+        TypeError,
+        r"model must be a gpt.GPT; got str",
+    ),
+    # decoding
+    (
+        lambda: chat.respond(torch.nn.Linear(2, 2), ["hi"]),
+        TypeError,
+        r"model must be a gpt.GPT; got Linear",
+    ),
+    (
+        lambda: chat.respond(tiny(), "hi"),
+        TypeError,
+        r"prompts must be a non-empty list of str; got str 'hi'",
+    ),
+    (
+        lambda: chat.respond(tiny(), []),
+        TypeError,
+        r"prompts must be a non-empty list of str; got list \[\]",
+    ),
+    (
+        lambda: chat.respond(tiny(), ["hi"], max_new=0),
+        ValueError,
+        r"max_new must be an int >= 1; got int 0",
+    ),
+    (
+        lambda: chat.respond(tiny(), ["hi"], temperature=-1.0),
+        ValueError,
+        r"temperature must be a finite number in \[0, inf\); got float -1.0",
+    ),
+    (
+        lambda: chat.respond(tiny(), ["hi"], temperature=1.0),
+        TypeError,
+        r"generator must be a torch.Generator; got NoneType",
+    ),
+    (
+        lambda: chat.respond(tiny(), ["hi"], stop="\n\n"),
+        ValueError,
+        r"stop must be one token \(a special token or a character\); got '\\n\\n'",
+    ),
+    (
+        lambda: chat.respond(tiny(), ["a" * 20]),
+        ValueError,
+        r"a prompt of 22 tokens leaves no room to answer in the model's seq_len = 16",
+    ),
+    (lambda: chat.logprobs(tiny(), ["a"], ["b", "c"]), ValueError,
+     r"responses must be a list of one str per prompt \(1\); got list"),
+    (lambda: chat.logprobs("gpt", ["a"], ["b"]), TypeError, r"model must be a gpt.GPT; got str"),
+    (lambda: chat.group_sampler(max_new=0), ValueError, r"max_new must be an int >= 1"),
+    (lambda: chat.group_sampler(temperature=0.0), ValueError,
+     r"temperature must be a finite number in \(0, inf\); got float 0.0"),
+    (lambda: chat.group_sampler(seed=-1), ValueError, r"seed must be an int >= 0; got int -1"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES)
+def test_bad_input_is_refused_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

@@ -1,0 +1,64 @@
+"""posttraining.gpt2_sft: GPT-2's plain-text chat template, SFT and greedy responses,
+on a small random GPT-2 and a byte-level BPE tokenizer trained here (no download)."""
+
+import pytest
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from lecturelib.posttraining import gpt2_sft, weights
+from lecturelib.pretraining import gpt
+
+PAIRS = [("Sort 3141.", "1134"), ("Write abc backwards.", "cba"),
+         ("Add: 2 + 40", "42"), ("ISO date: Jul 2 1999", "1999-07-02")]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=[gpt2_sft.EOS],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    text = [gpt2_sft.QUESTION.format(p) + gpt2_sft.ANSWER.format(r) for p, r in PAIRS]
+    tok.train_from_iterator(text * 20, trainer)
+    return tok
+
+
+def small_gpt2(tokenizer, seed=0):
+    torch.manual_seed(seed)
+    config = weights.gpt2_config({"vocab_size": tokenizer.get_vocab_size(),
+                                  "n_positions": 64, "n_embd": 48, "n_layer": 2,
+                                  "n_head": 4, "activation_function": "gelu_new"})
+    return gpt.GPT(config).eval()
+
+
+def test_encode_masks_the_response_and_the_end(tokenizer):
+    ids, mask = gpt2_sft.encode(tokenizer, "Sort 3141.", "1134")
+    head, none = gpt2_sft.encode(tokenizer, "Sort 3141.")
+    assert not none.any() and torch.equal(ids[: len(head)], head)
+    assert not mask[: len(head)].any() and mask[len(head):].all()
+    eos = tokenizer.token_to_id(gpt2_sft.EOS)
+    assert ids[-1] == eos and (ids[:-1] != eos).all()
+    assert tokenizer.decode(ids[mask][:-1].tolist()) == " 1134"
+    assert tokenizer.decode(head.tolist()) == "Question: Sort 3141.\nAnswer:"
+
+
+def test_batched_responses_equal_one_at_a_time(tokenizer):
+    model = small_gpt2(tokenizer)
+    prompts = [p for p, _ in PAIRS]       # of different lengths: left padding differs
+    batched = gpt2_sft.respond(model, tokenizer, prompts, max_new=6)
+    alone = [gpt2_sft.respond(model, tokenizer, [p], max_new=6)[0] for p in prompts]
+    assert batched == alone
+
+
+def test_finetuning_teaches_the_responses_and_where_to_stop(tokenizer):
+    model = small_gpt2(tokenizer)
+    before = gpt2_sft.respond(model, tokenizer, [p for p, _ in PAIRS], max_new=8)
+    tuned, hist = gpt2_sft.finetune(model, tokenizer, PAIRS, steps=80, batch_size=4,
+                                    lr=3e-3, progress=False)
+    after = gpt2_sft.respond(tuned, tokenizer, [p for p, _ in PAIRS], max_new=8)
+    assert after == [r for _, r in PAIRS] != before
+    assert hist.train_loss[-1] < 0.1 * hist.train_loss[0]
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                 small_gpt2(tokenizer).state_dict().values()))
