@@ -3,7 +3,8 @@ called as the chapters call them with ``device=run.device`` or with a model move
 run "on a T4" through the CUDA stand-in (tests/cuda_standin.py). The stand-in raises where
 CUDA would (a cuda tensor meeting a CPU one, a CPU generator driving a cuda op, ``.numpy()``
 of a cuda tensor), so each test passing means the code keeps its tensors on the model's
-device; results are checked to be on cuda and, where the CPU run is cheap, equal to it.
+device; results are checked to be on cuda and, where the CPU run is cheap, equal to it. On a machine
+with a real CUDA device every test runs there too (marked ``gpu``).
 """
 
 from __future__ import annotations
@@ -27,17 +28,27 @@ from test_compose import CACHED_REFUSES, VARIANTS, plain, tokens
 from translation_helpers import toy_corpus
 
 CUDA = torch.device("cuda")
+REAL_CUDA = torch.cuda.is_available()  # before the stand-in: a real device
 TOL = dict(atol=1e-5, rtol=1e-5)
 
 
-@pytest.fixture(autouse=True)
-def _on_a_t4():
+@pytest.fixture(
+    autouse=True, params=["t4-standin", pytest.param("cuda", marks=pytest.mark.gpu)]
+)
+def _on_a_gpu(request):
+    """Every test twice: on the stand-in's T4, and on a real CUDA device where there is
+    one (marked ``gpu``; skipped on a machine without CUDA)."""
+    if request.param == "cuda":
+        if not REAL_CUDA:
+            pytest.skip("needs a CUDA device")
+        yield
+        return
     with cuda_standin():
         yield
 
 
 def on_cuda(*xs) -> bool:
-    return all(is_cuda(x) for x in xs)
+    return all(is_cuda(x) or (REAL_CUDA and x.device.type == "cuda") for x in xs)
 
 
 def cpu_and_cuda(build):
