@@ -11,16 +11,21 @@ what CUDA refuses:
 
 - a float16 FFT of a size that is not a power of two (cuFFT's limit), bfloat16 autocast.
 
+Triton is hidden (``import triton`` raises ImportError): its kernels compile for a real GPU's
+driver, which the stand-in does not have, so code takes its path for a machine without Triton.
+
 Factories with ``device="cuda"``, ``.to("cuda")``, ``.cuda()`` and ``module.to("cuda")``
 (parameters keep their identity; their gradients and the buffers move too) make tagged
 tensors; the results of ops on cuda tensors are tagged; ``.cpu()`` and ``.to("cpu")`` copy
 to an untagged tensor. ``torch.cuda`` describes a Tesla T4 (capability 7.5, 15 GiB, no
 bf16, not even emulated). ``autocast("cuda")`` runs as CPU autocast with CUDA's dtype
 (float16 by default) and CUDA's op lists (softmax, exp, cumsum, sum, norms and losses in
-float32; RNNs in float16), and ``torch.amp.GradScaler("cuda")`` scales fp16 losses of CPU
-tensors. ``torch.load(map_location="cuda")`` tags what it loads; ``torch.save`` stores a
-cuda tensor as the CPU tensor it is. ``loss.backward()`` runs with the stand-in on (custom
-autograd Functions run Python there: their factories with ``device="cuda"`` work).
+float32; RNNs in float16); its float16 ops (matmuls, convolutions, attention, RNNs) compute
+as tensor cores do, at the CPU's float32 speed: inputs rounded to float16, sums in float32,
+a float16 result. ``torch.amp.GradScaler("cuda")`` scales fp16 losses of CPU tensors.
+``torch.load(map_location="cuda")`` tags what it loads; ``torch.save`` stores a cuda tensor
+as the CPU tensor it is. ``loss.backward()`` runs with the stand-in on (custom autograd
+Functions run Python there: their factories with ``device="cuda"`` work).
 
     with cuda_standin():
         model = Model().to("cuda")
@@ -30,14 +35,18 @@ autograd Functions run Python there: their factories with ``device="cuda"`` work
 
 What it cannot see: code in C++ (it checks the arguments of each torch call, not what torch
 does inside), devices inside a backward pass (the engine's gradients carry no tag, so
-there results are tagged but nothing is refused), memory use (``memory_allocated`` is 0)
-and speed.
+there results are tagged but nothing is refused), torch functions written in Python that
+call others (``F.multi_head_attention_forward``: the mode sees the outer call only, so its
+matmuls run under CPU autocast, in float16), memory use (``memory_allocated`` is 0) and
+speed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import importlib.abc
+import sys
 import types
 
 import torch
@@ -384,8 +393,12 @@ class _Mode(TorchFunctionMode):
             args = _cufft(func, args, kwargs)
         cast = _cuda_autocast_cast(func, args, kwargs) if cuda else None
         if cast is not None:  # run at CUDA's precision, CPU autocast off
+            (args, kwargs), out_dtype = cast
             with _ORIGINAL_AUTOCAST("cpu", enabled=False):
-                return _tag_outputs(func(*cast[0], **cast[1]), inputs, cuda, func)
+                out = func(*args, **kwargs)
+            if out_dtype is not None:  # a tensor-core op: its float32 result in fp16
+                out = pytree.tree_map(lambda t: _cast_float(t, out_dtype), out)
+            return _tag_outputs(out, inputs, cuda, func)
         return _tag_outputs(func(*args, **kwargs), inputs, cuda, func)
 
 
@@ -406,8 +419,15 @@ CUDA_FP32_OPS = frozenset(
     triplet_margin_loss""".split()
 )
 CUDA_FP16_OPS = frozenset(
-    """mv addmv addr chain_matmul multi_dot lstm_cell gru_cell rnn_tanh_cell
-    rnn_relu_cell lstm gru rnn_tanh rnn_relu""".split()  # cuDNN's RNNs run in fp16
+    # CPU autocast's lower-precision list, which CUDA's shares (torch's amp docs, "CPU Ops
+    # that can autocast to bfloat16"), under the names torch functions carry ...
+    """__matmul__ __rmatmul__ matmul mm bmm addmm addbmm baddbmm linear linalg_vecdot
+    conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d conv_tbc
+    convolution _convolution prelu scaled_dot_product_attention
+    _native_multi_head_attention einsum tensordot"""  # (the last two: their matmuls)
+    # ... and CUDA's alone: CPU autocast keeps these in float32 (cuDNN's RNNs run in fp16)
+    """ mv addmv addr chain_matmul multi_dot lstm_cell gru_cell rnn_tanh_cell
+    rnn_relu_cell lstm gru rnn_tanh rnn_relu""".split()
 )
 _AUTOCAST_CUDA: list[bool] = []  # per entered autocast: is it the stand-in's cuda one?
 _is_autocast_enabled = torch.is_autocast_enabled
@@ -439,9 +459,27 @@ class autocast(torch.amp.autocast_mode.autocast):
         return super().__exit__(*exc)
 
 
+def _cast_float(t, dtype):
+    """``t`` in ``dtype`` if it is a floating tensor other than float64 (the tensors that
+    autocast casts), keeping its device tag; anything else as it is. Autograd sees the
+    cast (``Tensor.to``), so gradients flow back through it in the tensor's own dtype."""
+    if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64:
+        return _retag(t.to(dtype), is_cuda(t)) if t.dtype != dtype else t
+    return t
+
+
 def _cuda_autocast_cast(func, args, kwargs):
-    """Under the stand-in's CUDA autocast, the inputs cast as CUDA autocast would cast
-    them, or None where it leaves them (and CPU autocast runs the op)."""
+    """Under the stand-in's CUDA autocast, ``((args, kwargs), out_dtype)``: the inputs
+    cast as CUDA autocast would cast them and the dtype to cast the outputs to (None: as
+    the op returns them), or None where CUDA autocast leaves the op to CPU autocast.
+
+    - :data:`CUDA_FP32_OPS` take their float16 inputs in float32.
+    - :data:`CUDA_FP16_OPS` (matmuls, convolutions, attention, RNNs) are what a GPU runs
+      on its tensor cores: float16 inputs, products summed in float32, a float16 result.
+      The stand-in does the same sums at the CPU's float32 speed (its float16 matmuls are
+      ~20x slower): the inputs rounded to float16 and back to float32, the op in float32
+      (CPU autocast off), and the result cast to float16 (``out_dtype``).
+    """
     if not (_AUTOCAST_CUDA and _AUTOCAST_CUDA[-1] and _is_autocast_enabled("cpu")):
         return None
     name = _name(func)
@@ -450,19 +488,26 @@ def _cuda_autocast_cast(func, args, kwargs):
             "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to "
             "autocast. (cuda stand-in)"
         )
-    if name in CUDA_FP32_OPS:
-        low, dtype = (torch.float16, torch.bfloat16), torch.float32
-    elif name in CUDA_FP16_OPS:
-        low, dtype = (torch.float32,), torch.get_autocast_dtype("cpu")
-    else:
+    if "out" in kwargs:  # autocast does not cast ops that write into a given tensor
         return None
+    if name in CUDA_FP32_OPS:
 
-    def cast(t):
-        if isinstance(t, torch.Tensor) and t.dtype in low:
-            return _retag(t.to(dtype), is_cuda(t))
-        return t
+        def cast(t):
+            if isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16):
+                return _cast_float(t, torch.float32)
+            return t
 
-    return pytree.tree_map(cast, (args, kwargs))
+        return pytree.tree_map(cast, (args, kwargs)), None
+    if name in CUDA_FP16_OPS:
+        low = torch.get_autocast_dtype("cpu")  # float16: a T4 refuses bfloat16
+
+        def rounded(t):  # to the precision of a float16 tensor, kept in float32
+            return _cast_float(_cast_float(t, low), torch.float32)
+
+        if name == "einsum" and len(_tensors((args, kwargs))) < 2:
+            return None  # one operand: a sum or a trace, no matmul
+        return pytree.tree_map(rounded, (args, kwargs)), low
+    return None
 
 
 class _CudaAmpAutocast(autocast):  # torch.cuda.amp.autocast(...)
@@ -579,6 +624,35 @@ def _patches() -> list[tuple[object, str, object, str]]:
     return out
 
 
+class _NoTriton(importlib.abc.MetaPathFinder):
+    """Refuses ``import triton`` (and its submodules) while the stand-in is installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "triton" or name.startswith("triton."):
+            raise ImportError(
+                "Triton compiles its kernels for a real GPU; the cuda stand-in has none",
+                name=name,
+            )
+        return None
+
+
+_NO_TRITON = _NoTriton()
+_TRITON_MODULES: dict[str, types.ModuleType] = {}  # imported before install()
+
+
+def _hide_triton() -> None:
+    for name in [m for m in sys.modules if m == "triton" or m.startswith("triton.")]:
+        _TRITON_MODULES[name] = sys.modules.pop(name)
+    sys.meta_path.insert(0, _NO_TRITON)
+
+
+def _show_triton() -> None:
+    if _NO_TRITON in sys.meta_path:
+        sys.meta_path.remove(_NO_TRITON)
+    sys.modules.update(_TRITON_MODULES)
+    _TRITON_MODULES.clear()
+
+
 _PATCHES_ORIGINAL: dict[str, object] = {}
 _MODE: list[_Mode] = []
 
@@ -598,6 +672,7 @@ def install() -> None:
     original = _PATCHES_ORIGINAL["Parameter.__new__"]
     if isinstance(original, staticmethod):
         _PATCHES_ORIGINAL["Parameter.__new__"] = original.__func__
+    _hide_triton()
     mode = _Mode()
     mode.__enter__()
     _MODE.append(mode)
@@ -608,6 +683,7 @@ def uninstall() -> None:
     if not _MODE:
         return
     _MODE.pop().__exit__(None, None, None)
+    _show_triton()
     for owner, name, _, key in _patches():
         original = _PATCHES_ORIGINAL.pop(key)
         if key == "Parameter.__new__":

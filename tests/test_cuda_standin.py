@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from cuda_standin import CudaParameter, CudaTensor, cuda_standin, install, is_cuda
 from cuda_standin import uninstall
@@ -385,3 +386,84 @@ def test_float16_ffts_take_powers_of_two_only_as_cufft():
     with pytest.raises(RuntimeError, match="BFloat16"):
         torch.fft.rfft(x.bfloat16())
     assert is_cuda(torch.fft.rfft(x, n=600))  # float32: any size
+
+
+class AtenDtypes(TorchDispatchMode):
+    """Records (op, dtype) of the matmul and convolution kernels that run inside it."""
+
+    OPS = ("mm", "addmm", "bmm", "baddbmm", "convolution", "_scaled_dot_product")
+
+    def __enter__(self):
+        self.ran = []
+        super().__enter__()
+        return self.ran
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name.startswith(self.OPS) and "backward" not in name:
+            dtypes = {a.dtype for a in args if isinstance(a, torch.Tensor)}
+            self.ran += [(name, d) for d in dtypes]
+        return func(*args, **(kwargs or {}))
+
+
+def test_autocast_matmuls_compute_as_tensor_cores_in_float32():
+    """CUDA autocast's float16 ops run as on a GPU's tensor cores: float16 inputs, sums in
+    float32, a float16 result; the stand-in computes the sums in float32 (CPU autocast's
+    float16 matmuls are ~20x slower) and gradients flow back through the casts."""
+    torch.manual_seed(0)
+    x = torch.randn(8, 64, device="cuda", requires_grad=True)
+    linear = nn.Linear(64, 32).to("cuda")
+    b = torch.randn(64, 16, device="cuda")
+
+    def tensor_cores(*ts):  # the float32 op of float16-rounded inputs, its result in fp16
+        return [t.detach().half().float() for t in ts]
+
+    with torch.autocast("cuda"):
+        y, z = linear(x), x @ b
+        conv = F.conv1d(x[None], torch.randn(4, 8, 3, device="cuda"))
+    assert y.dtype == z.dtype == conv.dtype == torch.float16
+    assert is_cuda(y) and is_cuda(z) and is_cuda(conv)
+    xr, wr, br, bias = tensor_cores(x, linear.weight, b, linear.bias)
+    # Equal (not close) to the float32 result rounded once to float16.
+    assert torch.equal(y, F.linear(xr, wr, bias).half())
+    assert torch.equal(z, (xr @ br).half())
+    with AtenDtypes() as ran:  # and the kernels that ran were float32 ones (fast)
+        with torch.autocast("cuda"):
+            y, z = linear(x), x @ b
+            F.conv1d(x[None], torch.randn(4, 8, 3, device="cuda"))
+        (y.float().sum() + z.float().sum()).backward()
+    assert {"addmm", "mm", "convolution"} <= {op for op, _ in ran}
+    assert all(dtype == torch.float32 for _, dtype in ran), ran
+    x.grad = linear.weight.grad = None
+    with torch.autocast("cuda"):
+        y, z = linear(x), x @ b
+    (y.float().sum() + z.float().sum()).backward()
+    assert is_cuda(x.grad) and x.grad.dtype == torch.float32
+    assert is_cuda(linear.weight.grad) and linear.weight.grad.dtype == torch.float32
+    xr, wr, br = xr.cpu(), wr.cpu(), br.cpu()  # d/dx of the sums, at float16 precision
+    expected = torch.ones(8, 32) @ wr + torch.ones(8, 16) @ br.T
+    torch.testing.assert_close(x.grad.cpu(), expected, rtol=1e-3, atol=1e-3)
+    # (the weight's gradient comes back through its cast to float16: a float16 gradient)
+    weight_grad = (torch.ones(32, 8) @ xr).half().float()
+    torch.testing.assert_close(linear.weight.grad.cpu(), weight_grad)
+    with torch.autocast("cuda"):  # attention too; float64 and integers are left alone
+        q = torch.randn(2, 4, 8, 16, device="cuda")
+        assert F.scaled_dot_product_attention(q, q, q).dtype == torch.float16
+        assert (q.double() @ q.double().transpose(-1, -2)).dtype == torch.float64
+
+
+def test_triton_is_hidden_as_it_needs_a_real_gpu():
+    """Triton compiles for the GPU's driver: under the stand-in ``import triton`` fails,
+    so code takes its no-Triton path; uninstall() gives it back."""
+    import importlib
+
+    with pytest.raises(ImportError, match="real GPU"):
+        importlib.import_module("triton")
+    with pytest.raises(ImportError):
+        importlib.import_module("triton.language")
+    uninstall()
+    try:
+        if importlib.util.find_spec("triton") is not None:
+            assert importlib.import_module("triton").__name__ == "triton"
+    finally:
+        install()

@@ -14,6 +14,8 @@ def tiny():
 CASES = [
     (lambda: pretrain.model_path("laptop"), ValueError,
      r"profile must be one of \['cpu', 'gpu', 'nanogpt', 'smoke'\]; got 'laptop'"),
+    (lambda: pretrain.recipe("laptop"), ValueError,
+     r"profile must be one of \['cpu', 'gpu', 'nanogpt', 'smoke'\]; got 'laptop'"),
     (lambda: pretrain.train_gpt({"steps": 3}, 7, torch.arange(50), torch.arange(50)), TypeError,
      r"recipe must be a Recipe; got dict"),
     (lambda: pretrain.Recipe(optimizer="sgd"), ValueError,

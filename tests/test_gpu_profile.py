@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STANDIN = ROOT / "tests" / "cuda_standin.py"
 CHAPTERS = [ROOT / p for p in toc_notebooks(ROOT)]
 CAP = 2  # training steps per loop: a step, an update, a second step on updated weights
-CHAPTER_BUDGET_S = 300  # a chapter's wall time, two at a time on 2 cores: most take 1-3 min
+CHAPTER_BUDGET_S = 600  # a chapter's wall time, two at a time on 2 busy cores: most take 1-3 min
 WORKERS = int(os.environ.get("LECTURELIB_GPU_CAPPED_WORKERS") or min(2, os.cpu_count() or 1))
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -124,7 +124,8 @@ def test_chapter_runs_the_gpu_configuration_capped(nb, capped_runs):
         f"{nb.stem} did not run the capped gpu profile on the stand-in's T4: {lines}")
     assert result.wall_s <= CHAPTER_BUDGET_S, (
         f"{nb.stem} took {result.wall_s:.0f} s capped, over {CHAPTER_BUDGET_S} s: cap a "
-        f"size that counts work (the naming rule of lecturelib.runtime.is_step_count)")
+        f"size that counts work (the naming rule of lecturelib.runtime.is_step_count; "
+        f"book/running.md)")
 
 
 def test_the_startup_file_installs_the_standin_and_checks_it(tmp_path):

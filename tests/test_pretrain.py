@@ -7,7 +7,7 @@ import torch
 
 from lecturelib.pretraining import pretrain
 from lecturelib.train import checkpoint
-from lecturelib.runtime import PROFILES
+from lecturelib.runtime import PROFILES, STEPS_CAP_ENV
 
 
 def test_every_profile_has_a_recipe_and_nanogpt_is_the_published_one():
@@ -42,3 +42,36 @@ def test_pretrained_is_trained_once_then_loaded_from_a_verified_file(tmp_path, m
     path.write_bytes(path.read_bytes()[:-100])
     with pytest.raises(checkpoint.CheckpointError, match="is corrupt"):
         pretrain.pretrained("smoke", progress=False)
+
+
+def test_a_steps_cap_caps_the_recipe_and_names_another_cache_file(tmp_path, monkeypatch):
+    """With ``$LECTURELIB_STEPS_CAP`` set (the capped gpu check), the recipe that
+    ``pretrained`` trains and caches has that many steps, under a file name of its own."""
+    monkeypatch.setenv("LECTURELIB_CACHE", str(tmp_path))
+    monkeypatch.delenv(STEPS_CAP_ENV, raising=False)
+    full = {p: (pretrain.recipe(p), pretrain.model_path(p)) for p in PROFILES}
+    assert all(full[p][0] == pretrain.RECIPES[p] for p in PROFILES)
+    monkeypatch.setenv(STEPS_CAP_ENV, "2")
+    for p in PROFILES:
+        capped = pretrain.recipe(p)
+        assert capped == pretrain.with_steps(pretrain.RECIPES[p], 2)
+        assert capped.steps == 2 and capped.warmup <= 1
+        assert pretrain.model_path(p) != full[p][1]
+        assert pretrain.model_path(p).name.startswith(f"gpt-shakespeare-{p}-")
+
+
+@pytest.mark.skipif("LECTURELIB_DATA" not in __import__("os").environ,
+                    reason="needs the local data copy ($LECTURELIB_DATA)")
+def test_pretrained_trains_the_capped_recipe_when_steps_are_capped(tmp_path, monkeypatch):
+    monkeypatch.setenv("LECTURELIB_CACHE", str(tmp_path))
+    monkeypatch.setenv(STEPS_CAP_ENV, "2")
+    trained = []
+    train_gpt = pretrain.train_gpt
+    monkeypatch.setattr(pretrain, "train_gpt",
+                        lambda r, *a, **k: trained.append(r) or train_gpt(r, *a, **k))
+    pretrain.pretrained("smoke", progress=False)
+    assert [r.steps for r in trained] == [2]
+    assert pretrain.model_path("smoke").is_file()
+    assert max(checkpoint.load(pretrain.model_path("smoke"))["history"]["steps"]) == 2
+    monkeypatch.delenv(STEPS_CAP_ENV)
+    assert not pretrain.model_path("smoke").exists()  # the full recipe's file: not trained

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from lecturelib import data, train
+from lecturelib import data, runtime, train
 from lecturelib.pretraining import gpt
 from lecturelib.recurrence import lm
 from lecturelib.train import checkpoint, optim
@@ -235,14 +235,25 @@ def train_gpt(
     return model, hist
 
 
-def model_path(profile: str) -> Path:
-    """Where the cached pretrained GPT of ``profile`` lives (the name carries the recipe's
-    hash, so a changed recipe is trained afresh)."""
+def recipe(profile: str) -> Recipe:
+    """The recipe of ``profile`` (:data:`RECIPES`), its steps capped by
+    ``$LECTURELIB_STEPS_CAP`` (:func:`lecturelib.runtime.cap_steps`; the warm-up shortened
+    to fit): the one that :func:`pretrained` trains and caches, so that a capped run never
+    pretrains a full recipe."""
     check_profile(profile)
+    r = RECIPES[profile]
+    if runtime.steps_cap() is None:
+        return r
+    return with_steps(r, runtime.cap_steps(r.steps))
+
+
+def model_path(profile: str) -> Path:
+    """Where the cached pretrained GPT of ``profile`` lives (the name carries the hash of
+    its :func:`recipe`, so a changed or capped recipe is trained afresh)."""
     return (
         data.cache_dir()
         / "models"
-        / f"gpt-shakespeare-{profile}-{RECIPES[profile].key()}.pt"
+        / f"gpt-shakespeare-{profile}-{recipe(profile).key()}.pt"
     )
 
 
@@ -255,22 +266,22 @@ def pretrained(
     (``progress``: a progress bar while it trains)."""
     path = model_path(profile)
     vocab, train_ids, val_ids = shakespeare()
-    recipe = RECIPES[profile]
+    r = recipe(profile)
     if path.exists():
         state = checkpoint.load(path)
         model = gpt.GPT(gpt.GPTConfig(**state["config"]))
         model.load_state_dict(state["model"])
     else:
-        seconds = _estimate_seconds(recipe, len(vocab), train_ids, val_ids, device)
+        seconds = _estimate_seconds(r, len(vocab), train_ids, val_ids, device)
         print(
             f"No cached {profile} GPT at {path}: pretraining it on "
-            f"{torch.device(device)}, {recipe.steps:,} steps of "
-            f"{recipe.tokens // recipe.steps:,} tokens, about {_duration(seconds)}; "
+            f"{torch.device(device)}, {r.steps:,} steps of "
+            f"{r.tokens // r.steps:,} tokens, about {_duration(seconds)}; "
             f"later calls load it.",
             flush=True,
         )
         model, hist = train_gpt(
-            recipe,
+            r,
             len(vocab),
             train_ids,
             val_ids,
@@ -326,7 +337,8 @@ def _duration(seconds: float) -> str:
 
 
 def save_pretrained(profile: str, model: gpt.GPT, hist: train.History) -> Path:
-    """Cache ``model`` (trained with ``RECIPES[profile]``) where :func:`pretrained` finds it."""
+    """Cache ``model`` (trained with :func:`recipe` of ``profile``) where :func:`pretrained`
+    finds it."""
     path = model_path(profile)
     if model.config != RECIPES[profile].config(model.config.vocab_size):
         raise ValueError(
