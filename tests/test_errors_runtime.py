@@ -95,6 +95,17 @@ def test_bad_input(call, error, message):
     torch.set_num_threads(1)
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "2.5", "two", "4,2"])
+def test_an_omp_num_threads_that_is_not_a_positive_integer_is_refused(monkeypatch, value):
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    message = (r"\$OMP_NUM_THREADS must be a positive integer \(the CPU threads to use\), "
+               rf"or unset; got '{re.escape(value)}'")
+    for call in (runtime.cpu_cores, lambda: setup("smoke", quiet=True)):
+        with pytest.raises(ValueError, match=message):
+            call()
+    torch.set_num_threads(1)
+
+
 def test_a_bad_environment_value_is_named_as_such(monkeypatch):
     monkeypatch.setenv(PROFILE_ENV, "tpu")
     with pytest.raises(ValueError, match=rf"\${PROFILE_ENV} must be one of .*got 'tpu'"):

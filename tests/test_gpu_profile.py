@@ -11,7 +11,9 @@ The stand-in is installed in each kernel by an IPython startup file in a tempora
 artefacts that the chapters train and cache (chapter 11's GPT) go to a temporary
 LECTURELIB_CACHE, shared by the chapters of one session and never the real cache. The selected
 chapters run two at a time (``LECTURELIB_GPU_CAPPED_WORKERS``; most chapters compute on one
-thread), in chapter order, each in its own kernel; each chapter's test then reports its own
+thread), in chapter order, each in its own kernel with its share of the cores
+(``OMP_NUM_THREADS``: two kernels that each spread work over both cores slow each other
+down several times); each chapter's test then reports its own
 result. ``make gpu-capped`` runs this file alone, ``make gpu-capped NB=07`` one chapter."""
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ CHAPTERS = [ROOT / p for p in toc_notebooks(ROOT)]
 CAP = 2  # training steps per loop: a step, an update, a second step on updated weights
 CHAPTER_BUDGET_S = 600  # a chapter's wall time, two at a time on 2 busy cores: most take 1-3 min
 WORKERS = int(os.environ.get("LECTURELIB_GPU_CAPPED_WORKERS") or min(2, os.cpu_count() or 1))
+THREADS = max(1, (os.cpu_count() or 1) // WORKERS)  # each kernel's share of the cores
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 STARTUP = """\
@@ -63,7 +66,7 @@ def kernel_environment(root: Path) -> dict[str, str]:
     (startup / "00-cuda-standin.py").write_text(STARTUP.format(tests=str(STANDIN.parent)))
     (root / "cache").mkdir(exist_ok=True)
     return {"IPYTHONDIR": str(root / "ipython"), "LECTURELIB_CACHE": str(root / "cache"),
-            STEPS_CAP_ENV: str(CAP)}
+            STEPS_CAP_ENV: str(CAP), "OMP_NUM_THREADS": str(THREADS)}
 
 
 def environment_lines(nb: dict) -> list[str]:
@@ -138,6 +141,7 @@ def test_the_startup_file_installs_the_standin_and_checks_it(tmp_path):
     assert "cuda_standin.install()" in text and "assert torch.cuda.is_available()" in text
     compile(text, str(startup), "exec")
     assert env[STEPS_CAP_ENV] == str(CAP) and Path(env["LECTURELIB_CACHE"]).is_dir()
+    assert int(env["OMP_NUM_THREADS"]) * WORKERS <= max(WORKERS, os.cpu_count() or 1)
     assert Path(env["LECTURELIB_CACHE"]).is_relative_to(tmp_path)
 
 

@@ -186,6 +186,29 @@ def test_setup_caps_cpu_threads():
         lecturelib.setup("smoke", 0, cpu_threads=0, quiet=True)
 
 
+def test_setup_takes_its_share_of_the_cores_from_omp_num_threads(monkeypatch):
+    """Two notebooks side by side on two cores each set OMP_NUM_THREADS=1, and setup keeps
+    it; unset, setup uses every core; cpu_threads caps either."""
+    import os
+
+    import torch
+
+    import lecturelib
+    from lecturelib import runtime
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    lecturelib.setup("smoke", 0, quiet=True)
+    assert runtime.cpu_cores() == 1 and torch.get_num_threads() == 1
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert runtime.cpu_cores() == max(1, os.cpu_count() or 1)
+    lecturelib.setup("smoke", 0, quiet=True)
+    assert torch.get_num_threads() == runtime.cpu_cores()
+    monkeypatch.setenv("OMP_NUM_THREADS", " 3 ")
+    lecturelib.setup("smoke", 0, cpu_threads=2, quiet=True)
+    assert runtime.cpu_cores() == 3 and torch.get_num_threads() == 2
+    torch.set_num_threads(1)
+
+
 def test_seconds_is_the_fastest_timed_call_after_the_warmup():
     import time
 

@@ -142,6 +142,21 @@ def steps_cap() -> int | None:
     return int(text)
 
 
+def cpu_cores() -> int:
+    """The CPU threads that :func:`setup` gives PyTorch at most: ``$OMP_NUM_THREADS`` when
+    it is set (a positive integer), else one per core. A process that
+    shares the cores with others (several notebooks at once) sets it to its share."""
+    text = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if not text:
+        return max(1, os.cpu_count() or 1)
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise ValueError(
+            f"$OMP_NUM_THREADS must be a positive integer (the CPU threads to use), or "
+            f"unset; got {text!r}"
+        )
+    return int(text)
+
+
 def cap_steps(n: int) -> int:
     """``n`` training steps, or ``$LECTURELIB_STEPS_CAP`` if it is smaller: for library code
     that trains with step counts of its own (a recipe's), as :func:`setup` caps a chapter's."""
@@ -273,7 +288,7 @@ def setup(
 ) -> Run:
     """Resolve the profile, pick the device, seed everything, set threads and plot style.
 
-    ``cpu_threads`` caps PyTorch's CPU threads (default: one per core). Small models that run one
+    ``cpu_threads`` caps PyTorch's CPU threads (default: :func:`cpu_cores`). Small models that run one
     time step after another are often faster on one thread, where synchronising threads costs
     more than it saves.
 
@@ -288,7 +303,7 @@ def setup(
     check_bool(quiet, "quiet")
     resolved = resolve_profile(profile)
     seed_everything(seed)
-    cores = max(1, os.cpu_count() or 1)
+    cores = cpu_cores()
     torch.set_num_threads(min(cores, cpu_threads or cores))
     from lecturelib import (
         plot,
