@@ -4,9 +4,14 @@ Every chapter runs on the CPU in the ``gpu`` profile with its training steps cap
 (``LECTURELIB_STEPS_CAP``, as ``tests/test_gpu_profile.py`` runs it) and the CUDA stand-in of
 the tests (``tests/cuda_standin.py``: a T4 without bf16, so fp16 autocast and a gradient
 scaler, as on Colab). In every training step of every ``train.fit`` call (every training run of
-the book, the library's included) each ATen operation is counted, and the floating-point
-operations of matrix products and attention with ``torch.utils.flop_counter``; a run's mean
-step is multiplied by the steps the uncapped profile asks for. The estimate of the training time
+the book, the library's included) the CUDA kernels a GPU would launch are counted, and the
+floating-point operations of matrix products and attention with ``torch.utils.flop_counter``;
+a run's mean step is multiplied by the steps the uncapped profile asks for. A kernel is an
+ATen operation that is not a view or an allocation, with two exceptions where the CPU runs
+another algorithm than CUDA: a recurrent layer counts as cuDNN runs it (about two kernels
+per time step, layer and direction forward, three backward), and an optimizer step with a
+foreach implementation as PyTorch runs it on CUDA (each operation on up to 36 tensors at
+once). The estimate of the training time
 is then
 
     time ≈ FLOPs / R + operations × τ,
@@ -88,12 +93,89 @@ for _module in list(sys.modules.values()):
         _module.cap_steps = cap_steps
 
 
+NO_KERNEL = {{"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+             "_unsafe_view", "lift_fresh"}}  # allocations and views launch nothing
+
+
 class Launches(TorchDispatchMode):
-    """Counts ATen operations: on a GPU, about one kernel launch each."""
+    """Counts the CUDA kernels a GPU would launch: one per ATen operation, except views
+    and allocations; inside a recurrent layer and an optimizer step, see below."""
     count = 0
+    quiet = 0  # > 0: inside a recurrent layer's forward or backward (counted apart)
+    optimizer_ops = None  # a list while an optimizer steps: its operations, apart
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        Launches.count += 1
+        if not (func.is_view or func.overloadpacket.__name__ in NO_KERNEL
+                or Launches.quiet):
+            if Launches.optimizer_ops is not None:
+                Launches.optimizer_ops.append(1)
+            else:
+                Launches.count += 1
         return func(*args, **(kwargs or {{}}))
+
+
+# cuDNN runs a recurrent layer as one input projection and about two kernels per time step
+# (the recurrent product, the fused gates) for each layer and direction, about three per
+# step backward. The CPU runs it as a dozen operations per step, which are not counted.
+def _rnn_forward(forward):
+    def counted(self, input, hx=None):
+        data = input.data if hasattr(input, "batch_sizes") else input
+        if hasattr(input, "batch_sizes"):
+            steps = len(input.batch_sizes)
+        else:
+            steps = data.shape[1 if self.batch_first and data.dim() == 3 else 0]
+        paths = self.num_layers * (2 if self.bidirectional else 1)
+        Launches.quiet += 1
+        try:
+            out = forward(self, input, hx)
+        finally:
+            Launches.quiet -= 1
+        Launches.count += paths * (1 + 2 * steps)
+        params = tuple(p for p in self.parameters() if p.requires_grad)
+        y, h = out
+        outputs = [y.data if hasattr(y, "batch_sizes") else y,
+                   *(h if isinstance(h, tuple) else (h,))]
+        outputs = tuple(t for t in outputs if t.requires_grad)
+        if torch.is_grad_enabled() and params and outputs:
+            def start(grad):  # the first gradient that reaches the layer's outputs
+                Launches.quiet += 1
+
+            def end(grads):  # every parameter's gradient is in
+                Launches.quiet = max(0, Launches.quiet - 1)
+                Launches.count += paths * (2 + 3 * steps)
+
+            graph = torch.autograd.graph
+            graph.register_multi_grad_hook(outputs, start, mode="any")
+            graph.register_multi_grad_hook(params, end)
+        return out
+    return counted
+
+
+for _cls in (torch.nn.RNN, torch.nn.LSTM, torch.nn.GRU):
+    _cls.forward = _rnn_forward(_cls.forward)
+
+
+# On CUDA, PyTorch's optimizers that have a foreach implementation use it: one kernel per
+# operation for up to 36 tensors at a time (multi_tensor_apply), where the stand-in's
+# tensors take the loop over parameters. An optimizer without one (Muon) is counted as is.
+def _optimizer_pre(optimizer, args, kwargs):
+    Launches.optimizer_ops = []
+
+
+def _optimizer_post(optimizer, args, kwargs):
+    ops, Launches.optimizer_ops = len(Launches.optimizer_ops or []), None
+    n = sum(p.grad is not None for g in optimizer.param_groups for p in g["params"])
+    if "foreach" in optimizer.defaults and optimizer.defaults["foreach"] is not False and n:
+        Launches.count += round(ops / n) * -(-n // 36)
+    else:
+        Launches.count += ops
+
+
+from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                   register_optimizer_step_pre_hook)
+
+register_optimizer_step_pre_hook(_optimizer_pre)
+register_optimizer_step_post_hook(_optimizer_post)
 
 
 BASE_KB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -103,6 +185,7 @@ _train_step, _fit = trainer.Trainer.train_step, train.fit
 
 
 def train_step(self):
+    Launches.quiet, Launches.optimizer_ops = 0, None
     flops, ops = FlopCounterMode(display=False), Launches.count
     with flops, Launches():
         out = _train_step(self)
@@ -176,6 +259,11 @@ def run_chapter(nb: Path, data: str, cache: str, ipython: Path) -> dict:
     finally:
         os.environ.clear()
         os.environ.update(old)
+    if not out.exists():  # the startup hook or the kernel failed: say where
+        errors = [f"{o['ename']}: {o['evalue']}" for c in notebook.cells
+                  for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        sys.exit(f"{nb.stem}: no counts were written; first error: "
+                 f"{errors[0] if errors else 'none in the cells (see the kernel log)'}")
     counts = json.loads(out.read_text())
     outside = "backward()" in nb.read_text() or "optimizer.step()" in nb.read_text()
     return {"chapter": nb.stem, **estimate(counts), "capped_cpu_seconds": round(seconds, 1),

@@ -16,7 +16,9 @@ CPU), :class:`BatchSource` (where the batch of each micro-step comes from, so a 
 the data from where it stopped), gradient accumulation over ``accumulate`` micro-batches,
 :mod:`lecturelib.train.distributed` (DistributedDataParallel under ``torchrun``: each process trains
 on its shard of every batch), and :mod:`lecturelib.train.checkpoint` (atomic, checksummed files).
-The :class:`Trainer` and the :class:`History` it fills live in
+A run that several chapters make (the same model, the same recipe) is trained once:
+:func:`fit_once` (:mod:`lecturelib.train.once`). The :class:`Trainer` and the
+:class:`History` it fills live in
 :mod:`lecturelib.train.trainer` (re-exported here); :func:`fit` and its argument check
 :func:`check_fit` here.
 
@@ -57,6 +59,7 @@ from lecturelib.train.batches import (  # noqa: F401
 from lecturelib.train.optim import adamw, decay_groups, warmup_cosine  # noqa: F401
 from lecturelib.train.precision import Precision, amp_dtype, autocast_dtype  # noqa: F401
 from lecturelib.train.progress import PROGRESS_ENV, progress_bar  # noqa: F401
+from lecturelib.train.once import fit_once  # noqa: F401
 from lecturelib.train.trainer import (  # noqa: F401
     History,
     Trainer,
