@@ -7,7 +7,9 @@ scaler, as on Colab). In every training step of every ``train.fit`` call (every 
 the book, the library's included) the CUDA kernels a GPU would launch are counted, and the
 floating-point operations of matrix products and attention with ``torch.utils.flop_counter``;
 a run's mean step is multiplied by the steps the uncapped profile asks for. A kernel is an
-ATen operation that is not a view or an allocation, with two exceptions where the CPU runs
+ATen operation on a cuda tensor that is not a view or an allocation (operations on CPU
+tensors, such as building a batch before it is moved, launch nothing; tensors created
+on the GPU from nothing, such as a zero state, are not counted), with two exceptions where the CPU runs
 another algorithm than CUDA: a recurrent layer counts as cuDNN runs it (about two kernels
 per time step, layer and direction forward, three backward), and an optimizer step with a
 foreach implementation as PyTorch runs it on CUDA (each operation on up to 36 tensors at
@@ -20,7 +22,9 @@ with R = 12 TFLOP/s, what small fp16 matrix products reach on a T4's tensor core
 its 65 TFLOP/s peak), and τ = 10 µs, the cost of launching one CUDA kernel from eager PyTorch
 on one of Colab's CPU cores (small models are bound by launches, not by arithmetic). Work
 outside the training steps (evaluation, generation, analyses, loops written out in a chapter)
-is not in the estimate; the record says which chapters train outside ``train.fit``. Peak memory is the kernel's peak resident memory above what it
+is not in the estimate; the record says which chapters train outside ``train.fit``. Each
+chapter runs with an empty cache, as when it is opened alone in a fresh Colab runtime: what
+it loads from the cache after an earlier chapter (chapter 11's GPT) it trains here. Peak memory is the kernel's peak resident memory above what it
 held after importing torch: the tensors at the profile's sizes in fp16 autocast, as on the GPU,
 plus the CPU allocator's slack; a CUDA context adds about 0.3 GB on a real GPU.
 
@@ -57,6 +61,7 @@ import cuda_standin
 cuda_standin.install()
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 from lecturelib import runtime, train
 from lecturelib.train import trainer
@@ -105,8 +110,9 @@ class Launches(TorchDispatchMode):
     optimizer_ops = None  # a list while an optimizer steps: its operations, apart
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if not (func.is_view or func.overloadpacket.__name__ in NO_KERNEL
-                or Launches.quiet):
+        on_gpu = any(cuda_standin.is_cuda(a) for a in tree_leaves((args, kwargs)))
+        if on_gpu and not (func.is_view or func.overloadpacket.__name__ in NO_KERNEL
+                           or Launches.quiet):
             if Launches.optimizer_ops is not None:
                 Launches.optimizer_ops.append(1)
             else:
@@ -228,6 +234,9 @@ def estimate(counts: dict) -> dict:
         "t4_seconds": flops / R_FLOPS + ops * TAU,
         "peak_mb": round(counts["peak_mb"]),
         "fits": len(counts["fits"]),
+        "runs": [{"desc": f["desc"], "steps": f["steps_full"],
+                  "flops_per_step": f["flops_per_step"],
+                  "launches_per_step": f["ops_per_step"]} for f in counts["fits"]],
         "fit_steps_full": sum(f["steps_full"] for f in counts["fits"]),
     }
 
@@ -288,7 +297,9 @@ def main() -> None:
         startup.mkdir(parents=True)
         (startup / "00-t4-estimate.py").write_text(HOOK.format(tests=str(ROOT / "tests")))
         for nb in notebooks:
-            row = run_chapter(nb, data, str(Path(tmp) / "cache"), ipython)
+            # a cache of its own: the chapter opened alone in a fresh runtime, as a
+            # student does, trains what it needs (chapter 11's GPT, fit_once's runs)
+            row = run_chapter(nb, data, str(Path(tmp) / f"cache-{nb.stem}"), ipython)
             print(json.dumps(row), flush=True)
             runs.append(row)
     records.save(

@@ -153,9 +153,14 @@ def test_no_record_without_the_env_variable(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_smoke_runs_on_cpu_even_with_cuda(monkeypatch):
+def test_smoke_runs_on_cuda_where_there_is_one_and_never_on_mps(monkeypatch):
+    """make test on a GPU machine executes the chapters' CUDA path in the smoke profile."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert runtime.pick_device("smoke") == torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
     assert runtime.pick_device("smoke") == torch.device("cpu")
+    assert runtime.pick_device("cpu") == torch.device("mps")
     assert setup("smoke", 0, quiet=True).device == torch.device("cpu")
 
 

@@ -111,16 +111,17 @@ def resolve_profile(profile: str = "auto") -> str:
 
 
 def pick_device(profile: str) -> torch.device:
-    """CUDA, then Apple MPS, then CPU; ``smoke`` always runs on the CPU so tests are comparable."""
+    """CUDA, then Apple MPS, then CPU; ``smoke`` takes CUDA where there is one (so that the
+    test suite on a GPU machine runs the chapters' CUDA path), else the CPU."""
     if not isinstance(profile, str) or profile not in PROFILES:
         raise ValueError(
             f"profile must be a resolved profile, one of {', '.join(PROFILES)} "
             f"(see resolve_profile); got {profile!r}"
         )
-    if profile == "smoke":
-        return torch.device("cpu")
     if torch.cuda.is_available():
         return torch.device("cuda")
+    if profile == "smoke":
+        return torch.device("cpu")
     if (
         getattr(torch.backends, "mps", None) is not None
         and torch.backends.mps.is_available()

@@ -69,25 +69,29 @@ def times_table(root: Path, records: list[dict]) -> str:
     )
 
 
-def t4_table(root: Path, estimate: dict | None) -> str:
+def t4_table(root: Path, estimate: dict | None, cpu: dict | None = None) -> str:
     """A Markdown table of each chapter's estimated gpu-profile time and memory on a T4, from
-    the record of ``benchmarks/t4_estimate.py``."""
+    the record of ``benchmarks/t4_estimate.py``, beside its measured cpu time (the build
+    record ``cpu``, where given)."""
     if not estimate:
         return "*No estimate recorded yet (`benchmarks/t4_estimate.py`).*\n"
     a = estimate["assumptions"]
+    measured = {n["path"]: n["wall_s"] for n in (cpu or {}).get("notebooks", [])}
     rows = [
-        "| Chapter | training steps | FLOPs | kernel launches | T4 estimate | peak memory |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| Chapter | cpu, measured | training steps (gpu) | FLOPs | kernel launches "
+        "| T4 estimate | peak memory |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in estimate["runs"]:
         minutes = r["t4_seconds"] / 60
         flag = " (over 10 min)" if minutes > 10 else ""
         outside = " †" if r.get("trains_outside_fit") else ""
         nb = f"notebooks/{r['chapter']}.ipynb"
+        wall = f"{measured[nb]:.0f} s" if nb in measured else "–"
         rows.append(
-            f"| [{_title(root, nb)}](../{nb}){outside} | {r['fit_steps_full']:,} | "
-            f"{r['flops']:.2g} | {r['launches']:.2g} | {minutes:.1f} min{flag} | "
-            f"{r['peak_mb'] / 1024:.1f} GB |"
+            f"| [{_title(root, nb)}](../{nb}){outside} | {wall} | "
+            f"{r['fit_steps_full']:,} | {r['flops']:.2g} | {r['launches']:.2g} | "
+            f"{minutes:.1f} min{flag} | {r['peak_mb'] / 1024:.1f} GB |"
         )
     return (
         "\n".join(rows)
@@ -98,6 +102,10 @@ def t4_table(root: Path, estimate: dict | None) -> str:
         f"(made {estimate['machine']['date'][:10]}). † The chapter also trains outside "
         f"`train.fit`; that part is not in the estimate.\n"
     )
+
+
+def _profiles(record: dict) -> set:
+    return {n.get("profile") for n in record["notebooks"]}
 
 
 def generated_pages(root: Path, stage: Path, record: dict) -> None:
@@ -120,7 +128,11 @@ def generated_pages(root: Path, stage: Path, record: dict) -> None:
     )
     estimate = root / "benchmarks" / "results" / "t4_estimate.json"
     (out / "t4_estimate.md").write_text(
-        t4_table(root, json.loads(estimate.read_text()) if estimate.exists() else None),
+        t4_table(
+            root,
+            json.loads(estimate.read_text()) if estimate.exists() else None,
+            next((r for r in [record, *others] if _profiles(r) == {"cpu"}), None),
+        ),
         encoding="utf-8",
     )
     from lecturelib.book import benchmarks, coverage, pages
