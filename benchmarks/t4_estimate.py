@@ -6,7 +6,8 @@ the tests (``tests/cuda_standin.py``: a T4 without bf16, so fp16 autocast and a 
 scaler, as on Colab). In every training step of every ``train.fit`` call (every training run of
 the book, the library's included) the CUDA kernels a GPU would launch are counted, and the
 floating-point operations of matrix products and attention with ``torch.utils.flop_counter``;
-a run's mean step is multiplied by the steps the uncapped profile asks for. A kernel is an
+a run's mean step (after its first, which does one-off work) is multiplied by the steps
+the uncapped profile asks for. A kernel is an
 ATen operation on a cuda tensor that is not a view or an allocation (operations on CPU
 tensors, such as building a batch before it is moved, launch nothing; tensors created
 on the GPU from nothing, such as a zero state, are not counted), with two exceptions where the CPU runs
@@ -74,6 +75,9 @@ class Full(int):
         obj.full = int(full)
         return obj
 
+    def __getnewargs__(self):  # copies and pickles (a recipe deep-copied) keep it
+        return int(self), self.full
+
 
 _capped_sizes, _cap_steps = runtime.capped_sizes, runtime.cap_steps
 
@@ -120,6 +124,9 @@ class Launches(TorchDispatchMode):
         return func(*args, **(kwargs or {{}}))
 
 
+HOOKS = None  # a list during a training step: the gradient hooks to remove after it
+
+
 # cuDNN runs a recurrent layer as one input projection and about two kernels per time step
 # (the recurrent product, the fused gates) for each layer and direction, about three per
 # step backward. The CPU runs it as a dozen operations per step, which are not counted.
@@ -142,7 +149,7 @@ def _rnn_forward(forward):
         outputs = [y.data if hasattr(y, "batch_sizes") else y,
                    *(h if isinstance(h, tuple) else (h,))]
         outputs = tuple(t for t in outputs if t.requires_grad)
-        if torch.is_grad_enabled() and params and outputs:
+        if HOOKS is not None and params and outputs:  # in a training step
             def start(grad):  # the first gradient that reaches the layer's outputs
                 Launches.quiet += 1
 
@@ -151,8 +158,8 @@ def _rnn_forward(forward):
                 Launches.count += paths * (2 + 3 * steps)
 
             graph = torch.autograd.graph
-            graph.register_multi_grad_hook(outputs, start, mode="any")
-            graph.register_multi_grad_hook(params, end)
+            HOOKS.append(graph.register_multi_grad_hook(outputs, start, mode="any"))
+            HOOKS.append(graph.register_multi_grad_hook(params, end))
         return out
     return counted
 
@@ -186,29 +193,36 @@ register_optimizer_step_post_hook(_optimizer_post)
 
 BASE_KB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 FITS = []
-STEPS = dict(flops=0, ops=0, n=0)  # the training steps of the current fit
+STEPS = []  # (flops, launches) of each training step of the current fit
 _train_step, _fit = trainer.Trainer.train_step, train.fit
 
 
 def train_step(self):
-    Launches.quiet, Launches.optimizer_ops = 0, None
+    global HOOKS
+    Launches.quiet, Launches.optimizer_ops, HOOKS = 0, None, []
     flops, ops = FlopCounterMode(display=False), Launches.count
-    with flops, Launches():
-        out = _train_step(self)
-    STEPS["flops"] += flops.get_total_flops()
-    STEPS["ops"] += Launches.count - ops
-    STEPS["n"] += 1
+    try:
+        with flops, Launches():
+            out = _train_step(self)
+    finally:
+        for handle in HOOKS:  # a parameter's hooks would otherwise fire on every step
+            handle.remove()
+        HOOKS = None
+    STEPS.append((flops.get_total_flops(), Launches.count - ops))
     return out
 
 
 def fit(*args, steps, **kwargs):
-    STEPS.update(flops=0, ops=0, n=0)
+    STEPS.clear()
     t0 = time.perf_counter()
     out = _fit(*args, steps=steps, **kwargs)
-    n = max(1, STEPS["n"])
-    FITS.append(dict(desc=kwargs.get("desc", "training"), steps_run=STEPS["n"],
+    # the first step's one-off work (optimizer state, lazy initialisation) is left out
+    # where later steps were measured
+    measured = STEPS[1:] or STEPS or [(0, 0)]
+    FITS.append(dict(desc=kwargs.get("desc", "training"), steps_run=len(STEPS),
                      steps_full=getattr(steps, "full", int(steps)),
-                     flops_per_step=STEPS["flops"] / n, ops_per_step=STEPS["ops"] / n,
+                     flops_per_step=sum(f for f, _ in measured) / len(measured),
+                     ops_per_step=sum(o for _, o in measured) / len(measured),
                      cpu_seconds=time.perf_counter() - t0))
     return out
 
@@ -268,15 +282,15 @@ def run_chapter(nb: Path, data: str, cache: str, ipython: Path) -> dict:
     finally:
         os.environ.clear()
         os.environ.update(old)
+    errors = [f"{o['ename']}: {o['evalue']}" for c in notebook.cells
+              for o in c.get("outputs", []) if o.get("output_type") == "error"]
     if not out.exists():  # the startup hook or the kernel failed: say where
-        errors = [f"{o['ename']}: {o['evalue']}" for c in notebook.cells
-                  for o in c.get("outputs", []) if o.get("output_type") == "error"]
         sys.exit(f"{nb.stem}: no counts were written; first error: "
                  f"{errors[0] if errors else 'none in the cells (see the kernel log)'}")
     counts = json.loads(out.read_text())
     outside = "backward()" in nb.read_text() or "optimizer.step()" in nb.read_text()
     return {"chapter": nb.stem, **estimate(counts), "capped_cpu_seconds": round(seconds, 1),
-            "trains_outside_fit": outside}
+            "trains_outside_fit": outside, "errors": errors}
 
 
 def main() -> None:
@@ -302,6 +316,9 @@ def main() -> None:
             row = run_chapter(nb, data, str(Path(tmp) / f"cache-{nb.stem}"), ipython)
             print(json.dumps(row), flush=True)
             runs.append(row)
+    failed = {r["chapter"]: r["errors"] for r in runs if r["errors"]}
+    if failed:  # a chapter that stopped early would be estimated too low
+        sys.exit("not recorded: cells failed in " + json.dumps(failed, indent=1))
     records.save(
         {
             "benchmark": "t4_estimate",
