@@ -115,12 +115,8 @@ def generated_pages(root: Path, stage: Path, record: dict) -> None:
     committed = [
         json.loads(p.read_text()) for p in sorted((root / RECORDS).glob("book-*.json"))
     ]
-    profiles_now = {n.get("profile") for n in record["notebooks"]}
-    others = [
-        r
-        for r in committed
-        if {n.get("profile") for n in r["notebooks"]} != profiles_now
-    ]
+    profiles_now = _profiles(record)
+    others = [r for r in committed if _profiles(r) != profiles_now]
     out = stage / "book" / "_generated"
     out.mkdir(parents=True, exist_ok=True)
     (out / "run_times.md").write_text(
