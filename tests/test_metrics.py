@@ -100,6 +100,16 @@ def test_bleu_smooths_zero_counts_by_hand():
         expected, rel=1e-12)
 
 
+def test_sentence_bleu_equals_sacrebleu_and_keeps_no_state_between_calls():
+    """One scorer is reused across calls: every score equals sacrebleu.sentence_bleu's,
+    whatever was scored before it (short and long, matching and not, in both orders)."""
+    sacrebleu = pytest.importorskip("sacrebleu")
+    pairs = list(zip(HYP, REF)) + [("cat the mat on", "the cat sat on a mat"),
+                                   ("a", "a b c d e f g"), ("x y", "z")]
+    for hyp, ref in pairs + pairs[::-1]:
+        assert metrics.sentence_bleu(hyp, ref) == sacrebleu.sentence_bleu(hyp, [ref]).score
+
+
 def test_corpus_bleu_pools_counts_over_sentences():
     """Counts are summed over the corpus before the precisions are taken: 7/8 unigrams, 4/6
     bigrams, 2/4 trigrams, 1/3 4-grams, 8 hypothesis words against 9 reference words."""

@@ -10,6 +10,7 @@ targets that are not integer class ids in ``0..v-1``, a batch in which every tar
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -186,9 +187,15 @@ def bleu(
 
 
 def sentence_bleu(hypothesis: str, reference: str) -> float:
-    """Smoothed sentence-level BLEU (0–100) by sacrebleu, for per-example plots."""
-    import sacrebleu
-
+    """Smoothed sentence-level BLEU (0–100) by sacrebleu, for per-example plots: its
+    ``sentence_bleu`` (exponential smoothing, effective order), one scorer reused."""
     _sentence(hypothesis, "hypothesis", "sentence_bleu")
     _sentence(reference, "reference", "sentence_bleu")
-    return sacrebleu.sentence_bleu(hypothesis, [reference]).score
+    return _sentence_scorer().sentence_score(hypothesis, [reference]).score
+
+
+@functools.cache
+def _sentence_scorer():
+    from sacrebleu.metrics import BLEU
+
+    return BLEU(effective_order=True)  # the settings of sacrebleu.sentence_bleu
