@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lecturelib.posttraining import chat, instructions, rollout, sft
-from lecturelib.pretraining import gpt
+from lecturelib.posttraining import chat, instructions, padded_cache, rollout, sft
+from lecturelib.pretraining import gpt, peft
 from lecturelib.transformers import decoding
 
 
@@ -171,3 +171,134 @@ def test_group_sampler_feeds_grpo_step():
     stats = rollout.grpo_step(model, ref, opt, prompts, chat.group_sampler(max_new=6),
                          lambda p, r: float(len(r) % 2), group_size=4)
     assert len(stats["responses"]) == 12 and 0 <= stats["reward"] <= 1
+
+
+# ------------------------------------------------------------------- cached decoding
+
+PROMPTS = ["a", "Add: 12 + 7", "Sort the digits: 3141592", "hi", "Write abc backwards."]
+
+
+def heads_of(prompts):
+    return [chat.chat(p)[0] for p in prompts]
+
+
+def uncached(monkeypatch):
+    """chat._generate with the full forward at every token (the code before the
+    cache)."""
+
+    def run(*args):
+        with monkeypatch.context() as m:
+            m.setattr(padded_cache, "runs", lambda model: False)
+            return chat._generate(*args)
+
+    return run
+
+
+def left_padded(heads):
+    t = max(len(h) for h in heads)
+    ids = torch.full((len(heads), t), chat.VOCAB.pad)
+    segments = torch.ones_like(ids)
+    for i, h in enumerate(heads):
+        ids[i, t - len(h) :], segments[i, : t - len(h)] = h, 0
+    return ids, segments
+
+
+def lively(positions, seed=1):
+    """A random GPT with large weights, whose rows write different tokens."""
+    model = tiny(seq_len=40, seed=seed, positions=positions)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.5)
+    return model
+
+
+def a_stop_id(run):
+    """A token that, as the stop token of ``run(stop_id)``, ends the rows at three
+    different steps or more."""
+    for tok in torch.cat(run(-1)).unique().tolist():
+        if len({len(y) for y in run(tok)}) >= 3:
+            return tok
+    raise AssertionError("no token stops the rows at three different steps")
+
+
+@pytest.mark.parametrize("positions", ["rope", "learned"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_cached_generation_equals_uncached(positions, temperature, monkeypatch):
+    model = lively(positions)
+    assert padded_cache.runs(model)
+    heads = heads_of(PROMPTS)
+    t = max(len(h) for h in heads)
+
+    def run(stop_id, cached):
+        generate = chat._generate if cached else uncached(monkeypatch)
+        with torch.no_grad():
+            gen = torch.Generator().manual_seed(3)
+            new = generate(model, heads, 100, temperature, gen, stop_id)
+        return [y.tolist() for y in new]
+
+    # max_new reaches seq_len: every row writes seq_len - t tokens (no stop token)
+    full = run(-1, cached=False)
+    assert all(len(y) == 40 - t for y in full) and len({tuple(y) for y in full}) > 1
+    assert run(-1, cached=True) == full
+    stop = a_stop_id(lambda s: [torch.tensor(y) for y in run(s, cached=False)])
+    assert run(stop, cached=True) == run(stop, cached=False)
+
+
+@pytest.mark.parametrize("positions", ["rope", "learned"])
+def test_cached_logits_equal_the_full_forward_and_each_prompt_alone(positions):
+    """At every step, the cached next-token logits equal ``model(ids, segments)`` of
+    the padded batch and those of each prompt read alone, without padding (they would
+    not if the padding were seen or the positions counted from the padding)."""
+    model = tiny(seq_len=40, seed=2, positions=positions)
+    heads = heads_of(PROMPTS)
+    ids, segments = left_padded(heads)
+    step = padded_cache.PaddedDecoder(model, 40)
+    rows = torch.arange(len(heads))
+    alone = [h for h in heads]
+    with torch.no_grad():
+        for i in range(40 - ids.shape[1]):
+            got = step(ids, segments, rows)  # (a, v)
+            torch.testing.assert_close(
+                got, model(ids[rows], segments[rows])[:, -1], atol=1e-5, rtol=1e-5
+            )
+            for j, r in enumerate(rows.tolist()):
+                torch.testing.assert_close(
+                    got[j], model(alone[r][None])[0, -1], atol=1e-5, rtol=1e-5
+                )
+            token = got.argmax(-1)
+            new = torch.full((len(heads),), chat.VOCAB.pad)
+            new[rows] = token
+            ids = torch.cat([ids, new[:, None]], 1)
+            segments = F.pad(segments, (0, 1), value=1)
+            alone = [torch.cat([a, new[r : r + 1]]) for r, a in enumerate(alone)]
+            if i in (2, 5):  # rows stop: the cache drops them
+                rows = rows[1:] if i == 2 else rows[[0, 2]]
+            assert step.cache.batch == len(got)
+
+
+class Biased(gpt.GPT):
+    """A GPT whose own forward always says <|end|>: the cache must not bypass it."""
+
+    def forward(self, ids, segments=None):
+        logits = super().forward(ids, segments)
+        logits[..., chat.VOCAB.end] += 100.0
+        return logits
+
+
+def test_cached_path_only_for_a_plain_gpt():
+    model = tiny()
+    assert padded_cache.runs(model)
+    biased = Biased(model.config).eval()
+    biased.load_state_dict(model.state_dict())
+    assert not padded_cache.runs(biased)
+    assert chat.respond(biased, PROMPTS, max_new=5) == [chat.END] * len(PROMPTS)
+    lora = peft.add_lora(copy.deepcopy(model))
+    assert not padded_cache.runs(lora)
+    hooked = copy.deepcopy(model)
+    hooked.blocks[0].register_forward_hook(lambda m, i, o: o)
+    assert not padded_cache.runs(hooked)
+    dropout = tiny()
+    dropout.config.dropout = 0.1
+    assert padded_cache.runs(dropout) and not padded_cache.runs(dropout.train())
+    assert padded_cache.runs(model.train())  # no dropout: training mode changes nothing

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from lecturelib import train
+from lecturelib.posttraining import padded_cache
 from lecturelib.pretraining import gpt
 from lecturelib.validate import (
     check_ids,
@@ -302,7 +303,8 @@ def respond(
 
 def _generate(model, heads, max_new, temperature, generator, stop_id):
     """The tokens ``model`` writes after each of ``heads`` (1-d ids), up to and with
-    ``stop_id``: one left-padded batch, the rows that stopped dropped from it."""
+    ``stop_id``: one left-padded batch read through a KV cache (``padded_cache``), the
+    rows that stopped dropped from it."""
     device = train.model_device(model)
     t = max(len(h) for h in heads)
     check_room(t, model.config.seq_len)
@@ -313,9 +315,10 @@ def _generate(model, heads, max_new, temperature, generator, stop_id):
         segments[i, : t - len(h)] = 0
     ids, segments = ids.to(device), segments.to(device)  # (b, t)
     active = torch.arange(len(heads))  # the rows still writing
-    for _ in range(min(max_new, model.config.seq_len - t)):
-        rows = active.to(device)
-        logits = model(ids[rows], segments[rows])[:, -1].float().cpu()  # (a, v)
+    n = min(max_new, model.config.seq_len - t)
+    forward = padded_cache.decoder(model, t + n)
+    for _ in range(n):
+        logits = forward(ids, segments, active.to(device)).float().cpu()  # (a, v)
         if temperature == 0:
             token = logits.argmax(-1)
         else:

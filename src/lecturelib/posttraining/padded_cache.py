@@ -1,0 +1,140 @@
+"""Chapter 21: batched decoding of left-padded prompts with a KV cache.
+
+``chat.respond`` and ``chat.group_sampler`` decode many prompts as one batch, each
+left-padded to the longest with a segment of its own (segment 0) so that
+``GPT(ids, segments)`` restarts each row's positions at its first real token and
+hides the padding. :class:`PaddedDecoder` gives the same next-token logits as that
+forward, without recomputing the prefix: a *prefill* of the padded prompts through
+``gpt.GPT``'s own modules, storing every layer's keys and values in chapter 14's
+``kvcache.KVCache``, then one *decode* step per new token, each row's token at its own
+position, attending to the cached keys of its own segment. Rows that stopped are
+dropped from the cache, so only the rows still writing are computed.
+
+It runs a plain ``gpt.GPT`` in eval mode (or without dropout) only (:func:`runs`);
+:func:`decoder` falls back to the full forward for anything else (a subclass, LoRA or
+adapter layers, hooks, a MoE, dropout while training), which computes what that
+model's own forward computes.
+
+Shapes: ``b`` batch, ``a`` active rows, ``t`` positions, ``s`` cached positions, ``h``
+heads, ``e`` d_head, ``v`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from lecturelib.efficiency import kvcache
+from lecturelib.pretraining import gpt
+
+PLAIN = (  # the module types whose computation the cached path repeats exactly
+    gpt.GPT,
+    gpt.Block,
+    gpt.CausalSelfAttention,
+    gpt.MLP,
+    nn.ModuleList,
+    nn.Embedding,
+    nn.Linear,
+    nn.LayerNorm,
+    nn.RMSNorm,
+    nn.Dropout,
+)
+
+
+def runs(model) -> bool:
+    """Whether the cached path computes what ``model(ids, segments)`` computes: a
+    ``gpt.GPT`` built of its own module types only (no subclass, LoRA, adapter or MoE),
+    without hooks, and with no dropout active."""
+    if type(model) is not gpt.GPT:
+        return False
+    for m in model.modules():
+        if type(m) not in PLAIN or m._forward_hooks or m._forward_pre_hooks:
+            return False
+        if m.training and isinstance(m, nn.Dropout) and m.p > 0:
+            return False
+    return not (model.training and model.config.dropout > 0)  # attention's dropout
+
+
+def decoder(model: gpt.GPT, max_len: int):
+    """A function ``(ids, segments, rows) -> logits`` of the next token of each of the
+    ``rows`` of a left-padded batch: :class:`PaddedDecoder` where :func:`runs`, the full
+    forward ``model(ids[rows], segments[rows])[:, -1]`` otherwise.
+
+    Shapes: ids, segments ``(b, t)``, rows ``(a,)`` → ``(a, v)``."""
+    if runs(model):
+        return PaddedDecoder(model, max_len)
+    return lambda ids, segments, rows: model(ids[rows], segments[rows])[:, -1]
+
+
+def rotate(attn: gpt.CausalSelfAttention, x: torch.Tensor, pos: torch.Tensor):
+    """``attn``'s RoPE (its own cosine and sine tables) at positions ``pos``, one per
+    row and token. Shapes: x ``(b, h, t, e)``, pos ``(b, t)`` → ``(b, h, t, e)``."""
+    cos, sin = attn.cos[pos].unsqueeze(1), attn.sin[pos].unsqueeze(1)  # (b, 1, t, e/2)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+class PaddedDecoder:
+    """Next-token logits of a left-padded batch whose rows grow by one token per call:
+    the first call prefills the cache with the whole batch, each later one reads only
+    the newest token of each of ``rows`` (the rows still writing, a subset of the
+    previous call's, in order), after dropping the others from the cache.
+
+    Shapes: ids, segments ``(b, t)``, rows ``(a,)`` → ``(a, v)``."""
+
+    def __init__(self, model: gpt.GPT, max_len: int):
+        self.model, self.max_len = model, max_len
+        self.cache = self.rows = None
+
+    def __call__(self, ids, segments, rows) -> torch.Tensor:
+        ids, segments = ids[rows], segments[rows]  # (a, t)
+        if self.cache is None:  # prefill: the model's forward over the padded batch
+            c, p = self.model.config, next(self.model.parameters())
+            sizes = (c.n_layers, len(rows), self.max_len, c.n_heads, c.d_head)
+            self.cache = kvcache.kv_cache(*sizes, p.dtype, p.device)
+            positions, mask = gpt.segment_positions_and_mask(segments, ids)
+        else:  # decode: the newest token of each row, at its own position
+            self.keep(rows)
+            same = segments == segments[:, -1:]  # (a, t): the keys of its segment
+            positions = same.sum(1, keepdim=True) - 1  # (a, 1)
+            mask, ids = same[:, None, None], ids[:, -1:]  # (a, 1, 1, t), (a, 1)
+        self.rows = rows
+        return self.forward(ids, positions, mask)[:, -1]
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Drop from the cache the rows that are no longer in ``rows``."""
+        if len(rows) == len(self.rows):
+            return
+        keep = torch.isin(self.rows, rows).nonzero()[:, 0]  # (a,)
+        self.cache.layers = [
+            {name: x.index_select(0, keep) for name, x in layer.items()}
+            for layer in self.cache.layers
+        ]
+        self.cache.batch = len(rows)
+
+    def forward(self, ids, positions, mask) -> torch.Tensor:
+        """``gpt.GPT.forward`` on ``t`` new tokens after the cached ones: the same
+        modules in the same order, the keys and values written to the cache.
+
+        Shapes: ids, positions ``(a, t)``, mask ``(a, 1, t, s)`` → ``(a, t, v)``."""
+        model, cache = self.model, self.cache
+        x = model.embed_ids(ids, positions)  # (a, t, d)
+        for layer, block in enumerate(model.blocks):
+            attn = block.attn
+            q, k, v = rearrange(
+                attn.qkv(block.norm1(x)),
+                "b t (three h e) -> three b h t e",
+                three=3,
+                h=attn.n_heads,
+            )  # (a, h, t, e) each
+            if attn.rope:
+                q, k = rotate(attn, q, positions), rotate(attn, k, positions)
+            k, v = cache.write(layer, k=k, v=v)  # (a, h, s, e)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            y = attn.out(rearrange(y, "b h t e -> b t (h e)"))
+            x = x + block.drop(y)
+            x = x + block.drop(block.mlp(block.norm2(x)))
+        cache.advance(ids.shape[1])
+        return model.head(model.norm(x))  # (a, t, v)
