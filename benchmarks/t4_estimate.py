@@ -78,6 +78,21 @@ class Full(int):
     def __getnewargs__(self):  # copies and pickles (a recipe deep-copied) keep it
         return int(self), self.full
 
+    # Counts derived from one (chapter 10 trains run.steps // 2, then the rest) keep
+    # theirs: capped with capped, full with full.
+    def __floordiv__(self, other):
+        return Full(int(self) // int(other), self.full // _full(other))
+
+    def __sub__(self, other):
+        return Full(int(self) - int(other), self.full - _full(other))
+
+    def __rsub__(self, other):
+        return Full(int(other) - int(self), _full(other) - self.full)
+
+
+def _full(n):
+    return n.full if isinstance(n, Full) else int(n)
+
 
 _capped_sizes, _cap_steps = runtime.capped_sizes, runtime.cap_steps
 
