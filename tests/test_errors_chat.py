@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.posttraining import chat
+from lecturelib.posttraining import chat, padded_cache
 from lecturelib.pretraining import gpt
 
 
@@ -27,6 +27,15 @@ LOGITS = torch.zeros(1, 6, len(chat.VOCAB))
 
 
 CASES = [
+    # the KV cache of batched decoding
+    (lambda: padded_cache.decoder("gpt", 8), TypeError, r"model must be a gpt\.GPT"),
+    (lambda: padded_cache.decoder(tiny(), 0), ValueError, r"max_len"),
+    (lambda: padded_cache.decoder(tiny(), 2.0), ValueError, r"max_len must be an int >= 1; got float"),
+    (
+        lambda: padded_cache.decoder(tiny(), 17),
+        ValueError,
+        r"max_len must be at most the model's seq_len = 16; got 17",
+    ),
     # vocabulary
     (lambda: chat.VOCAB.encode(3), TypeError, r"text must be str; got int 3"),
     (

@@ -28,6 +28,7 @@ from torch import nn
 
 from lecturelib.efficiency import kvcache
 from lecturelib.pretraining import gpt
+from lecturelib.validate import check_int
 
 PLAIN = (  # the module types whose computation the cached path repeats exactly
     gpt.GPT,
@@ -63,17 +64,21 @@ def decoder(model: gpt.GPT, max_len: int):
     forward ``model(ids[rows], segments[rows])[:, -1]`` otherwise.
 
     Shapes: ids, segments ``(b, t)``, rows ``(a,)`` → ``(a, v)``."""
+    check_decoder(model, max_len)
     if runs(model):
         return PaddedDecoder(model, max_len)
     return lambda ids, segments, rows: model(ids[rows], segments[rows])[:, -1]
 
 
-def rotate(attn: gpt.CausalSelfAttention, x: torch.Tensor, pos: torch.Tensor):
-    """``attn``'s RoPE (its own cosine and sine tables) at positions ``pos``, one per
-    row and token. Shapes: x ``(b, h, t, e)``, pos ``(b, t)`` → ``(b, h, t, e)``."""
-    cos, sin = attn.cos[pos].unsqueeze(1), attn.sin[pos].unsqueeze(1)  # (b, 1, t, e/2)
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+def check_decoder(model, max_len) -> None:
+    """A GPT and a ``max_len`` of 1 to the model's ``seq_len`` positions."""
+    gpt.check_gpt(model)
+    check_int(max_len, "max_len", 1)
+    if max_len > model.config.seq_len:
+        raise ValueError(
+            f"max_len must be at most the model's seq_len = {model.config.seq_len}; "
+            f"got {max_len}"
+        )
 
 
 class PaddedDecoder:
@@ -130,7 +135,7 @@ class PaddedDecoder:
                 h=attn.n_heads,
             )  # (a, h, t, e) each
             if attn.rope:
-                q, k = rotate(attn, q, positions), rotate(attn, k, positions)
+                q, k = attn.rotate(q, positions), attn.rotate(k, positions)
             k, v = cache.write(layer, k=k, v=v)  # (a, h, s, e)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
             y = attn.out(rearrange(y, "b h t e -> b t (h e)"))

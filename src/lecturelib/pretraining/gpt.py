@@ -131,10 +131,10 @@ class CausalSelfAttention(nn.Module):
 
     def rotate(self, x: torch.Tensor, pos=None) -> torch.Tensor:
         """RoPE (chapter 7's ``positions.rope_rotate``), cosines and sines cached."""
-        t = x.shape[-2]
-        cos, sin = self.cos[:t], self.sin[:t]  # (t, e/2)
-        if pos is not None:  # positions (b, t) of packed examples: (b, 1, t, e/2)
-            cos, sin = cos[pos].unsqueeze(1), sin[pos].unsqueeze(1)
+        if pos is None:  # positions 0..t-1
+            cos, sin = self.cos[: x.shape[-2]], self.sin[: x.shape[-2]]  # (t, e/2)
+        else:  # each token's own position, pos (b, t): (b, 1, t, e/2)
+            cos, sin = self.cos[pos].unsqueeze(1), self.sin[pos].unsqueeze(1)
         x1, x2 = x[..., 0::2], x[..., 1::2]  # (b, h, t, e/2) each
         return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
 
