@@ -231,6 +231,28 @@ def test_seconds_is_the_fastest_timed_call_after_the_warmup():
     assert 0.001 <= best < 0.015  # the third call, not the warm-up's 0.05
 
 
+
+def test_collector_paused_pauses_the_collector_and_restores_it():
+    import gc
+
+    assert gc.isenabled()
+    with runtime.collector_paused():
+        assert not gc.isenabled()
+        with runtime.collector_paused():  # nested: the inner block does not restore it
+            pass
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(KeyError), runtime.collector_paused():
+        raise KeyError("an error inside the block")
+    assert gc.isenabled()
+    gc.disable()  # paused already: the block leaves it paused
+    try:
+        with runtime.collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
 # The steps cap (LECTURELIB_STEPS_CAP): the gpu profile's configuration, barely trained.
 
 CAPPED = {

@@ -153,3 +153,17 @@ def test_load_runs_the_pipeline(monkeypatch):
     d = tr.load(max_len=6, n_words=None, n_val=2, n_test=2, min_count=1, seed=0)
     assert all(len(s) <= 6 and len(t) <= 6 for part in (d.train, d.val, d.test) for s, t in part)
     assert d.src_vocab.itos[:4] == list(tr.SPECIALS) and "tom" in d.tgt_vocab.stoi
+
+
+def test_load_pauses_the_collector_only_while_it_builds(monkeypatch):
+    import gc
+
+    seen = []
+
+    def pairs():
+        seen.append(gc.isenabled())
+        return PAIRS * 10
+
+    monkeypatch.setattr(tr.data, "fra_eng_pairs", pairs)
+    tr.load(max_len=6, n_words=None, n_val=2, n_test=2, min_count=1, seed=0)
+    assert seen == [False] and gc.isenabled()

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import torch
 
-from lecturelib import data
+from lecturelib import data, runtime
 from lecturelib.recurrence import lm
 from lecturelib.recurrence.corpus import (  # noqa: F401 (detokenize: chapter 8)
     TOKEN_RE,
@@ -323,14 +323,15 @@ def load(
         check_int(n_words, "n_words", 1)
     check_int(min_count, "min_count", 1)
     check_split_sizes(n_val, n_test, n_train, seed, "load")
-    pairs = filter_by_length(tokenize_pairs(data.fra_eng_pairs()), max_len)
-    if n_words is not None:
-        pairs = filter_by_vocab(pairs, n_words)
-    train, val, test = split_pairs(pairs, n_val, n_test, seed, n_train)
-    return TranslationData(
-        train,
-        val,
-        test,
-        _build_vocab([s for s, _ in train], min_count),
-        _build_vocab([t for _, t in train], min_count),
-    )
+    with runtime.collector_paused():  # no cycles among token lists: see its docstring
+        pairs = filter_by_length(tokenize_pairs(data.fra_eng_pairs()), max_len)
+        if n_words is not None:
+            pairs = filter_by_vocab(pairs, n_words)
+        train, val, test = split_pairs(pairs, n_val, n_test, seed, n_train)
+        return TranslationData(
+            train,
+            val,
+            test,
+            _build_vocab([s for s, _ in train], min_count),
+            _build_vocab([t for _, t in train], min_count),
+        )
