@@ -151,6 +151,10 @@ def test_execute_one_failed_names_the_cell_and_the_error(executing):
     assert result["cell"] == 2  # the index in bad.ipynb, not in papermill's parameterised copy
     assert result["error"] == "ValueError: boom 1"
     assert "raise ValueError" in result["source"]
+    # the executed copy is written, once, at the end: with the error where it happened
+    cells = json.loads((executing / "bad_out.ipynb").read_text(encoding="utf-8"))["cells"]
+    errors = [o for c in cells for o in c.get("outputs", []) if o["output_type"] == "error"]
+    assert [(e["ename"], e["evalue"]) for e in errors] == [("ValueError", "boom 1")]
 
 
 @pytest.mark.parametrize("tags, executed, source", [

@@ -64,6 +64,9 @@ def execute_one(src: Path, dst: Path, profile: str) -> dict:
             progress_bar=False,
             cwd=str(src.parent),
             kernel_name="python3",
+            # written once, at the end (a failed cell included): writing the copy after
+            # every cell cost about a second per chapter
+            request_save_on_cell_execute=False,
         )
     except pm.PapermillExecutionError as err:
         result = {
