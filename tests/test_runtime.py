@@ -253,6 +253,21 @@ def test_collector_paused_pauses_the_collector_and_restores_it():
     finally:
         gc.enable()
 
+
+def test_setup_is_imported_on_first_use_and_the_book_tooling_starts_without_torch():
+    import subprocess
+    import sys
+
+    import lecturelib
+
+    assert lecturelib.setup is runtime.setup and lecturelib.Run is runtime.Run
+    assert {"Run", "setup", "glue", "glue_all"} <= set(dir(lecturelib))
+    with pytest.raises(AttributeError, match="no attribute 'stup'"):
+        lecturelib.stup
+    code = ("import sys, lecturelib.book.execute; assert 'torch' not in sys.modules\n"
+            "from lecturelib import setup; assert 'torch' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
 # The steps cap (LECTURELIB_STEPS_CAP): the gpu profile's configuration, barely trained.
 
 CAPPED = {

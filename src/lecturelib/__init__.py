@@ -29,7 +29,20 @@ subpackage ``lecturelib.book``, which no chapter imports.
 
 __version__ = "0.1.0"
 
-from lecturelib.runtime import Run, setup  # noqa: E402
+
+def __getattr__(name: str):
+    """``lecturelib.setup`` and ``lecturelib.Run`` come from ``runtime``, imported on first
+    use: the book tooling (``lecturelib.book``) then starts without loading PyTorch, which
+    took most of the two seconds each notebook's executing process spent starting."""
+    if name in ("Run", "setup"):
+        from lecturelib import runtime
+
+        return getattr(runtime, name)
+    raise AttributeError(f"module 'lecturelib' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"Run", "setup"})
 
 
 def glue(name: str, value, display: bool = False) -> None:
