@@ -28,13 +28,14 @@ subpackage ``lecturelib.book``, which no chapter imports.
 # benchmarks/results/omp_wait_policy.json. A reader may still set the variable before starting.
 
 __version__ = "0.1.0"
+_FROM_RUNTIME = ("Run", "setup")
 
 
 def __getattr__(name: str):
     """``lecturelib.setup`` and ``lecturelib.Run`` come from ``runtime``, imported on first
     use: the book tooling (``lecturelib.book``) then starts without loading PyTorch, which
     took most of the two seconds each notebook's executing process spent starting."""
-    if name in ("Run", "setup"):
+    if name in _FROM_RUNTIME:
         from lecturelib import runtime
 
         return getattr(runtime, name)
@@ -42,7 +43,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | {"Run", "setup"})
+    return sorted(set(globals()) | set(_FROM_RUNTIME))
 
 
 def glue(name: str, value, display: bool = False) -> None:
