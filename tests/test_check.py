@@ -153,3 +153,24 @@ def test_shape_takes_numpy_integer_sizes():
     import numpy as np
 
     assert check.shape(torch.zeros(2, 3), "b t", b=np.int64(2), t=3) == {"b": 2, "t": 3}
+
+
+def test_a_claim_that_holds_passes_and_one_that_fails_names_sentence_and_values():
+    check.claim("the GPT's loss is below the LSTM's", 1.52 < 1.60, gpt=1.52, lstm=1.60)
+    check.claim("accuracy rose", torch.tensor(0.9) > torch.tensor(0.8))
+    with pytest.raises(AssertionError) as err:
+        check.claim("the GPT's loss is below the LSTM's", 1.70 < 1.60, gpt=1.7, lstm=1.6)
+    assert "the GPT's loss is below the LSTM's" in str(err.value)
+    assert "gpt=1.7, lstm=1.6" in str(err.value)
+
+
+def test_compare_gives_the_word_of_the_measured_order():
+    words = {"lower": "below", "higher": "above"}
+    assert check.compare(4.8, 5.4, **words) == "below"
+    assert check.compare(5.4, 4.8, **words) == "above"
+    assert check.compare(2.09, 2.11, **words, same="level with", within=0.05) == "level with"
+    assert check.compare(torch.tensor(1.0), 2, **words) == "below"
+    with pytest.raises(AssertionError, match="no word for the same"):
+        check.compare(2.0, 2.0, **words)
+    with pytest.raises(AssertionError, match="no word for the same"):
+        check.compare(2.09, 2.11, **words, within=0.05)

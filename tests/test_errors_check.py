@@ -13,6 +13,19 @@ from lecturelib import check
 X = torch.zeros(2, 3)
 
 CASES = [
+    (lambda: check.claim("", True), TypeError, r"claim\(\): says must be the sentence"),
+    (lambda: check.claim("a is below b", 0.5), TypeError,
+     r"claim\(\): holds must be a bool \(a comparison\); got float"),
+    (lambda: check.claim("a is below b", torch.tensor([True, False])), TypeError,
+     r"holds must be one truth value; got a torch.bool tensor of shape \(2,\)"),
+    (lambda: check.compare(1.0, "2", lower="below", higher="above"), TypeError,
+     r"compare\(\): b must be a real number; got '2'"),
+    (lambda: check.compare(math.nan, 2.0, lower="below", higher="above"), ValueError,
+     r"compare\(\): a is NaN"),
+    (lambda: check.compare(1.0, 2.0, lower="", higher="above"), TypeError,
+     r"compare\(\): lower must be a non-empty str"),
+    (lambda: check.compare(1.0, 2.0, lower="below", higher="above", within=-1), ValueError,
+     r"within must be >= 0; got -1"),
     (lambda: check.shape([[1, 2]], "b t"), TypeError,
      r"shape\(\): x must be a torch.Tensor; got list"),
     (lambda: check.shape(X, ["b", "t"]), TypeError,

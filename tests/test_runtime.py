@@ -341,3 +341,12 @@ def test_cap_steps_for_library_recipes(monkeypatch):
     monkeypatch.setenv(STEPS_CAP_ENV, " 2 ")
     assert runtime.steps_cap() == 2
     assert (runtime.cap_steps(4000), runtime.cap_steps(1), runtime.cap_steps(0)) == (2, 1, 0)
+
+
+@pytest.mark.parametrize("profile, cap, trained", [
+    ("smoke", None, False), ("cpu", None, True), ("gpu", None, True),
+    ("cpu", 2, False), ("gpu", 2, False),
+])
+def test_trained_means_a_profile_that_trains_and_no_steps_cap(profile, cap, trained):
+    run = runtime.Run(profile, torch.device("cpu"), 0, {}, cap)
+    assert run.trained is trained

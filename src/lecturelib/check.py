@@ -1,4 +1,5 @@
-"""Checks that notebooks and tests use after new tensor code: named shapes and close comparisons.
+"""Checks that notebooks and tests use after new tensor code: named shapes and close comparisons;
+and the claims the prose makes about measurements (:func:`claim`, :func:`compare`).
 
 >>> import torch
 >>> dims = shape(torch.zeros(2, 5, 8), "b t d", b=2)
@@ -9,8 +10,10 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
+import numpy as np
 import torch
 
 from lecturelib.validate import check_int, is_real
@@ -152,3 +155,92 @@ def close(
             f"(actual {a.flatten()[flat].item():.6g}, expected {e.flatten()[flat].item():.6g}; "
             f"atol {atol:g}, rtol {rtol:g})"
         )
+
+
+def _truth(holds, func: str) -> bool:
+    """``holds`` as a bool: a bool, a NumPy bool or a one-element bool tensor."""
+    if isinstance(holds, torch.Tensor):
+        if holds.dtype != torch.bool or holds.numel() != 1:
+            raise TypeError(
+                f"{func}(): holds must be one truth value; got a {holds.dtype} tensor "
+                f"of shape {tuple(holds.shape)}"
+            )
+        return bool(holds)
+    if isinstance(holds, (bool, np.bool_)):
+        return bool(holds)
+    raise TypeError(
+        f"{func}(): holds must be a bool (a comparison); got {type(holds).__name__}"
+    )
+
+
+def _measured(measured: dict) -> str:
+    def show(v):
+        if isinstance(v, torch.Tensor) and v.numel() == 1:
+            v = v.item()
+        return f"{v:.4g}" if isinstance(v, float) else repr(v)
+
+    return ", ".join(f"{k}={show(v)}" for k, v in measured.items())
+
+
+def claim(says: str, holds, **measured) -> None:
+    """Assert a sentence that the prose says about a measurement; the values go in the error.
+
+    >>> claim("the GPT's loss is below the LSTM's", 1.52 < 1.60, gpt=1.52, lstm=1.60)
+
+    A build in which the sentence no longer holds stops here, naming the sentence and the
+    measured values, as it stops on a typed number that disagrees with its glued value.
+    """
+    if not isinstance(says, str) or not says.strip():
+        raise TypeError(
+            f"claim(): says must be the sentence, a non-empty str; got {says!r}"
+        )
+    if not _truth(holds, "claim"):
+        values = f" (measured: {_measured(measured)})" if measured else ""
+        raise AssertionError(
+            f"the text says {says!r}, the measurement does not{values}"
+        )
+
+
+def compare(
+    a, b, *, lower: str, higher: str, same: str | None = None, within=0.0
+) -> str:
+    """The word for how ``a`` compares with ``b``, for the prose to glue instead of typing it.
+
+    ``lower`` when ``a < b - within``, ``higher`` when ``a > b + within``, else ``same``
+    (``within`` is the difference the measurement cannot resolve, e.g. two standard errors).
+
+    >>> compare(5.40, 4.80, lower="below", higher="above")
+    'above'
+    >>> compare(2.09, 2.11, lower="below", higher="above", same="level with", within=0.05)
+    'level with'
+
+    Without ``same``, a difference inside ``within`` raises: the prose has no word for a tie.
+    """
+    for name, word in (("lower", lower), ("higher", higher)):
+        if not isinstance(word, str) or not word:
+            raise TypeError(f"compare(): {name} must be a non-empty str; got {word!r}")
+    if same is not None and not isinstance(same, str):
+        raise TypeError(f"compare(): same must be a str or None; got {same!r}")
+    a, b, within = (
+        float(v.item()) if isinstance(v, torch.Tensor) and v.numel() == 1 else v
+        for v in (a, b, within)
+    )
+    for name, v in (("a", a), ("b", b), ("within", within)):
+        if not is_real(v):
+            raise TypeError(f"compare(): {name} must be a real number; got {v!r}")
+        if math.isnan(v):
+            raise ValueError(
+                f"compare(): {name} is NaN: a failed measurement has no order"
+            )
+    if within < 0:
+        raise ValueError(f"compare(): within must be >= 0; got {within}")
+    if a < b - within:
+        return lower
+    if a > b + within:
+        return higher
+    if same is None:
+        raise AssertionError(
+            f"compare(): {a:.4g} and {b:.4g} differ by no more than within={within:.4g}, "
+            f"and the text has no word for the same (pass same=...)"
+        )
+    return same

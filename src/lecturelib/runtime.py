@@ -79,6 +79,12 @@ class Run:
         barely trained, and claims that need training do not hold."""
         return self.steps_cap is not None
 
+    @property
+    def trained(self) -> bool:
+        """Whether the chapter's models train long enough for the claims that need training:
+        not in the smoke profile (it only proves the code runs) and not capped."""
+        return self.profile != "smoke" and not self.capped
+
     def cap_steps(self, n: int) -> int:
         """A step count that the chapter derives from its sizes (epochs x pairs / batch),
         capped like the sizes: ``n``, or ``steps_cap`` if that is smaller."""
