@@ -96,6 +96,16 @@ CASES = [
      r"experts has 2 rows but logits has 3; both need one row per token"),
     (lambda: moe.load_balancing_loss(torch.randn(3, 2), E), ValueError,
      r"experts must hold expert ids in 0..1; got ids from 0 to 3"),
+    (lambda: moe.load_balancing_loss(torch.randn(0, 4), E[:0]), ValueError,
+     r"logits must be \(n, E\) with n >= 1 tokens and E >= 1 experts \(a mean over no "
+     r"token is NaN\); got shape \(0, 4\)"),
+    (lambda: moe.router_z_loss(torch.randn(0, 4)), ValueError,
+     r"logits must be \(n, E\) with n >= 1 tokens .*got shape \(0, 4\)"),
+    (lambda: layer()(torch.randn(0, 3, 8)), ValueError,
+     r"x must hold at least one token \(the auxiliary losses are means over the "
+     r"tokens, NaN over none\); got shape \(0, 3, 8\)"),
+    (lambda: layer()(torch.randn(2, 0, 8)), ValueError,
+     r"x must hold at least one token .*got shape \(2, 0, 8\)"),
     (lambda: moe.router_z_loss(torch.randn(4)), ValueError,
      r"logits must be \(n, E\); got shape \(4,\)"),
     (lambda: moe.MoE({"d_model": 8}), TypeError, r"config must be a MoEConfig; got dict"),

@@ -34,6 +34,19 @@ CASES = [
      r"model must be a gpt.GPT; got NoneType"),
     (lambda: mtp.head_accuracy(mtp.MTPHeads(model(), 2), torch.arange(5), 8),
      ValueError, r"ids must hold more than seq_len = 8 tokens"),
+    (lambda: mtp.head_accuracy(mtp.MTPHeads(model(), 4), torch.arange(20) % 7, 2),
+     ValueError, r"seq_len must be an int in 4..8; got int 2"),
+    (lambda: mtp.head_accuracy(mtp.MTPHeads(model(), 2), torch.arange(20) % 7, 9),
+     ValueError, r"seq_len must be an int in 2..8; got int 9"),
+    (lambda: mtp.head_accuracy(mtp.MTPHeads(model(), 2), torch.arange(20.0), 4),
+     TypeError, r"ids must be an integer \(long\) tensor of token ids; got "
+     r"torch.float32 tensor of shape \(20,\)"),
+    (lambda: mtp.head_accuracy(mtp.MTPHeads(model(), 2), torch.arange(20), 4),
+     ValueError, r"ids must hold token ids in 0..6; got ids from 0 to 19"),
+    (lambda: mtp.head_accuracy(mtp.MTPHeads(model(), 2), torch.zeros(2, 9).long(), 4),
+     ValueError, r"ids must be 1-D \(t,\) token ids; got shape \(2, 9\)"),
+    (lambda: mtp.head_accuracy(model(), torch.zeros(9).long(), 4),
+     TypeError, r"heads must be an MTPHeads; got GPT"),
 ]
 
 

@@ -114,9 +114,21 @@ def check_capacity_factor(factor) -> None:
         )
 
 
-def check_routing(logits: torch.Tensor, experts: torch.Tensor) -> None:
-    """``logits`` ``(n, E)`` float and ``experts`` ``(n, k)`` long ids in ``0..E-1``."""
+def check_router_logits(logits) -> None:
+    """``logits`` must be a float ``(n, E)`` tensor of at least one token: the
+    auxiliary losses average over the tokens, and a mean over none is NaN."""
     check_tensor(logits, "logits", "(n, E)", dims=2)
+    if logits.shape[0] < 1 or logits.shape[1] < 1:
+        raise ValueError(
+            f"logits must be (n, E) with n >= 1 tokens and E >= 1 experts (a mean "
+            f"over no token is NaN); got shape {tuple(logits.shape)}"
+        )
+
+
+def check_routing(logits: torch.Tensor, experts: torch.Tensor) -> None:
+    """``logits`` ``(n, E)`` float, ``n >= 1``, and ``experts`` ``(n, k)`` long ids in
+    ``0..E-1``."""
+    check_router_logits(logits)
     check_experts(experts, logits.shape[1])
     if experts.shape[0] != logits.shape[0]:
         raise ValueError(
@@ -197,11 +209,17 @@ def check_capacity_mask(experts, n_experts, capacity) -> None:
 
 
 def check_moe_input(x, d_model: int) -> None:
-    """The input of :meth:`MoE.forward`: a float tensor ``(b, t, d_model)``."""
+    """The input of :meth:`MoE.forward`: a float tensor ``(b, t, d_model)`` of at
+    least one token (the auxiliary losses average over the tokens)."""
     check_tensor(x, "x", "(b, t, d_model)", dims=3)
     if x.shape[-1] != d_model:
         raise ValueError(
             f"x must have d_model = {d_model} features; got shape {tuple(x.shape)}"
+        )
+    if x.shape[0] * x.shape[1] < 1:
+        raise ValueError(
+            f"x must hold at least one token (the auxiliary losses are means over "
+            f"the tokens, NaN over none); got shape {tuple(x.shape)}"
         )
 
 
@@ -332,7 +350,7 @@ def router_z_loss(logits: torch.Tensor) -> torch.Tensor:
     precision.
 
     Shapes: logits ``(n, E)`` → scalar."""
-    check_tensor(logits, "logits", "(n, E)", dims=2)
+    check_router_logits(logits)
     return torch.logsumexp(logits, dim=-1).square().mean()
 
 

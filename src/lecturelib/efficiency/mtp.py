@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lecturelib.pretraining import gpt, peft
-from lecturelib.validate import check_int, check_type, describe
+from lecturelib.validate import check_ids, check_int, check_type, describe
 
 
 def check_mtp_heads(model, n_future) -> None:
@@ -77,13 +77,34 @@ def mtp_loss(heads: MTPHeads, batch: tuple[torch.Tensor, torch.Tensor]) -> torch
     return torch.stack(losses).mean()
 
 
+def check_heads(heads) -> None:
+    """``heads`` must be heads on a GPT trunk: an :class:`MTPHeads`, or the chapter's
+    copy of it."""
+    if not isinstance(getattr(heads, "trunk", None), gpt.GPT):
+        raise TypeError(f"heads must be an MTPHeads; got {type(heads).__name__}")
+
+
+def check_head_accuracy(heads, ids, seq_len) -> None:
+    """The arguments of :func:`head_accuracy`: heads on a GPT trunk, a 1-D stream of
+    the trunk's token ids and windows of ``seq_len`` positions, at least one per head
+    (head ``k`` is scored on the ``seq_len - k + 1`` positions that have an
+    ``x_{t+k}`` in the window) and at most the trunk's ``seq_len``."""
+    check_heads(heads)
+    c = heads.trunk.config
+    check_int(seq_len, "seq_len", heads.n_future, c.seq_len)
+    check_ids(ids, "ids", dims=1, vocab_size=c.vocab_size)
+    if len(ids) <= seq_len:
+        raise ValueError(
+            f"ids must hold more than seq_len = {seq_len} tokens; got {len(ids)}"
+        )
+
+
 @torch.no_grad()
 def head_accuracy(heads: MTPHeads, ids: torch.Tensor, seq_len: int) -> list[float]:
     """Per head, how often its most likely token is the true ``x_{t+k}``, over
     consecutive windows of the stream ``ids``."""
+    check_head_accuracy(heads, ids, seq_len)
     n = (len(ids) - 1) // seq_len
-    if n < 1:
-        raise ValueError(f"ids must hold more than seq_len = {seq_len} tokens")
     x = ids[: n * seq_len].view(n, seq_len)
     y = ids[1 : n * seq_len + 1].view(n, seq_len)
     guess = heads(x).argmax(-1)  # (n, t, k)
@@ -112,8 +133,7 @@ def check_fits(prompt, n_new: int, seq_len: int) -> None:
 def check_self_speculative_generate(heads, prompt, n_new) -> None:
     """The arguments of :func:`self_speculative_generate`: heads on a GPT trunk (an
     :class:`MTPHeads`, or the chapter's copy of it) and a prompt that fits."""
-    if not isinstance(getattr(heads, "trunk", None), gpt.GPT):
-        raise TypeError(f"heads must be an MTPHeads; got {type(heads).__name__}")
+    check_heads(heads)
     check_fits(prompt, n_new, heads.trunk.config.seq_len)
 
 

@@ -42,7 +42,16 @@ from lecturelib.efficiency import kvcache
 from lecturelib.efficiency.ngram_draft import NGramDraft
 from lecturelib.pretraining import gpt
 from lecturelib.transformers.sampling import multinomial
-from lecturelib.validate import check_int, check_number, check_type, describe
+from lecturelib.validate import (
+    check_callable,
+    check_int,
+    check_number,
+    check_tensor,
+    check_type,
+    describe,
+    is_int,
+    is_int_tensor,
+)
 
 RULES = ("exact", "resample_from_p")
 Dist = Callable[[tuple[int, ...]], torch.Tensor]  # prefix -> next-token probabilities
@@ -160,10 +169,15 @@ def accept(
 
 
 def check_verify_greedy(p, drafts) -> None:
-    """The arguments of :func:`verify_greedy`: ``K`` drafts and ``p`` ``(K + 1, v)``."""
-    check_type(p, "p", torch.Tensor, "a tensor (K + 1, v)")
-    check_type(drafts, "drafts", torch.Tensor, "a tensor (K,) of token ids")
-    if p.dim() != 2 or p.shape[0] != len(drafts) + 1:
+    """The arguments of :func:`verify_greedy`: ``K`` drafts (token ids) and ``p``
+    ``(K + 1, v)`` float scores."""
+    check_tensor(p, "p", "(K + 1, v) of scores", dims=2)
+    if not is_int_tensor(drafts):
+        raise TypeError(
+            f"drafts must be an integer tensor (K,) of token ids; got "
+            f"{describe(drafts)}"
+        )
+    if drafts.dim() != 1 or p.shape[0] != len(drafts) + 1:
         raise ValueError(
             f"p must be (K + 1, v) for K drafts; got p {describe(p)}, "
             f"drafts {describe(drafts)}"
@@ -219,6 +233,28 @@ def _block(p_fn: Dist, q_fn: Dist, prefix: tuple, K: int, rule: str) -> dict:
     return out
 
 
+def check_prefix(prompt) -> None:
+    """``prompt`` must be a tuple of token ids (ints >= 0)."""
+    if not (isinstance(prompt, tuple) and all(is_int(i) and i >= 0 for i in prompt)):
+        raise TypeError(
+            f"prompt must be a tuple of token ids (ints >= 0); got {describe(prompt)}"
+        )
+
+
+def checked_dist(fn, name: str) -> Dist:
+    """``fn`` (a prefix → next-token distribution), checking each distribution it
+    returns: a row that is not one (negative, or not summing to 1) would make the
+    enumerated probabilities wrong without a sign."""
+    check_callable(fn, name)
+
+    def dist(prefix: tuple[int, ...]) -> torch.Tensor:
+        p = fn(prefix)
+        check_probs(p, f"{name}({prefix})")
+        return p
+
+    return dist
+
+
 def sequence_distribution(
     p_fn: Dist, q_fn: Dist, prompt: tuple, K: int, n: int, rule: str = "exact"
 ) -> dict:
@@ -228,6 +264,8 @@ def sequence_distribution(
     check_int(K, "K", 1)
     check_int(n, "n", 1)
     check_rule(rule)
+    check_prefix(prompt)
+    p_fn, q_fn = checked_dist(p_fn, "p_fn"), checked_dist(q_fn, "q_fn")
     done: dict = defaultdict(float)
     frontier = [(tuple(prompt), 1.0)]
     while frontier:
@@ -245,6 +283,8 @@ def sequence_probs(p_fn: Dist, prompt: tuple, n: int) -> dict:
     """The target's own distribution of its next ``n`` tokens, by the chain rule:
     ``{(x_1, ..., x_n): p(x_1 | prompt) · ... · p(x_n | prompt, x_<n)}``."""
     check_int(n, "n", 1)
+    check_prefix(prompt)
+    p_fn = checked_dist(p_fn, "p_fn")
     probs = {(): 1.0}
     for _ in range(n):
         probs = {
