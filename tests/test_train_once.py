@@ -90,6 +90,22 @@ def test_nothing_is_kept_when_training_fails(cache):
     assert not any(cache.rglob("*.pt"))
 
 
+def test_a_fit_that_trains_a_copy_is_refused_and_nothing_is_cached(cache):
+    import copy
+
+    model = make()
+    before = [v.clone() for v in model.state_dict().values()]
+    trained = copy.deepcopy(model)
+    with pytest.raises(ValueError, match=r"toy: fit\(\) returned a History but left "
+                                         r"model's weights unchanged.*not a copy of it"):
+        train.fit_once("toy", {}, model, trainer(trained))
+    assert not any(cache.rglob("*.pt"))  # untrained weights never pass as trained
+    assert all(torch.equal(a, b) for a, b in zip(before, model.state_dict().values()))
+    assert not torch.equal(trained.weight, model.weight)  # the copy did train
+    hist = train.fit_once("toy", {}, model, trainer(model))  # in place: cached
+    assert len(hist.train_loss) == 5 and len(list(cache.rglob("*.pt"))) == 1
+
+
 def test_a_corrupt_file_is_refused_by_name():
     model = make()
     train.fit_once("toy", {}, model, trainer(model))

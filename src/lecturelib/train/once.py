@@ -13,7 +13,9 @@ beyond the model's starting weights: the data, the steps, the learning rate ...)
 the model's starting weights (its architecture and seed), the device type, the CPU
 threads, the steps cap
 and the versions of lecturelib and torch. The file is a checksummed checkpoint
-(:mod:`lecturelib.train.checkpoint`), written only after training finished.
+(:mod:`lecturelib.train.checkpoint`), written only after training finished, and only
+when training changed ``model`` (a ``fit`` that trains a copy is refused: the weights
+cached are ``model``'s).
 """
 
 from __future__ import annotations
@@ -33,10 +35,9 @@ from lecturelib.train.trainer import History
 from lecturelib.validate import check_callable, check_type, describe
 
 
-def run_key(name: str, recipe: dict, model: nn.Module) -> str:
-    """A hash of everything a training run of ``model`` with ``recipe`` depends on."""
-    from lecturelib import __version__, runtime
-
+def weights_digest(model: nn.Module) -> str:
+    """A hash of ``model``'s state (every parameter and buffer: names, shapes, dtypes,
+    bytes)."""
     digest = hashlib.sha256()
     for key, value in model.state_dict().items():
         digest.update(key.encode())
@@ -44,11 +45,18 @@ def run_key(name: str, recipe: dict, model: nn.Module) -> str:
         digest.update(
             value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy()
         )
+    return digest.hexdigest()
+
+
+def run_key(name: str, recipe: dict, model: nn.Module) -> str:
+    """A hash of everything a training run of ``model`` with ``recipe`` depends on."""
+    from lecturelib import __version__, runtime
+
     described = {
         "name": name,
         "recipe": recipe,
         "model": type(model).__qualname__,
-        "weights": digest.hexdigest(),
+        "weights": weights_digest(model),
         "device": model_device(model).type,
         "threads": torch.get_num_threads(),  # CPU sums come out in another order
         "steps_cap": runtime.steps_cap(),
@@ -73,7 +81,11 @@ def fit_once(
     """``fit()``, which trains ``model`` and returns its History, run once per ``name``,
     ``recipe`` and starting weights of ``model``: the first call trains and caches the
     weights and the History; a later call, in this chapter or another, loads the
-    weights into ``model`` and returns the History recorded then."""
+    weights into ``model`` and returns the History recorded then.
+
+    ``fit`` must train ``model`` itself, the object given here, in place: the weights
+    cached are ``model``'s after ``fit()``. A ``fit`` that leaves ``model`` unchanged
+    (it trained a copy, say) is refused, and nothing is cached."""
     check_fit_once(name, recipe, model, fit)
     path = run_path(name, recipe, model)
     if path.exists():
@@ -84,14 +96,28 @@ def fit_once(
             f"loaded from the cache ({path.parent.name}/{path.name})"
         )
         return History.from_dict(state["history"])
+    start = weights_digest(model)
     hist = fit()
     if not isinstance(hist, History):
         raise TypeError(
             f"fit must return the History of train.fit; got {describe(hist)}"
         )
+    check_trained(name, model, start)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     ckpt.save(path, {"model": state, "history": hist.to_dict()})
     return hist
+
+
+def check_trained(name: str, model: nn.Module, start: str) -> None:
+    """``fit()`` must have changed ``model``'s weights (``start``: their digest
+    before), or there is nothing trained to cache."""
+    if weights_digest(model) == start:
+        raise ValueError(
+            f"{name}: fit() returned a History but left model's weights unchanged, so "
+            "there is no trained model to cache; fit must train the model given to "
+            "fit_once in place (not a copy of it, and with a learning rate above 0); "
+            "nothing was cached"
+        )
 
 
 def check_fit_once(name, recipe, model, fit) -> None:
