@@ -32,12 +32,30 @@ SCHEMES = ("absmax", "zeropoint")
 
 
 def check_matrix(w, name: str = "w") -> None:
-    """``w`` must be a float matrix ``(d_out, d_in)``."""
+    """``w`` must be a float matrix ``(d_out, d_in)``, not empty, of finite values (for
+    :func:`hessian`, ``n`` calibration inputs ``(n, d_in)``)."""
     message = f"{name} must be a 2-d float tensor (d_out, d_in); got {describe(w)}"
     if not isinstance(w, torch.Tensor) or not w.is_floating_point():
         raise TypeError(message)
     if w.dim() != 2:
         raise ValueError(message)
+    if w.numel() < 1:
+        raise ValueError(
+            f"{name} must have at least one row and one column; got shape "
+            f"{tuple(w.shape)}"
+        )
+    check_finite(w, name)
+
+
+def check_finite(w, name: str = "w") -> None:
+    """Every value of ``w`` must be finite: one ``inf`` makes its row's scale
+    infinite, and every code of the row dequantizes to NaN."""
+    if not bool(torch.isfinite(w).all()):
+        bad = (~torch.isfinite(w)).nonzero()[0].tolist()
+        raise ValueError(
+            f"{name} must hold finite values (an inf or NaN makes its whole row or "
+            f"group NaN); got {w[tuple(bad)].item()} at {name}{bad}"
+        )
 
 
 def check_quant_args(bits: int, group_size: int | None, scheme: str, d_in: int) -> None:
@@ -55,9 +73,14 @@ def check_quant_args(bits: int, group_size: int | None, scheme: str, d_in: int) 
 def check_codes(w, bits: int, scheme: str) -> None:
     """The weights, bits (2 to 16) and scheme of :func:`scale_zero` and :func:`quantize`."""
     check_tensor(w, "w", "(..., n)")
+    if w.dim() < 1 or w.shape[-1] < 1:
+        raise ValueError(
+            f"w must be (..., n) with n >= 1 values per row; got shape {tuple(w.shape)}"
+        )
     check_int(bits, "bits", 2, 16)
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES}; got {scheme!r}")
+    check_finite(w)
 
 
 def scale_zero(w: torch.Tensor, bits: int, scheme: str = "absmax"):
@@ -157,10 +180,11 @@ def check_gptq(
     check_fake_quantize(w, bits, group_size, scheme)
     d_in = w.shape[1]
     message = f"h must be the ({d_in}, {d_in}) Hessian of w's inputs; got {describe(h)}"
-    if not isinstance(h, torch.Tensor):
+    if not isinstance(h, torch.Tensor) or not h.is_floating_point():
         raise TypeError(message)
     if h.shape != (d_in, d_in):
         raise ValueError(message)
+    check_finite(h, "h")
     check_number(damp, "damp", 0, low_open=True)
 
 
@@ -211,6 +235,12 @@ def quantize_model(
         raise ValueError(f"method must be 'rtn' or 'gptq'; got {method!r}")
     if method == "gptq" and calib_ids is None:
         raise ValueError("method='gptq' needs calib_ids, windows of calibration text")
+    if group_size is not None:
+        check_quant_args(bits, group_size, scheme, model.config.d_model)
+    elif scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {SCHEMES}; got {scheme!r}")
+    if calib_ids is not None:
+        gpt.check_gpt_ids(calib_ids, model.config)
     out = copy.deepcopy(model)
     if bits == 16:
         for p in out.parameters():
