@@ -34,9 +34,17 @@ CASES = [
     (lambda: scan.linear_scan_loop(A4, X4, torch.zeros(3, 3, 4)), ValueError,
      r"h0 must be \(b, d, n\) = \(2, 3, 4\)"),
     (call(delta=torch.zeros(2, 5, 3)), ValueError,
-     r"delta \(Δ\) must be > 0 everywhere; got a minimum of 0"),
+     r"delta \(Δ\) must be > 0 and finite everywhere \(an infinite step makes the "
+     r"states NaN\); got a minimum of 0"),
     (call(scan.selective_scan, delta=-torch.rand(2, 5, 3)), ValueError,
-     r"delta \(Δ\) must be > 0 everywhere; got a minimum of -"),
+     r"delta \(Δ\) must be > 0 and finite everywhere .*; got a minimum of -"),
+    (call(scan.selective_scan, delta=torch.full((2, 5, 3), float("inf"))), ValueError,
+     r"delta \(Δ\) must be > 0 and finite everywhere .*; got a minimum of inf and a "
+     r"maximum of inf"),
+    (call(delta=torch.tensor([[[1.0, float("inf"), 1.0]] * 5] * 2)), ValueError,
+     r"delta \(Δ\) must be > 0 and finite everywhere .*maximum of inf"),
+    (call(delta=torch.full((2, 5, 3), float("nan"))), ValueError,
+     r"delta \(Δ\) must be > 0 and finite everywhere"),
     (call(B=torch.randn(2, 5, 6)), ValueError,
      r"mismatched state sizes: B must be \(b, t, n\) = \(2, 5, 4\) \(n from A\); "
      r"got \(2, 5, 6\)"),

@@ -70,10 +70,11 @@ def check_inputs(u, delta, A, B, C, D=None, z=None, h0=None) -> None:
             raise ValueError(
                 f"z must have u's shape {tuple(u.shape)} or be None; got {describe(z)}"
             )
-    if t and not bool((delta > 0).all()):
+    if t and not bool(((delta > 0) & (delta < math.inf)).all()):
         raise ValueError(
-            f"delta (Δ) must be > 0 everywhere; got a minimum of "
-            f"{delta.min().item():.3g}"
+            f"delta (Δ) must be > 0 and finite everywhere (an infinite step makes "
+            f"the states NaN); got a minimum of {delta.min().item():.3g} and a "
+            f"maximum of {delta.max().item():.3g}"
         )
     check_state(h0, b, d, n)
 

@@ -125,10 +125,29 @@ def discretize_zoh(A: torch.Tensor, B: torch.Tensor, dt):
     return E[:n, :n], E[:n, n]
 
 
+def check_bilinear(A, B, dt) -> None:
+    """The arguments of :func:`discretize_bilinear`: those of the discretisations, and
+    an ``I - Δ/2·A`` that can be inverted (``Δ/2·A_n = 1`` for a diagonal ``A``: an
+    infinite ``Ā_n``)."""
+    check_discretize(A, B, dt)
+    if is_diagonal(A, B):
+        singular = bool(((1 - dt / 2 * A) == 0).any())
+    else:
+        eye = torch.eye(A.shape[0], dtype=A.dtype, device=A.device)
+        back = (eye - dt / 2 * A).to(torch.promote_types(A.dtype, torch.float64))
+        singular = int(torch.linalg.matrix_rank(back)) < A.shape[0]
+    if singular:
+        raise ValueError(
+            "the bilinear rule divides by I - Δ/2·A, which is singular here (an "
+            "eigenvalue of A equals 2/Δ): choose another step dt or use "
+            "discretize_zoh"
+        )
+
+
 def discretize_bilinear(A: torch.Tensor, B: torch.Tensor, dt):
     """Bilinear (Tustin) rule: ``Ā = (I - Δ/2·A)^{-1}(I + Δ/2·A)``,
     ``B̄ = (I - Δ/2·A)^{-1}·ΔB`` (used by S4; shapes as :func:`discretize_zoh`)."""
-    check_discretize(A, B, dt)
+    check_bilinear(A, B, dt)
     if is_diagonal(A, B):
         back = 1 - dt / 2 * A
         return (1 + dt / 2 * A) / back, dt * B / back
