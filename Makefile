@@ -52,7 +52,7 @@ browsercheck: env
 	$(PY) -m lecturelib.book.browsercheck _build/site/_build/html
 
 student: env
-	$(PY) -m lecturelib.book.exercises --toc --out _build/student --zip
+	$(PY) -m lecturelib.book.exercises --toc --out _build/student --zip --nbgrader
 
 # Exits with the number of failed exercises.
 grade: env

@@ -12,7 +12,10 @@ cells fail until the student solves the exercise::
     python -m lecturelib.book.exercises notebooks/01_language_models.ipynb --out student/
     python -m lecturelib.book.exercises --toc --out _build/student --zip   # make student
 
-``--toc`` takes every chapter of ``_toc.yml``; ``--zip`` also writes ``NN_slug.zip`` per chapter.
+``--toc`` takes every chapter of ``_toc.yml``; ``--zip`` also writes ``NN_slug.zip`` per chapter;
+``--nbgrader`` also writes each chapter in nbgrader's source format, as the course folder
+``nbgrader/source/NN_slug/NN_slug.ipynb`` (:func:`nbgrader_source`): an instructor copies it into
+an nbgrader course's ``source/`` and runs ``nbgrader generate_assignment NN_slug``.
 ``lecturelib.book.grade`` runs a notebook and reports each exercise's checks.
 """
 
@@ -131,6 +134,66 @@ def student_version(nb: dict) -> dict:
     return nb
 
 
+NBGRADER_SCHEMA = 3  # nbgrader's cell metadata schema (nbgrader 0.6 and later)
+
+
+def nbgrader_source(nb: dict, points: int = 1) -> dict:
+    """A copy of notebook ``nb`` in nbgrader's source format, for an nbgrader course.
+
+    Each exercise's solution cell becomes an autograded answer cell (nbgrader replaces its
+    ``# BEGIN SOLUTION`` ... ``# END SOLUTION`` block by a stub in the student version), each
+    of its check cells an autograded test cell worth ``points``, locked; every other code cell
+    is locked too (read-only: setup, taught code, experiments). Markdown stays editable. The
+    cells keep their ids, and the grade ids name the exercise: ``ex2-answer``, ``ex2-check``.
+    """
+    if not isinstance(points, int) or isinstance(points, bool) or points < 1:
+        raise ValueError(f"points must be an int >= 1; got {points!r}")
+    found = exercises(nb)
+    nb = json.loads(json.dumps(nb))
+    roles: dict[int, tuple[str, bool, bool]] = {}  # cell -> (grade id, solution, grade)
+    for e in found:
+        for k, i in enumerate(e.solutions):
+            suffix = f"-{k + 1}" if len(e.solutions) > 1 else ""
+            roles[i] = (f"ex{e.number}-answer{suffix}", True, False)
+        for k, i in enumerate(e.checks):
+            suffix = f"-{k + 1}" if len(e.checks) > 1 else ""
+            roles[i] = (f"ex{e.number}-check{suffix}", False, True)
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        grade_id, solution, grade = roles.get(
+            i, (f"locked-{cell.get('id', i)}", False, False)
+        )
+        meta = {
+            "grade": grade,
+            "grade_id": grade_id,
+            "locked": not solution,
+            "schema_version": NBGRADER_SCHEMA,
+            "solution": solution,
+            "task": False,
+        }
+        if grade:
+            meta["points"] = points
+        cell["metadata"]["nbgrader"] = meta
+        if solution:  # shown unfolded, as in the student version
+            tags = cell["metadata"].get("tags", [])
+            cell["metadata"]["tags"] = [t for t in tags if t != "hide-input"]
+    return nb
+
+
+def write_nbgrader(path: Path, out: Path) -> Path:
+    """Write ``out/source/<stem>/<stem>.ipynb``, notebook ``path`` in nbgrader's source format
+    (:func:`nbgrader_source`); returns the file written."""
+    nb = nbgrader_source(json.loads(Path(path).read_text(encoding="utf-8")))
+    stem = Path(path).stem
+    target = out / "source" / stem / f"{stem}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(
+        json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return target
+
+
 def write_student(path: Path, out: Path, make_zip: bool = False) -> list[Path]:
     """Write the student version of the notebook at ``path`` into folder ``out`` (and, with
     ``make_zip``, ``out/<stem>.zip`` holding it); returns the files written."""
@@ -170,6 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--zip", action="store_true", help="also write one zip per chapter"
     )
+    parser.add_argument(
+        "--nbgrader",
+        action="store_true",
+        help="also write each chapter in nbgrader's source format under OUT/nbgrader/source",
+    )
     args = parser.parse_args(argv)
     notebooks = list(args.notebooks)
     if args.toc:
@@ -181,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in notebooks:
         for written in write_student(path, args.out, args.zip):
             print(written)
+        if args.nbgrader:
+            print(write_nbgrader(path, args.out / "nbgrader"))
     return 0
 
 
