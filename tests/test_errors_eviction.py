@@ -19,7 +19,15 @@ def model(**kw):
 IDS = torch.zeros(1, 6, dtype=torch.long)
 ACC = torch.zeros(1, 2, 6)
 
+NAN_SCORES = torch.tensor([[[0.5, 0.1, float("nan"), 0.2, 0.3, 0.4, 0.1, 0.2]]])
+
 CASES = [
+    (lambda: eviction.keep("h2o", NAN_SCORES, 4), ValueError,
+     r"scores must be finite for policy 'h2o' \(a NaN outranks every score and would "
+     r"be kept as a heavy hitter\); got torch.float32 tensor of shape \(1, 1, 8\) "
+     r"with 1 non-finite values"),
+    (lambda: eviction.keep("h2o", torch.ones(1, 1, 8, dtype=torch.long), 4), TypeError,
+     r"scores must be a float tensor \(b, h, s\); got torch.int64"),
     (lambda: eviction.keep("sinks", torch.rand(1, 1, 8), 4, n_sinks=-1), ValueError,
      r"n_sinks must be an int >= 0; got int -1"),
     (lambda: eviction.keep("sinks", torch.rand(1, 1, 8), 4, n_sinks=2.5), ValueError,

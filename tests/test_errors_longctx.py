@@ -18,7 +18,37 @@ def model(**kw):
 IDS = torch.zeros(1, 20, dtype=torch.long)
 Q, K, V = torch.zeros(2, 4), torch.zeros(10, 4), torch.zeros(10, 3)
 
+NAN_K = torch.randn(10, 4)
+NAN_K[3, 0] = float("nan")
+OTHER = retrieval.IVFIndex(torch.randn(10, 4), 2, 1)
+
 CASES = [
+    (lambda: retrieval.IVFIndex(NAN_K, 2, 1), ValueError,
+     r"keys must hold finite values \(a NaN or inf key or query makes the search "
+     r"return wrong neighbours\); got torch.float32 tensor of shape \(10, 4\) with 1 "
+     r"non-finite values"),
+    (lambda: retrieval.knn_attention(Q, NAN_K, V, 2), ValueError,
+     r"q and keys must hold finite values"),
+    (lambda: retrieval.knn_attention(Q, torch.randn(10, 4), V, 2, OTHER), ValueError,
+     r"index must be built from these keys: it holds torch.float32 tensor of shape "
+     r"\(10, 4\), other than keys torch.float32 tensor of shape \(10, 4\); its "
+     r"positions would pick the wrong keys and values"),
+    (lambda: retrieval.knn_attention(Q, torch.randn(5, 4), V[:5], 2, OTHER), ValueError,
+     r"index must be built from these keys"),
+    (lambda: retrieval.knn_attention(Q, K, V, 2, "ivf"), TypeError,
+     r"index must be an IVFIndex or None; got str 'ivf'"),
+    (lambda: retrieval.knn_attention(Q.long(), K, V, 2), TypeError,
+     r"q must be a float tensor \(t, e\), \(s, e\) or \(s, e_v\); got torch.int64"),
+    (lambda: retrieval.IVFIndex(K.long(), 2, 1), TypeError,
+     r"keys must be a float tensor \(s, e\); got torch.int64"),
+    (lambda: retrieval.IVFIndex(K, 2, 1, iters=-1), ValueError,
+     r"iters must be an int >= 0; got int -1"),
+    (lambda: OTHER.search(torch.randn(2, 5), 2), ValueError,
+     r"q must be \(t, e\) with e = 4; got \(2, 5\)"),
+    (lambda: OTHER.search(torch.randn(2, 4), 11), ValueError,
+     r"top must be an int in 1..10; got int 11"),
+    (lambda: OTHER.scanned(torch.randn(4)), ValueError,
+     r"q must be \(t, e\) with e = 4; got shape \(4,\)"),
     (lambda: longctx.segment_losses(model(), IDS, 5), ValueError,
      r"the window \(memory \+ segment = 10 tokens\) must fit the model's trained "
      r"context of 8"),

@@ -28,6 +28,7 @@ Shapes: ``b`` batch, ``h`` heads, ``s`` cached positions, ``e`` d_head, ``T`` to
 
 from __future__ import annotations
 
+import contextvars
 import math
 
 import torch
@@ -36,7 +37,13 @@ from einops import rearrange
 
 from lecturelib.efficiency import kvcache
 from lecturelib.long_context.longctx import check_stream
-from lecturelib.validate import check_int, check_sizes, check_tensor, check_type
+from lecturelib.validate import (
+    check_int,
+    check_sizes,
+    check_tensor,
+    check_type,
+    describe,
+)
 
 POLICIES = ("full", "window", "sinks", "h2o", "knn")
 
@@ -63,12 +70,23 @@ def check_budget(policy: str, budget, n_sinks, n_recent) -> None:
         )
 
 
+# Set while :func:`stream` calls :func:`keep` on the attention it accumulated itself,
+# token by token: those scores are sums of softmax weights (a NaN there would show in
+# the losses it returns), and a value check per token would wait for the device at
+# every step.
+_OWN_SCORES: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "_OWN_SCORES", default=False
+)
+
+
 def check_keep(policy, scores, budget, n_sinks, n_recent) -> None:
-    """The arguments of :func:`keep`."""
+    """The arguments of :func:`keep`; H2O's scores, when it evicts by them, must be
+    finite (``topk`` ranks a NaN above every number)."""
     check_policy(policy)
     check_type(scores, "scores", torch.Tensor, "a (b, h, s) tensor")
     if scores.dim() != 3:
         raise ValueError("scores must be a (b, h, s) tensor")
+    check_tensor(scores, "scores", "(b, h, s)")
     check_int(budget, "budget", 1)
     check_int(n_sinks, "n_sinks", 0)
     check_int(n_recent, "n_recent", 0)
@@ -79,6 +97,17 @@ def check_keep(policy, scores, budget, n_sinks, n_recent) -> None:
     if policy == "h2o" and not 0 < n_recent < budget:
         raise ValueError(
             f"n_recent ({n_recent}) must be in 1..budget-1 = 1..{budget - 1}"
+        )
+    if (
+        policy == "h2o"
+        and scores.shape[2] > budget
+        and not _OWN_SCORES.get()
+        and not bool(torch.isfinite(scores).all())
+    ):
+        raise ValueError(
+            f"scores must be finite for policy 'h2o' (a NaN outranks every score and "
+            f"would be kept as a heavy hitter); got {describe(scores)} with "
+            f"{int((~torch.isfinite(scores)).sum())} non-finite values"
         )
 
 
@@ -214,13 +243,17 @@ def stream(
             x = x + block.attn.out(y)
             x = x + block.mlp(block.norm2(x))
             if policy not in ("full", "knn"):  # room for the next one
-                idx = keep(
-                    policy,
-                    acc[layer],
-                    budget - 1,
-                    n_sinks,
-                    min(n_recent, budget - 2) if policy == "h2o" else 1,
-                )
+                own = _OWN_SCORES.set(True)
+                try:
+                    idx = keep(
+                        policy,
+                        acc[layer],
+                        budget - 1,
+                        n_sinks,
+                        min(n_recent, budget - 2) if policy == "h2o" else 1,
+                    )
+                finally:
+                    _OWN_SCORES.reset(own)
                 K[layer], V[layer] = gather(K[layer], idx), gather(V[layer], idx)
                 acc[layer] = gather(acc[layer][..., None], idx)[..., 0]
         logits = model.head(model.norm(x))[:, 0]  # (b, v)

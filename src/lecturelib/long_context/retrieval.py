@@ -30,7 +30,14 @@ from einops import rearrange
 
 from lecturelib.efficiency import kvcache
 from lecturelib.pretraining import gpt
-from lecturelib.validate import check_ids, check_int, check_sizes, check_type
+from lecturelib.validate import (
+    check_ids,
+    check_int,
+    check_sizes,
+    check_tensor,
+    check_type,
+    describe,
+)
 
 
 def check_matrices(name: str, *matrices: torch.Tensor) -> None:
@@ -39,9 +46,25 @@ def check_matrices(name: str, *matrices: torch.Tensor) -> None:
         check_type(m, name, torch.Tensor, "tensors")
 
 
-def check_knn(q, keys, values, top) -> None:
-    """The arguments of :func:`knn_attention`."""
+def check_finite(name: str, *tensors: torch.Tensor) -> None:
+    """Every value of ``tensors`` must be finite: a NaN key scores NaN, and ``topk``
+    ranks it first."""
+    for x in tensors:
+        if not bool(torch.isfinite(x).all()):
+            raise ValueError(
+                f"{name} must hold finite values (a NaN or inf key or query makes the "
+                f"search return wrong neighbours); got {describe(x)} with "
+                f"{int((~torch.isfinite(x)).sum())} non-finite values"
+            )
+
+
+def check_knn(q, keys, values, top, index=None) -> None:
+    """The arguments of :func:`knn_attention`: float ``q``, ``keys`` and ``values`` of
+    matching sizes, finite queries and keys, ``top`` in ``1..s`` and an ``index``, if
+    given, built from these very keys."""
     check_matrices("q, keys and values", q, keys, values)
+    for name, x in (("q", q), ("keys", keys), ("values", values)):
+        check_tensor(x, name, "(t, e), (s, e) or (s, e_v)")
     ok = (
         q.dim() == 2
         and keys.dim() == 2
@@ -56,6 +79,17 @@ def check_knn(q, keys, values, top) -> None:
     check_sizes(top=top)
     if top > keys.shape[0]:
         raise ValueError(f"top ({top}) must be at most the {keys.shape[0]} stored keys")
+    check_finite("q and keys", q, keys)
+    if index is not None:
+        check_type(index, "index", IVFIndex, "an IVFIndex or None")
+        if index.keys is not keys and (
+            index.keys.shape != keys.shape or not torch.equal(index.keys, keys)
+        ):
+            raise ValueError(
+                f"index must be built from these keys: it holds "
+                f"{describe(index.keys)}, other than keys {describe(keys)}; its "
+                f"positions would pick the wrong keys and values"
+            )
 
 
 def knn_attention(
@@ -68,7 +102,7 @@ def knn_attention(
     """Softmax attention of each query over its ``top`` best-scoring stored keys only,
     found exactly or with ``index``. Shapes: q ``(t, e)``, keys ``(s, e)``, values
     ``(s, e_v)`` → ``(t, e_v)``."""
-    check_knn(q, keys, values, top)
+    check_knn(q, keys, values, top, index)
     idx = (
         (q @ keys.T).topk(top, -1).indices if index is None else index.search(q, top)
     )  # (t, top)
@@ -76,17 +110,32 @@ def knn_attention(
     return (scores.softmax(-1)[..., None] * values[idx]).sum(1)
 
 
-def check_index(keys, n_cells, n_probe) -> None:
-    """The arguments of :class:`IVFIndex`."""
+def check_index(keys, n_cells, n_probe, iters=10, seed=0) -> None:
+    """The arguments of :class:`IVFIndex`: finite float keys ``(s, e)``, ``n_probe <=
+    n_cells <= s``, ``iters >= 0`` k-means steps and an int seed."""
     check_sizes(n_cells=n_cells, n_probe=n_probe)
     check_type(keys, "keys", torch.Tensor, "a (s, e) tensor")
     if keys.dim() != 2:
         raise ValueError("keys must be a (s, e) tensor")
+    check_tensor(keys, "keys", "(s, e)")
     if n_probe > n_cells or n_cells > keys.shape[0]:
         raise ValueError(
             f"need n_probe <= n_cells <= s; got n_probe={n_probe}, "
             f"n_cells={n_cells}, s={keys.shape[0]}"
         )
+    check_finite("keys", keys)
+    check_int(iters, "iters", 0)
+    check_int(seed, "seed", 0)
+
+
+def check_search(index, q, top=1) -> None:
+    """The arguments of :meth:`IVFIndex.search`: float queries ``(t, e)`` of the
+    index's ``e`` and ``top`` in ``1..s``."""
+    e, s = index.keys.shape[1], index.keys.shape[0]
+    check_tensor(q, "q", f"(t, e) with e = {e}", dims=2)
+    if q.shape[1] != e:
+        raise ValueError(f"q must be (t, e) with e = {e}; got {tuple(q.shape)}")
+    check_int(top, "top", 1, s)
 
 
 class IVFIndex:
@@ -101,7 +150,7 @@ class IVFIndex:
         iters: int = 10,
         seed: int = 0,
     ):
-        check_index(keys, n_cells, n_probe)
+        check_index(keys, n_cells, n_probe, iters, seed)
         g = torch.Generator().manual_seed(seed)
         centres = keys[torch.randperm(keys.shape[0], generator=g)[:n_cells]].clone()
         for _ in range(iters):
@@ -115,6 +164,7 @@ class IVFIndex:
     def search(self, q: torch.Tensor, top: int) -> torch.Tensor:
         """The ``top`` best keys among the probed cells (fewer scanned than all).
         Shapes: q ``(t, e)`` → indices ``(t, top)``."""
+        check_search(self, q, top)
         probe = (q @ self.centres.T).topk(self.n_probe, -1).indices  # (t, n_probe)
         allowed = (self.cell[None, :, None] == probe[:, None, :]).any(-1)  # (t, s)
         scores = (q @ self.keys.T).masked_fill(~allowed, float("-inf"))
@@ -122,6 +172,7 @@ class IVFIndex:
 
     def scanned(self, q: torch.Tensor) -> torch.Tensor:
         """How many keys each query scans. Shapes: ``(t, e)`` → ``(t,)``."""
+        check_search(self, q)
         probe = (q @ self.centres.T).topk(self.n_probe, -1).indices
         return (self.cell[None, :, None] == probe[:, None, :]).any(-1).sum(1)
 
