@@ -62,3 +62,60 @@ def test_finetuning_teaches_the_responses_and_where_to_stop(tokenizer):
     assert hist.train_loss[-1] < 0.1 * hist.train_loss[0]
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
                                                  small_gpt2(tokenizer).state_dict().values()))
+
+
+# --------------------------------------------------- user text is plain text, never EOS
+
+
+def test_encode_reads_a_typed_endoftext_as_plain_text(tokenizer):
+    eos = tokenizer.token_to_id(gpt2_sft.EOS)
+    ids, mask = gpt2_sft.encode(tokenizer, "a<|endoftext|>b", "c<|endoftext|>d")
+    assert (ids == eos).sum() == 1 and ids[-1] == eos  # the template's end only
+    head, _ = gpt2_sft.encode(tokenizer, "a<|endoftext|>b")
+    assert eos not in head.tolist()
+    text = tokenizer.decode(head.tolist(), skip_special_tokens=False)
+    assert text == "Question: a<|endoftext|>b\nAnswer:"
+    body = tokenizer.decode(ids[mask][:-1].tolist(), skip_special_tokens=False)
+    assert body == " c<|endoftext|>d"
+    assert not tokenizer.encode_special_tokens  # the tokenizer is left as it was
+    assert tokenizer.encode("<|endoftext|>").ids == [eos]
+
+
+def test_a_tokenizer_that_reads_endoftext_in_text_is_refused(tokenizer):
+    class Reads:  # a tokenizer-like object without the switch
+        def encode(self, text):
+            return tokenizer.encode(text)
+
+        def decode(self, ids):
+            return tokenizer.decode(ids)
+
+        def token_to_id(self, token):
+            return tokenizer.token_to_id(token)
+
+    assert gpt2_sft.encode(Reads(), "ab")[0].tolist() == gpt2_sft.encode(
+        tokenizer, "ab")[0].tolist()
+    with pytest.raises(ValueError, match=r"read <\|endoftext\|> in the text "
+                                         r"'Question: a<\|endoftext\|>b\\nAnswer:' as "
+                                         r"its special id"):
+        gpt2_sft.encode(Reads(), "a<|endoftext|>b")
+
+
+def first_inputs(model):
+    """The ids of every forward pass of ``model``, in order."""
+    seen = []
+    model.register_forward_pre_hook(lambda m, args: seen.append(args[0].clone()))
+    return seen
+
+
+def test_respond_and_finetune_read_prompts_as_plain_text(tokenizer):
+    eos = tokenizer.token_to_id(gpt2_sft.EOS)
+    model = small_gpt2(tokenizer)
+    prompt = "Sort <|endoftext|>3141."
+    seen = first_inputs(model)
+    gpt2_sft.respond(model, tokenizer, [prompt, "hi"], max_new=2)
+    head = gpt2_sft.encode(tokenizer, prompt)[0]
+    assert torch.equal(seen[0][0], head) and eos not in seen[0][0].tolist()
+    tuned, _ = gpt2_sft.finetune(model, tokenizer, [(prompt, "1<|endoftext|>134")],
+                                 steps=2, batch_size=1, progress=False)
+    ids, _ = gpt2_sft.encode(tokenizer, prompt, "1<|endoftext|>134")
+    assert torch.equal(seen[-1][0], ids[:-1]) and eos not in ids[:-1].tolist()

@@ -23,6 +23,8 @@ from lecturelib import train
 from lecturelib.posttraining import padded_cache
 from lecturelib.pretraining import gpt
 from lecturelib.validate import (
+    check_bool,
+    check_choice,
     check_ids,
     check_int,
     check_number,
@@ -39,9 +41,16 @@ CHARS = "\n" + "".join(chr(c) for c in range(32, 127))  # newline and printable 
 class ChatVocab:
     """Special tokens first (``<|pad|>`` is id 0), then one id per character.
 
+    Text is plain text: a special token's string inside it is read character by
+    character, never as the special id, so that no user can write a turn of the
+    template (only :func:`chat` and :meth:`special` give special ids). ``specials``
+    reads them as one id each, for text that the book writes itself.
+
     >>> v = ChatVocab()
-    >>> v.decode(v.encode("<|user|>hi<|end|>"))
+    >>> v.decode(v.encode("<|user|>hi<|end|>", specials=True))
     '<|user|>hi<|end|>'
+    >>> len(v.encode("<|end|>")), len(v.encode("<|end|>", specials=True))
+    (7, 1)
     """
 
     def __init__(self):
@@ -53,13 +62,15 @@ class ChatVocab:
     def __len__(self) -> int:
         return len(self.itos)
 
-    def encode(self, text: str) -> torch.Tensor:
-        """Ids of ``text``, special tokens read as one id each. Shapes: → ``(t,)``."""
+    def encode(self, text: str, specials: bool = False) -> torch.Tensor:
+        """Ids of ``text``, one per character (with ``specials``, each special token's
+        string one id). Shapes: → ``(t,)``."""
         check_type(text, "text", str)
-        pieces = [p for p in self.split.split(text) if p]
+        check_bool(specials, "specials")
+        pieces = [p for p in self.split.split(text) if p] if specials else [text]
         ids = []
         for p in pieces:
-            if p in SPECIALS:
+            if specials and p in SPECIALS:
                 ids.append(self.stoi[p])
                 continue
             bad = [c for c in p if c not in self.stoi]
@@ -70,6 +81,12 @@ class ChatVocab:
                 )
             ids.extend(self.stoi[c] for c in p)
         return torch.tensor(ids, dtype=torch.long)
+
+    def special(self, token: str) -> torch.Tensor:
+        """The id of the special ``token`` (one of :data:`SPECIALS`). Shapes: →
+        ``(1,)``."""
+        check_choice(token, "token", SPECIALS)
+        return torch.tensor([self.stoi[token]])
 
     def decode(self, ids) -> str:
         """The text of ``ids`` (a 1-d tensor or a list of ids)."""
@@ -90,16 +107,19 @@ def chat(prompt: str, response: str | None = None) -> tuple[torch.Tensor, torch.
     """The chat template ``<|user|>prompt<|assistant|>response<|end|>`` as ids, and a
     mask that marks the response's tokens and ``<|end|>`` (what the model learns to
     write). With no ``response``: the prompt up to ``<|assistant|>``, where generation
-    starts.
+    starts. Prompt and response are plain text (a special token's string in them is
+    read as characters); a final ``<|end|>`` of the response is the template's own.
 
     Shapes: → ids ``(t,)`` long, mask ``(t,)`` bool.
     """
     check_type(prompt, "prompt", str)
-    head = VOCAB.encode(USER + prompt + ASSISTANT)
+    head = torch.cat(
+        [VOCAB.special(USER), VOCAB.encode(prompt), VOCAB.special(ASSISTANT)]
+    )
     if response is None:
         return head, torch.zeros(len(head), dtype=torch.bool)
     check_type(response, "response", (str,), "a str or None")
-    tail = VOCAB.encode(response.removesuffix(END) + END)
+    tail = torch.cat([VOCAB.encode(response.removesuffix(END)), VOCAB.special(END)])
     mask = torch.cat([torch.zeros(len(head)), torch.ones(len(tail))]).bool()
     return torch.cat([head, tail]), mask
 
@@ -291,12 +311,13 @@ def respond(
     ``generator`` (a CPU generator; the draws are made on the CPU, so they are the same
     on every device), until ``stop`` (kept in the response) or ``max_new`` tokens. With
     ``template`` each prompt is wrapped by :func:`chat`; without, the raw text is
-    continued. The prompts are decoded as one batch on the model's device, left-padded
+    continued (plain text either way: a special token's string in a prompt is read as
+    characters). The prompts are decoded as one batch on the model's device, left-padded
     to the longest: the padding is a segment of its own (``GPT(ids, segments)``), so
     each prompt is read exactly as if it were alone."""
     check_respond(model, prompts, max_new, temperature, generator, stop)
     heads = [chat(p)[0] if template else VOCAB.encode(p) for p in prompts]
-    stop_id = VOCAB.encode(stop).item()
+    stop_id = VOCAB.stoi[stop]
     new = _generate(model, heads, max_new, temperature, generator, stop_id)
     return [VOCAB.decode(ids) for ids in new]
 
@@ -386,7 +407,7 @@ def check_respond(model, prompts, max_new, temperature, generator, stop) -> None
                 f"got one on {generator.device}"
             )
     check_type(stop, "stop", str)
-    if len(VOCAB.encode(stop)) != 1:
+    if stop not in VOCAB.stoi:
         raise ValueError(
             f"stop must be one token (a special token or a character); got {stop!r}"
         )

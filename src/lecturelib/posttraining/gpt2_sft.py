@@ -39,20 +39,45 @@ def check_tokenizer(tokenizer) -> None:
         raise ValueError(f"the tokenizer has no {EOS} token, which ends a response")
 
 
+def text_ids(tokenizer, text: str) -> list[int]:
+    """The ids of ``text`` read as plain text: a special token's string in it (a typed
+    ``<|endoftext|>``) is split like any other text, never read as the special id
+    (``tokenizers``' ``encode_special_tokens``, which is restored after). A tokenizer
+    without that switch that still gives ``<|endoftext|>``'s id is refused."""
+    check_tokenizer(tokenizer)
+    check_type(text, "text", str)
+    plain = getattr(tokenizer, "encode_special_tokens", None)
+    if plain is None:
+        ids = tokenizer.encode(text).ids
+    else:
+        tokenizer.encode_special_tokens = True
+        try:
+            ids = tokenizer.encode(text).ids
+        finally:
+            tokenizer.encode_special_tokens = plain
+    if tokenizer.token_to_id(EOS) in ids:
+        raise ValueError(
+            f"the tokenizer read {EOS} in the text {text[:40]!r} as its special id; "
+            "a tokenizers.Tokenizer (with encode_special_tokens) reads it as plain text"
+        )
+    return ids
+
+
 def encode(tokenizer, prompt: str, response: str | None = None):
     """``Question: {prompt}\\nAnswer: {response}<|endoftext|>`` as ids, and the mask of
     the response's tokens and ``<|endoftext|>``; with no ``response``, the prompt up to
-    ``Answer:``, where generation starts.
+    ``Answer:``, where generation starts. Prompt and response are plain text
+    (:func:`text_ids`): only the template's own end is ``<|endoftext|>``'s id.
 
     Shapes: → ids ``(t,)`` long, mask ``(t,)`` bool.
     """
     check_tokenizer(tokenizer)
     check_type(prompt, "prompt", str)
-    head = tokenizer.encode(QUESTION.format(prompt)).ids
+    head = text_ids(tokenizer, QUESTION.format(prompt))
     if response is None:
         return torch.tensor(head), torch.zeros(len(head), dtype=torch.bool)
     check_type(response, "response", (str,), "a str or None")
-    tail = tokenizer.encode(ANSWER.format(response)).ids + [tokenizer.token_to_id(EOS)]
+    tail = text_ids(tokenizer, ANSWER.format(response)) + [tokenizer.token_to_id(EOS)]
     mask = torch.arange(len(head) + len(tail)) >= len(head)
     return torch.tensor(head + tail), mask
 
