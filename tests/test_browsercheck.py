@@ -84,3 +84,39 @@ def test_repeated_inline_scripts_are_dropped_once_per_page(tmp_path):
     text = (tmp_path / "a.html").read_text()
     assert text.count("THEBE_JS_URL") == 1 and "<script>other</script>" in text
     assert (tmp_path / "b.html").read_text() == f"<head>{twice}</head>"
+
+
+A11Y_HEAD = ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+             "<title>A page</title></head><body><main>")
+
+
+def test_only_serious_and_critical_violations_are_problems():
+    found = browsercheck.a11y_problems("p.html", [
+        {"id": "image-alt", "impact": "critical", "help": "Images must have alt text",
+         "nodes": 2, "where": "img"},
+        {"id": "region", "impact": "moderate", "help": "Content in landmarks", "nodes": 1,
+         "where": "p"},
+    ])
+    assert [str(p) for p in found] == [
+        "p.html: a11y: image-alt (critical): Images must have alt text; 2 element(s), "
+        "e.g. img"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not have_browser() or not shutil.which("npm"),
+                    reason="needs Chromium, chromedriver, selenium and npm")
+def test_axe_finds_contrast_alt_text_and_link_names_and_passes_a_clean_page(tmp_path):
+    axe = browsercheck.axe_source(Path(__file__).resolve().parents[1] / "_build" / "npm")
+    site = tmp_path / "site"
+    (site / "ok.png").parent.mkdir(parents=True)
+    (site / "ok.png").write_bytes(PNG)
+    (site / "index.html").write_text(
+        A11Y_HEAD + "<h1>Fine</h1><p>Readable text.</p><img src='ok.png' alt='a dot'>"
+        "<a href='bad.html'>the next page</a>" + TAIL, encoding="utf-8")
+    (site / "bad.html").write_text(
+        A11Y_HEAD + "<h1>Bad</h1><p style='color:#bbb;background:#fff'>faint text</p>"
+        "<img src='ok.png'><a href='index.html'></a>" + TAIL, encoding="utf-8")
+    report = browsercheck.check_site(site, axe=axe)
+    rules = {(p.page, p.detail.split(" ")[0]) for p in report.problems if p.kind == "a11y"}
+    assert rules == {("bad.html", r) for r in ("color-contrast", "image-alt", "link-name")}
+    assert any("at 400 px" in p.detail for p in report.problems)  # both widths

@@ -10,7 +10,10 @@ would see broken:
 - ``image``: an image that did not load;
 - ``link``: a link to a local page that does not exist, or to an anchor that is not on it;
 - ``role``: a MyST role shown raw (``{cite}`…```) instead of rendered;
-- ``mathjax``: more than one MathJax script on the page, or errors in the browser console.
+- ``mathjax``: more than one MathJax script on the page, or errors in the browser console;
+- ``a11y``: what axe-core (pinned, ``AXE_VERSION``, fetched once from the npm registry into
+  ``_build/npm`` and injected into each page) finds of serious or critical impact, at both
+  widths: contrast, heading order, names of links, buttons and images, landmarks, ...
 
     python -m lecturelib.book.browsercheck _build/site/_build/html
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -76,6 +80,65 @@ ready.then(() => {
   });
 }).catch((err) => done({error: String(err)}));
 """
+
+AXE_VERSION = "4.10.3"
+A11Y_IMPACTS = (
+    "serious",
+    "critical",
+)  # what fails the check; minor and moderate do not
+AXE_SCRIPT = r"""
+const done = arguments[arguments.length - 1];
+axe.run(document, {resultTypes: ["violations"]}).then((r) => done(r.violations
+  .filter((v) => ["serious", "critical"].includes(v.impact))
+  .map((v) => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length,
+                where: v.nodes[0] ? v.nodes[0].target.join(" ") : ""}))))
+  .catch((err) => done([{id: "axe", impact: "critical", help: String(err), nodes: 0,
+                         where: ""}]));
+"""
+
+
+def axe_source(npm_dir: Path) -> str:
+    """axe-core's script, installed from the npm registry into ``npm_dir`` the first time."""
+    script = Path(npm_dir) / "node_modules" / "axe-core" / "axe.min.js"
+    installed = script.parent / "package.json"
+    if not (
+        script.is_file() and f'"version": "{AXE_VERSION}"' in installed.read_text()
+    ):
+        npm = shutil.which("npm")
+        if npm is None:
+            raise BrowserMissing(
+                "npm is needed once to fetch axe-core for the accessibility check; "
+                "install Node.js (https://nodejs.org)"
+            )
+        subprocess.run(
+            [
+                npm,
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                str(npm_dir),
+                f"axe-core@{AXE_VERSION}",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    return script.read_text(encoding="utf-8")
+
+
+def a11y_problems(page: str, violations: list[dict]) -> list[Problem]:
+    """Problems for axe-core's ``violations`` of ``page`` (serious and critical only)."""
+    return [
+        Problem(
+            page,
+            "a11y",
+            f"{v['id']} ({v['impact']}): {v['help']}; {v['nodes']} element(s), "
+            f"e.g. {v['where'][:80]}",
+        )
+        for v in violations
+        if v["impact"] in A11Y_IMPACTS
+    ]
+
 
 RAW_MATH = re.compile(
     r"\$[^$\s][^$]*\$|\\(?:frac|begin\{|end\{|mathbf|mathrm|left[(\[|]|"
@@ -230,8 +293,11 @@ def _wait_for_the_page(driver, timeout: float = 20) -> None:
         time.sleep(0.1)
 
 
-def check_site(site: Path, widths: tuple[int, ...] = WIDTHS) -> Report:
-    """Open every page of ``site`` at each of ``widths`` and collect the problems."""
+def check_site(
+    site: Path, widths: tuple[int, ...] = WIDTHS, axe: str | None = None
+) -> Report:
+    """Open every page of ``site`` at each of ``widths`` and collect the problems; with
+    ``axe`` (axe-core's script, :func:`axe_source`), the accessibility violations too."""
     pages = find_pages(site)
     t0 = time.perf_counter()
     problems: list[Problem] = []
@@ -249,7 +315,7 @@ def check_site(site: Path, widths: tuple[int, ...] = WIDTHS) -> Report:
     for width in widths:
         driver = _driver(width)
         try:
-            driver.set_script_timeout(30)
+            driver.set_script_timeout(60)
             for path in pages:
                 page = _rel(path, site)
                 driver.get(path.resolve().as_uri())
@@ -268,6 +334,13 @@ def check_site(site: Path, widths: tuple[int, ...] = WIDTHS) -> Report:
                         for e in driver.get_log("browser")
                         if e["level"] == "SEVERE"
                     ]
+                if axe is not None:
+                    driver.execute_script(axe)
+                    a11y = a11y_problems(page, driver.execute_async_script(AXE_SCRIPT))
+                    if width != widths[0]:
+                        for p in a11y:
+                            p.detail += f" at {width} px"
+                    found += a11y
                 problems += found
         finally:
             driver.quit()
@@ -286,9 +359,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="fail (exit 2) when no browser is available",
     )
+    parser.add_argument(
+        "--npm-dir",
+        type=Path,
+        default=Path("_build/npm"),
+        help="where axe-core is installed from the npm registry (default: _build/npm)",
+    )
+    parser.add_argument(
+        "--a11y",
+        action="store_true",
+        help="also run the accessibility check (axe-core)",
+    )
     args = parser.parse_args(argv)
     try:
-        report = check_site(args.site)
+        axe = axe_source(args.npm_dir) if args.a11y else None
+        report = check_site(args.site, axe=axe)
     except BrowserMissing as err:
         print(f"browser check {'FAILED' if args.require else 'skipped'}: {err}")
         return 2 if args.require else 0
