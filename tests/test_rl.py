@@ -187,6 +187,25 @@ def test_grpo_gradient_is_the_policy_gradient_at_the_sampling_policy():
     torch.testing.assert_close(grad, expected)
 
 
+def test_logp_old_and_the_advantages_are_constants_even_when_they_carry_a_gradient():
+    """The same tensor as logp_new and logp_old (the first of GRPO's iterations, not
+    detached): ρ = 1 and dρ/dlogp = 1, not the 0 of exp(logp − logp)."""
+    logp = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
+    A = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(rl.ppo_clipped_loss(logp, logp, A).sum(), logp)
+    assert torch.equal(grad, torch.full((2, 3), -1.0, dtype=torch.float64))
+    old = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
+    rl.ppo_clipped_loss(logp, old, A).sum().backward()
+    assert old.grad is None and A.grad is None
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    loss = rl.grpo_loss(logp, logp, logp.detach(), A, mask, beta=0.0)
+    (grad,) = torch.autograd.grad(loss, logp)
+    torch.testing.assert_close(grad, torch.full((2, 3), -1 / 6, dtype=torch.float64))
+    ref = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)  # fixed too
+    rl.grpo_loss(logp, old, ref, A, mask, beta=0.5).backward()
+    assert ref.grad is None and old.grad is None and A.grad is None
+
+
 def test_k3_is_zero_at_the_reference_and_never_negative():
     logp, _, ref, _, _ = grpo_inputs(2)
     k3 = rl.kl_k3(logp, ref)

@@ -109,7 +109,8 @@ def ppo_clipped_loss(
 ) -> torch.Tensor:
     """PPO's clipped surrogate loss at every element, ``−min(ρA, clip(ρ)A)`` with
     ``ρ = exp(logp_new − logp_old)``; the caller averages it (:func:`masked_mean`).
-    Where the clip binds, the gradient is zero.
+    Where the clip binds, the gradient is zero. ``logp_old`` (the policy that sampled)
+    and the advantages are constants of the step: no gradient flows into them.
 
     Shapes: logp_new, logp_old ``(b, t)`` (per token) or ``(b,)`` (per sequence);
     advantages ``(b,)`` or their shape → the shape of logp_new.
@@ -117,7 +118,8 @@ def ppo_clipped_loss(
     check_ppo(logp_new, logp_old, advantages, clip)
     if advantages.dim() < logp_new.dim():
         advantages = advantages[:, None]  # (b, 1): one advantage per sequence
-    ratio = (logp_new - logp_old).exp()
+    advantages = advantages.detach()
+    ratio = (logp_new - logp_old.detach()).exp()  # π/π_old, π_old a constant
     clipped = ratio.clamp(1 - clip, 1 + clip)
     return -torch.minimum(ratio * advantages, clipped * advantages)
 
@@ -162,12 +164,13 @@ def check_kl(logp, ref_logp) -> None:
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """The k3 estimate of ``KL(π ‖ π_ref)`` at every sampled token:
-    ``exp(ref − logp) − (ref − logp) − 1``, zero where the two agree.
+    ``exp(ref − logp) − (ref − logp) − 1``, zero where the two agree; the reference
+    is fixed (no gradient flows into ``ref_logp``).
 
     Shapes: logp, ref_logp ``(b, t)`` → ``(b, t)``.
     """
     check_kl(logp, ref_logp)
-    log_ratio = ref_logp - logp  # log π_ref/π
+    log_ratio = ref_logp.detach() - logp  # log π_ref/π
     return log_ratio.exp() - log_ratio - 1
 
 
