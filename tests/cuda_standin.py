@@ -1,4 +1,8 @@
-"""A CUDA stand-in for a CPU-only torch: run the GPU path of the book without a GPU.
+"""A CUDA stand-in: run the GPU path of the book on a machine without a CUDA device.
+
+It works over a CPU-only torch and over a CUDA-built torch on a machine without a GPU (pip's
+default torch on Linux); on a machine with a real CUDA device it refuses to install
+(:func:`real_cuda`): the tests marked ``gpu`` run there on the device itself.
 
 Tensors "on cuda" are CPU tensors of the tagging subclass :class:`CudaTensor` (their
 ``.device`` says ``cuda:0``), and a ``TorchFunctionMode`` sees every torch call and refuses
@@ -17,7 +21,7 @@ driver, which the stand-in does not have, so code takes its path for a machine w
 Factories with ``device="cuda"``, ``.to("cuda")``, ``.cuda()`` and ``module.to("cuda")``
 (parameters keep their identity; their gradients and the buffers move too) make tagged
 tensors; the results of ops on cuda tensors are tagged; ``.cpu()`` and ``.to("cpu")`` copy
-to an untagged tensor. ``torch.cuda`` describes a Tesla T4 (capability 7.5, 15 GiB, no
+to an untagged tensor. ``torch.cuda`` (and ``torch.accelerator``) describes a Tesla T4 (capability 7.5, 15 GiB, no
 bf16, not even emulated). ``autocast("cuda")`` runs as CPU autocast with CUDA's dtype
 (float16 by default) and CUDA's op lists (softmax, exp, cumsum, sum, norms and losses in
 float32; RNNs in float16); its float16 ops (matmuls, convolutions, attention, RNNs) compute
@@ -463,7 +467,11 @@ def _cast_float(t, dtype):
     """``t`` in ``dtype`` if it is a floating tensor other than float64 (the tensors that
     autocast casts), keeping its device tag; anything else as it is. Autograd sees the
     cast (``Tensor.to``), so gradients flow back through it in the tensor's own dtype."""
-    if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64:
+    if (
+        isinstance(t, torch.Tensor)
+        and t.is_floating_point()
+        and t.dtype != torch.float64
+    ):
         return _retag(t.to(dtype), is_cuda(t)) if t.dtype != dtype else t
     return t
 
@@ -493,7 +501,10 @@ def _cuda_autocast_cast(func, args, kwargs):
     if name in CUDA_FP32_OPS:
 
         def cast(t):
-            if isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16):
+            if isinstance(t, torch.Tensor) and t.dtype in (
+                torch.float16,
+                torch.bfloat16,
+            ):
                 return _cast_float(t, torch.float32)
             return t
 
@@ -591,6 +602,55 @@ def _cuda_functions() -> dict:
     return out
 
 
+class _Stream:
+    """The stand-in's one stream: it never captures a graph and is always done."""
+
+    device = CUDA
+    device_type = "cuda"
+    device_index = 0
+
+    def is_capturing(self) -> bool:
+        return False
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        return None
+
+    def wait_stream(self, stream) -> None:
+        return None
+
+
+_STREAM = _Stream()
+
+
+def _accelerator_functions() -> dict:
+    """What ``torch.accelerator`` answers for the T4. A CUDA-built torch names cuda as
+    its accelerator (a CPU-only one names none), and torch code that asks it for its
+    stream (every optimizer's step checks for CUDA-graph capture) would initialise CUDA
+    without a device; the stand-in answers instead."""
+    answers = {
+        "is_available": True,
+        "device_count": 1,
+        "current_device_index": 0,
+        "current_device_idx": 0,
+        "get_memory_info": (TOTAL_MEMORY, TOTAL_MEMORY),
+    }
+    memory = "memory_allocated max_memory_allocated memory_reserved max_memory_reserved"
+    answers |= dict.fromkeys(memory.split(), 0)
+    nothing = (
+        "set_device_index set_device_idx set_stream synchronize empty_cache "
+        "reset_peak_memory_stats reset_accumulated_memory_stats"
+    ).split()
+    answers |= dict.fromkeys(nothing)
+    out = {name: _returns(value, name) for name, value in answers.items()}
+    out["current_accelerator"] = lambda check_available=False: torch.device("cuda")
+    out["current_stream"] = lambda device=None: _STREAM
+    out["device_index"] = _DeviceContext
+    return out
+
+
 def _parameter_new(cls, data=None, requires_grad=True):
     """``nn.Parameter(cuda_tensor)`` is a :class:`CudaParameter`."""
     if isinstance(data, CudaTensor) or issubclass(cls, CudaTensor):
@@ -603,6 +663,11 @@ def _parameter_new(cls, data=None, requires_grad=True):
 def _patches() -> list[tuple[object, str, object, str]]:
     """(owner, attribute, stand-in, key): what :func:`install` replaces."""
     out = [(torch.cuda, k, v, f"cuda.{k}") for k, v in _cuda_functions().items()]
+    out += [
+        (torch.accelerator, k, v, f"accelerator.{k}")
+        for k, v in _accelerator_functions().items()
+        if hasattr(torch.accelerator, k)  # older torch has fewer of them
+    ]
     out += [
         (torch, "autocast", autocast, "torch.autocast"),
         (torch.amp, "autocast", autocast, "amp.autocast"),
@@ -655,15 +720,24 @@ def _show_triton() -> None:
 
 _PATCHES_ORIGINAL: dict[str, object] = {}
 _MODE: list[_Mode] = []
+_REAL_IS_AVAILABLE = torch.cuda.is_available  # before any install()
+
+
+def real_cuda() -> bool:
+    """Whether this machine has a real CUDA device (then the stand-in refuses to install
+    and its tests skip: the tests marked ``gpu`` run there instead)."""
+    return _REAL_IS_AVAILABLE()
 
 
 def install() -> None:
-    """Pretend this CPU-only torch has a T4 until :func:`uninstall` (idempotent)."""
+    """Pretend this machine has a T4 until :func:`uninstall` (idempotent); refused on a
+    machine with a real CUDA device."""
     if _MODE:
         return
-    if torch.backends.cuda.is_built():
+    if real_cuda():
         raise RuntimeError(
-            "the cuda stand-in is for a CPU-only torch; this one has CUDA"
+            "the cuda stand-in is for a machine without a CUDA device; this one has "
+            "one: run the tests marked gpu on it instead"
         )
     for owner, name, new, key in _patches():
         _PATCHES_ORIGINAL[key] = owner.__dict__.get(name, getattr(owner, name))

@@ -12,10 +12,17 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import cuda_standin as standin_module
 from cuda_standin import CudaParameter, CudaTensor, cuda_standin, install, is_cuda
-from cuda_standin import uninstall
+from cuda_standin import real_cuda, uninstall
 
 SAME_DEVICE = "Expected all tensors to be on the same device"
+
+pytestmark = pytest.mark.skipif(
+    real_cuda(),
+    reason="a real CUDA device is here: the stand-in refuses to install, and the tests "
+    "marked gpu (tests/test_gpu_path.py) run on the device instead",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -44,13 +51,52 @@ def test_torch_cuda_describes_a_t4():
     assert torch.cuda.mem_get_info()[1] == 15 * 2**30
 
 
+def test_it_installs_over_a_cuda_built_torch_and_answers_for_its_accelerator(
+    monkeypatch,
+):
+    """pip's default torch on Linux is built with CUDA, and most machines that run the
+    tests have no GPU: the stand-in installs there, and torch.accelerator (which such a
+    torch asks, e.g. in every optimizer's step) answers for the T4 without touching
+    CUDA."""
+    uninstall()
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    install()
+    assert torch.cuda.is_available()
+    assert torch.accelerator.current_accelerator(True) == torch.device("cuda")
+    assert torch.accelerator.is_available() and torch.accelerator.device_count() == 1
+    assert torch.accelerator.current_device_index() == 0
+    assert not torch.accelerator.current_stream().is_capturing()
+    assert torch.accelerator.synchronize() is None
+    p = nn.Parameter(torch.ones(3, device="cuda"))
+    p.grad = torch.ones(3, device="cuda")
+    torch.optim.Adam([p], lr=0.1).step()  # checks the stream for graph capture
+    assert is_cuda(p) and p.detach().cpu().lt(1).all()
+
+
+def test_it_refuses_a_machine_with_a_real_cuda_device(monkeypatch):
+    uninstall()
+    monkeypatch.setattr(standin_module, "_REAL_IS_AVAILABLE", lambda: True)
+    assert real_cuda()
+    with pytest.raises(
+        RuntimeError, match="this one has one: run the tests marked gpu"
+    ):
+        install()
+    monkeypatch.undo()
+    install()
+
+
 def test_uninstall_restores_torch():
     uninstall()
     try:
         assert not torch.cuda.is_available()
         assert torch.Generator is torch._C.Generator
-        with pytest.raises((RuntimeError, AssertionError), match="CUDA"):
-            torch.zeros(1, device="cuda")  # this torch has no CUDA
+        assert torch.accelerator.current_accelerator() != torch.device("cuda") or (
+            torch.backends.cuda.is_built()
+        )
+        # a CPU-only torch: "Torch not compiled with CUDA enabled"; a CUDA build
+        # without a GPU: "Found no NVIDIA driver on your system"
+        with pytest.raises((RuntimeError, AssertionError), match="CUDA|NVIDIA driver"):
+            torch.zeros(1, device="cuda")
     finally:
         install()
     assert torch.cuda.is_available()
@@ -415,7 +461,9 @@ def test_autocast_matmuls_compute_as_tensor_cores_in_float32():
     linear = nn.Linear(64, 32).to("cuda")
     b = torch.randn(64, 16, device="cuda")
 
-    def tensor_cores(*ts):  # the float32 op of float16-rounded inputs, its result in fp16
+    def tensor_cores(
+        *ts,
+    ):  # the float32 op of float16-rounded inputs, its result in fp16
         return [t.detach().half().float() for t in ts]
 
     with torch.autocast("cuda"):

@@ -4,7 +4,8 @@ run "on a T4" through the CUDA stand-in (tests/cuda_standin.py). The stand-in ra
 CUDA would (a cuda tensor meeting a CPU one, a CPU generator driving a cuda op, ``.numpy()``
 of a cuda tensor), so each test passing means the code keeps its tensors on the model's
 device; results are checked to be on cuda and, where the CPU run is cheap, equal to it. On a machine
-with a real CUDA device every test runs there too (marked ``gpu``).
+with a real CUDA device every test runs there instead (marked ``gpu``), and the stand-in's
+case skips.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cuda_standin import cuda_standin, is_cuda
+from cuda_standin import cuda_standin, is_cuda, real_cuda
 from lecturelib import tasks, train
 from lecturelib.efficiency import diffusion_lm, kvattention, kvcache, linear_attention
 from lecturelib.efficiency import moe, mtp, paged, speculative
@@ -28,7 +29,7 @@ from test_compose import CACHED_REFUSES, VARIANTS, plain, tokens
 from translation_helpers import toy_corpus
 
 CUDA = torch.device("cuda")
-REAL_CUDA = torch.cuda.is_available()  # before the stand-in: a real device
+REAL_CUDA = real_cuda()  # a real device (the stand-in is not asked)
 TOL = dict(atol=1e-5, rtol=1e-5)
 
 
@@ -36,13 +37,18 @@ TOL = dict(atol=1e-5, rtol=1e-5)
     autouse=True, params=["t4-standin", pytest.param("cuda", marks=pytest.mark.gpu)]
 )
 def _on_a_gpu(request):
-    """Every test twice: on the stand-in's T4, and on a real CUDA device where there is
-    one (marked ``gpu``; skipped on a machine without CUDA)."""
+    """Every test on the stand-in's T4 on a machine without a CUDA device (whatever
+    torch's build), and on the real device (marked ``gpu``) on a machine with one."""
     if request.param == "cuda":
         if not REAL_CUDA:
             pytest.skip("needs a CUDA device")
         yield
         return
+    if REAL_CUDA:
+        pytest.skip(
+            "a real CUDA device is here: the test runs on it (its cuda case, marked "
+            "gpu), not on the stand-in"
+        )
     with cuda_standin():
         yield
 

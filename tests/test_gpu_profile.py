@@ -30,6 +30,8 @@ from lecturelib.book import grade
 from lecturelib.book.build import toc_notebooks
 from lecturelib.runtime import STEPS_CAP_ENV
 
+from cuda_standin import real_cuda
+
 ROOT = Path(__file__).resolve().parents[1]
 STANDIN = ROOT / "tests" / "cuda_standin.py"
 CHAPTERS = [ROOT / p for p in toc_notebooks(ROOT)]
@@ -53,6 +55,10 @@ assert torch.cuda.is_available(), "the CUDA stand-in did not install"
 del sys.path[0]
 """
 
+no_real_cuda = pytest.mark.skipif(
+    real_cuda(),
+    reason="a real CUDA device is here: the stand-in refuses to install; the gpu profile "
+    "runs for real (make book PROFILE=gpu) and the tests marked gpu on the device")
 needs_data = pytest.mark.skipif(
     not os.environ.get("LECTURELIB_DATA"),
     reason="LECTURELIB_DATA is unset: the chapters read the book's data sets from that "
@@ -112,6 +118,7 @@ def capped_runs(request, tmp_path_factory) -> dict[str, grade.Report | BaseExcep
 
 @pytest.mark.slow
 @pytest.mark.gpu_capped
+@no_real_cuda
 @needs_data
 @pytest.mark.parametrize("nb", CHAPTERS, ids=lambda p: p.stem)
 def test_chapter_runs_the_gpu_configuration_capped(nb, capped_runs):
@@ -145,6 +152,7 @@ def test_the_startup_file_installs_the_standin_and_checks_it(tmp_path):
     assert Path(env["LECTURELIB_CACHE"]).is_relative_to(tmp_path)
 
 
+@no_real_cuda
 def test_the_standin_makes_setup_pick_cuda_and_fp16(monkeypatch):
     """What the startup file gives each kernel, checked in this process: setup resolves the
     gpu profile to the stand-in's cuda with the step counts capped, and training precision
