@@ -11,7 +11,7 @@ PY      := $(VENV)/bin/python
 PROFILE ?= auto
 PART    ?=
 
-.PHONY: env test unit notebooks gpu-capped colab book browsercheck student grade record clean
+.PHONY: env test unit notebooks gpu-capped colab compat book browsercheck student grade record clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is needed"'
@@ -42,6 +42,14 @@ gpu-capped: env
 # into a fresh virtualenv, then the chapter run (tests/test_colab_install.py).
 colab: env
 	$(PY) -m pytest -q -m colab tests/test_colab_install.py
+
+# The torch versions the book claims: make test in a fresh virtualenv with pip's default build
+# of the oldest torch of pyproject.toml and of the newest release, each; the counts go to
+# benchmarks/results/compat.json and the tested range to "Running the notebooks" (slow: about
+# half an hour per version). TORCH="2.9.1 latest" picks the versions.
+TORCH ?=
+compat: env
+	$(PY) benchmarks/compat.py $(foreach v,$(TORCH),--torch $(v))
 
 book: env
 	$(PY) -m lecturelib.book.build --profile $(PROFILE) $(if $(PART),--part $(PART))
