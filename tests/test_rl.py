@@ -123,6 +123,18 @@ def test_group_advantages_equal_hand_computed_values_and_trl():
     )
 
 
+@pytest.mark.parametrize("eps", [0.0, 1e-4])
+@pytest.mark.parametrize("normalise", [True, False])
+def test_a_group_of_equal_rewards_gets_zero_advantages(eps, normalise):
+    """Exactly zero, with eps = 0 too (0/0 was NaN), and for rewards whose mean rounds
+    (0.1 three times sums to 0.30000000000000004)."""
+    rewards = torch.tensor([0.1, 0.1, 0.1, 1.0, 1.0, 1.0, 0.0, 1.0, 0.5],
+                           dtype=torch.float64)
+    a = rl.group_advantages(rewards, 3, normalise=normalise, eps=eps)
+    assert torch.equal(a[:6], torch.zeros(6, dtype=torch.float64))
+    assert a[6:].isfinite().all() and (a[6:] != 0).sum() == 2
+
+
 def test_group_advantages_are_centred_and_scaled_within_each_group():
     rewards = torch.randn(5 * 8, generator=torch.Generator().manual_seed(1))
     a = rl.group_advantages(rewards, 8).view(5, 8)

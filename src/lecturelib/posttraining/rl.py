@@ -153,7 +153,8 @@ def group_advantages(
     advantages = r - r.mean(-1, keepdim=True)
     if normalise:
         advantages = advantages / (r.std(-1, keepdim=True) + eps)
-    return advantages.flatten()  # (n·g,)
+    same = (r == r[:, :1]).all(-1, keepdim=True)  # (n, 1): equal rewards, no signal
+    return advantages.masked_fill(same, 0.0).flatten()  # (n·g,)
 
 
 def check_kl(logp, ref_logp) -> None:
