@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.efficiency import kvcache, moe
+from lecturelib.efficiency import kvcache, kvmodel, moe
 from lecturelib.long_context import rope_scaling
 from lecturelib.pretraining import gpt, peft
 
@@ -68,7 +68,23 @@ def training_with_dropout():
     return kvcache.cached_forward(m, ids(1, 2), kvcache.new_cache(m, 1, 4))
 
 
+def rope_at(start, t: int = 1, e: int = 4):
+    return lambda: kvmodel.Rope(4, 8)(torch.randn(1, t, e), start)
+
+
 CASES = [
+    (rope_at(-3), ValueError,
+     r"start \(the position of x's first row\) must be an int >= 0; got int -3"),
+    (rope_at(-1, t=2), ValueError,
+     r"start \(the position of x's first row\) must be an int >= 0; got int -1"),
+    (rope_at(1.0), ValueError,
+     r"start \(the position of x's first row\) must be an int >= 0; got float 1.0"),
+    (rope_at(7, t=2), ValueError,
+     r"positions 7..8 exceed the RoPE table's max_len = 8"),
+    (rope_at(0, e=6), ValueError,
+     r"x must be \(..., t, d_head\) with d_head = 4; got shape \(1, 1, 6\)"),
+    (lambda: kvmodel.Rope(4, 8)(torch.zeros(1, 2, 4, dtype=torch.long), 0), TypeError,
+     r"x must be a float tensor \(..., t, d_head = 4\); got torch.int64"),
     (
         lambda: kvcache.cache_bytes_per_token(0, 8, 128),
         ValueError,

@@ -20,6 +20,26 @@ import torch
 
 from lecturelib.pretraining import gpt
 from lecturelib.transformers import positions
+from lecturelib.validate import check_int, check_tensor
+
+
+def check_rope_call(x, start, max_len: int, d_head: int) -> None:
+    """The arguments of a :class:`Rope` call: float ``x`` ``(..., t, d_head)`` and
+    positions ``start..start+t-1`` inside the table (a negative ``start`` would read
+    the table from its end)."""
+    check_tensor(x, "x", f"(..., t, d_head = {d_head})")
+    if x.dim() < 2 or x.shape[-1] != d_head:
+        raise ValueError(
+            f"x must be (..., t, d_head) with d_head = {d_head}; got shape "
+            f"{tuple(x.shape)}"
+        )
+    check_int(start, "start (the position of x's first row)", 0)
+    t = x.shape[-2]
+    if start + t > max_len:
+        raise ValueError(
+            f"positions {start}..{start + t - 1} exceed the RoPE "
+            f"table's max_len = {max_len}"
+        )
 
 
 class Rope:
@@ -48,12 +68,8 @@ class Rope:
         return rope
 
     def __call__(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        check_rope_call(x, start, self.max_len, 2 * self.cos.shape[-1])
         t = x.shape[-2]
-        if start + t > self.max_len:
-            raise ValueError(
-                f"positions {start}..{start + t - 1} exceed the RoPE "
-                f"table's max_len = {self.max_len}"
-            )
         if self.cos.device != x.device:  # moved once, not at every call
             self.cos, self.sin = self.cos.to(x.device), self.sin.to(x.device)
         cos, sin = self.cos[start : start + t], self.sin[start : start + t]
