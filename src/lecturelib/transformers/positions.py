@@ -237,6 +237,23 @@ def score_terms(
     }
 
 
+def check_keys_cover_queries(t, s) -> None:
+    """``t`` queries, the last ``t`` of ``s >= t`` key positions (fewer keys would put
+    the first queries at negative positions)."""
+    check_sizes(t=t, s=s)
+    if s < t:
+        raise ValueError(
+            f"s (keys) must be >= t (queries): the t queries are the last t of the s "
+            f"positions; got t={t}, s={s}"
+        )
+
+
+def check_relative_distances(t, s, max_distance) -> None:
+    """The arguments of :func:`relative_distances`."""
+    check_keys_cover_queries(t, s)
+    check_sizes(max_distance=max_distance)
+
+
 def relative_distances(
     t: int, s: int | None = None, max_distance: int = 16, device=None
 ) -> torch.Tensor:
@@ -247,7 +264,7 @@ def relative_distances(
     Shapes: → ``(t, s)`` long, values in ``0..2k``.
     """
     s = t if s is None else s
-    check_sizes(t=t, s=s, max_distance=max_distance)
+    check_relative_distances(t, s, max_distance)
     i = torch.arange(t, device=device)[:, None] + (s - t)
     j = torch.arange(s, device=device)[None, :]
     return (j - i).clamp(-max_distance, max_distance) + max_distance
@@ -322,7 +339,7 @@ def alibi_bias(n_heads: int, t: int, s: int | None = None, device=None) -> torch
     Shapes: → ``(h, t, s)``, to pass as ``bias`` to attention.
     """
     s = t if s is None else s
-    check_sizes(t=t, s=s)
+    check_keys_cover_queries(t, s)
     i = torch.arange(t, device=device)[:, None] + (s - t)
     j = torch.arange(s, device=device)[None, :]
     return -alibi_slopes(n_heads).to(device)[:, None, None] * (i - j).abs()
