@@ -13,13 +13,13 @@ offline.
 
 from __future__ import annotations
 
-import copy
 
 import torch
 import torch.nn.functional as F
 
 from lecturelib import train
 from lecturelib.pretraining import gpt
+from lecturelib.pretraining.finetune import copy_model
 from lecturelib.validate import check_int, check_number, check_type, describe
 
 QUESTION, ANSWER = "Question: {}\nAnswer:", " {}"
@@ -143,7 +143,7 @@ def finetune(
         ids, targets, mask = b
         return F.cross_entropy(m(ids)[mask].float(), targets[mask])
 
-    model = copy.deepcopy(model).train()
+    model = copy_model(model).train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     hist = train.fit(
         model,

@@ -14,7 +14,6 @@ profile's device and cached like chapter 11's GPT.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import random
@@ -35,6 +34,7 @@ from lecturelib.posttraining.chat import (
 )
 from lecturelib.posttraining.instructions import KINDS, corpus, problems
 from lecturelib.pretraining import gpt, pretrain
+from lecturelib.pretraining.finetune import copy_model
 from lecturelib.train import checkpoint
 from lecturelib.validate import (
     check_bool,
@@ -271,7 +271,7 @@ def finetune(
     check_bool(masked, "masked")
     if stop is not None:
         check_int(stop, "stop", 1, recipe.steps)
-    model = copy.deepcopy(model).train()
+    model = copy_model(model).train()
     examples = sft_examples(recipe.n_per_kind, recipe.seed)
     if not masked:  # every token after the first is a target
         examples = [

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lecturelib.pretraining import gpt
-from lecturelib.validate import check_int, check_number, describe
+from lecturelib.validate import check_int, check_number, check_type, describe
 
 SPECIAL_TOKENS = ("[START]", "[DELIM]", "[EXTRACT]")
 
@@ -76,6 +76,20 @@ def check_format_input(text_a, text_b, max_len: int) -> None:
     check_int(max_len, "max_len", 3 if text_b is None else 5)
 
 
+def copy_model(model: nn.Module) -> nn.Module:
+    """``copy.deepcopy(model)``, also after a forward pass that left a tensor of its
+    autograd graph on a module (a MoE layer's auxiliary loss), which ``deepcopy``
+    refuses: such tensors are copied detached."""
+    check_type(model, "model", nn.Module, "an nn.Module")
+    memo = {}
+    for module in model.modules():
+        for value in vars(module).values():
+            for x in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(x, torch.Tensor) and not x.is_leaf:
+                    memo[id(x)] = x.detach().clone()
+    return copy.deepcopy(model, memo)
+
+
 def extend_vocab(
     model: gpt.GPT,
     n_new: int,
@@ -87,10 +101,10 @@ def extend_vocab(
     vocab_size + n_new - 1`` get new embedding rows ``N(0, std²)`` (and zero rows of an
     untied head). Everything else is the model's own: its class (a LoRA-wrapped,
     MoE or RoPE-scaled GPT stays one), every weight, buffer and attribute, and which
-    parameters train."""
+    parameters train. It may follow a forward pass (:func:`copy_model`)."""
     check_extend_vocab(model, n_new, std)
     v = model.config.vocab_size + n_new
-    bigger = copy.deepcopy(model)
+    bigger = copy_model(model)
     embed, head = bigger.embed.weight, bigger.head.weight  # (v - n_new, d) each
     new_rows = torch.randn(n_new, embed.shape[1], generator=generator) * std
     rows = torch.cat([embed.detach(), new_rows.to(embed)])  # (v, d)
