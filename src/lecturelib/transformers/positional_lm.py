@@ -10,17 +10,21 @@ chapter 6's attention followed by a feed-forward network, each with a residual
 connection around a LayerNorm: the Pre-LN Transformer block that chapter 8 derives
 (``transformer.Block`` computes the same), or any other block built around an attention
 module. :func:`loss_by_position` evaluates a model on windows of any length.
+:class:`T5Bias` is T5's relative position bias, a learned scalar per head and bucket of
+the offset ``j - i`` (:func:`t5_bucket`), added to the scores.
 
 Shapes use ``b`` batch, ``t`` positions, ``d`` width, ``h`` heads, ``v`` vocabulary.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from einops import rearrange
 from torch import nn
 
 from lecturelib.transformers.positions import (
@@ -39,11 +43,14 @@ from lecturelib.transformers.self_attention import (
     check_dropout,
 )
 from lecturelib.validate import (
+    check_bool,
     check_callable,
     check_choice,
     check_ids,
     check_sizes,
     check_type,
+    describe,
+    is_int_tensor,
 )
 
 
@@ -241,3 +248,96 @@ def loss_by_position(
         )  # (b, length)
         total += loss.sum(0).double().cpu()
     return (total / n).float()
+
+
+def check_t5_buckets(bidirectional, n_buckets, max_distance) -> None:
+    """T5's bucket sizes: enough buckets for at least one exact distance, and
+    ``max_distance`` beyond the exact ones."""
+    check_bool(bidirectional, "bidirectional")
+    check_sizes(n_buckets=n_buckets, max_distance=max_distance)
+    exact = (n_buckets // 2 if bidirectional else n_buckets) // 2
+    if exact < 1 or max_distance <= exact:
+        need = 4 if bidirectional else 2
+        raise ValueError(
+            f"n_buckets must be >= {need} {'with' if bidirectional else 'without'} "
+            f"bidirectional, and max_distance above its {exact} exact distances; got "
+            f"n_buckets={n_buckets}, max_distance={max_distance}"
+        )
+
+
+def check_t5_bucket(relative, bidirectional, n_buckets, max_distance) -> None:
+    """The arguments of :func:`t5_bucket`: integer offsets ``j - i`` and valid sizes."""
+    if not is_int_tensor(relative):
+        raise TypeError(
+            f"relative must be an integer tensor of offsets j - i; got "
+            f"{describe(relative)}"
+        )
+    check_t5_buckets(bidirectional, n_buckets, max_distance)
+
+
+def t5_bucket(
+    relative: torch.Tensor,
+    bidirectional: bool = True,
+    n_buckets: int = 32,
+    max_distance: int = 128,
+) -> torch.Tensor:
+    """T5's bucket of each offset ``j - i``: half of the buckets (per direction when
+    ``bidirectional``) hold one distance each, the others logarithmically wider ranges
+    up to ``max_distance``; every farther distance shares the last bucket. Causal
+    (``bidirectional=False``): keys after the query share bucket 0 (the mask hides
+    them).
+
+    Shapes: relative ``(...)`` integer → ``(...)`` long, values in ``0..n_buckets-1``.
+    """
+    check_t5_bucket(relative, bidirectional, n_buckets, max_distance)
+    if bidirectional:
+        n_buckets //= 2
+        bucket = (relative > 0).long() * n_buckets  # keys after the query: upper half
+        distance = relative.abs()
+    else:
+        bucket = torch.zeros_like(relative, dtype=torch.long)
+        distance = (-relative).clamp(min=0)  # keys before the query
+    exact = n_buckets // 2
+    log_ratio = torch.log(distance.clamp(min=exact).float() / exact) / math.log(
+        max_distance / exact
+    )  # 0 at distance `exact`, 1 at `max_distance`
+    wide = exact + (log_ratio * (n_buckets - exact)).long()
+    wide = wide.clamp(max=n_buckets - 1)
+    return bucket + torch.where(distance < exact, distance, wide)
+
+
+def check_t5_bias(n_heads, n_buckets, max_distance, bidirectional) -> None:
+    """The arguments of :class:`T5Bias`."""
+    check_sizes(n_heads=n_heads)
+    check_t5_buckets(bidirectional, n_buckets, max_distance)
+
+
+class T5Bias(nn.Module):
+    """T5's relative position bias: one learned scalar per head and bucket of
+    ``j - i`` (:func:`t5_bucket`), added to the scores of query ``i`` (at position
+    ``i + s - t``) and key ``j``.
+
+    Shapes: → ``(h, t, s)``, to pass as ``bias`` to attention.
+    """
+
+    def __init__(
+        self,
+        n_heads: int,
+        n_buckets: int = 32,
+        max_distance: int = 128,
+        bidirectional: bool = True,
+    ):
+        super().__init__()
+        check_t5_bias(n_heads, n_buckets, max_distance, bidirectional)
+        self.n_buckets, self.max_distance = n_buckets, max_distance
+        self.bidirectional = bidirectional
+        self.table = nn.Embedding(n_buckets, n_heads)  # one scalar per bucket and head
+
+    def forward(self, t: int, s: int | None = None) -> torch.Tensor:
+        s = t if s is None else s
+        check_sizes(t=t, s=s)
+        device = self.table.weight.device
+        i = torch.arange(t, device=device)[:, None] + (s - t)  # query positions
+        j = torch.arange(s, device=device)[None, :]  # key positions
+        bucket = t5_bucket(j - i, self.bidirectional, self.n_buckets, self.max_distance)
+        return rearrange(self.table(bucket), "t s h -> h t s")
