@@ -9,6 +9,17 @@ from lecturelib.transformers import bpe
 
 TOK = bpe.train_bpe("aaabdaaabac", vocab_size=259)
 
+
+class WordLevel:
+    """A tokenizer whose vocabulary is not byte-level (words, not GPT-2's bytes)."""
+
+    def __init__(self, extra=None):
+        alphabet = {c: b for b, c in bpe.gpt2_byte_alphabet().items()}
+        self.vocab = {"hello": 0, "world": 1} if extra is None else {**alphabet, **extra}
+
+    def get_vocab(self):
+        return self.vocab
+
 CASES = [
     # pretokenize, word_counts
     (lambda: bpe.pretokenize(b"bytes"), TypeError, r"text must be a str; got bytes"),
@@ -25,7 +36,8 @@ CASES = [
     (lambda: bpe.count_pairs([[1, 2]], [1, 2]), ValueError,
      r"freqs must hold one count per word \(1\); got 2"),
     (lambda: bpe.merge("aab", ("a", "a"), 256), TypeError,
-     r"ids must be a list of int ids and pair a tuple of two ids; got str 'aab'"),
+     r"ids must be a list of int ids and pair a tuple of two ids \(ints >= 0\); got str "
+     r"'aab'"),
     (lambda: bpe.merge([97, 97], (97, 97, 97), 256), TypeError, r"pair a tuple of two ids"),
     (lambda: bpe.merge([97, 97], [97, 97], 256), TypeError, r"got list .* and list"),
     # Tokenizer
@@ -66,6 +78,27 @@ CASES = [
     (lambda: bpe.bytes_per_token("gpt2", "abc"), TypeError,
      r"tok must be a bpe.Tokenizer or a tokenizers.Tokenizer; got str 'gpt2'"),
     (lambda: bpe.hf_vocab_bytes(TOK), TypeError, r"hf_tok must be a tokenizers.Tokenizer"),
+    (lambda: bpe.hf_vocab_bytes(WordLevel()), ValueError,
+     r"hf_tok must be a byte-level BPE tokenizer \(ByteLevel pre-tokenizer, its 256 byte "
+     r"tokens in GPT-2's alphabet\); its vocabulary of 2 lacks 256 of the byte tokens "
+     r"and has 0 tokens outside that alphabet"),
+    (lambda: bpe.hf_vocab_bytes(WordLevel({"[UNK] x": 256})), ValueError,
+     r"lacks 0 of the byte tokens and has 1 tokens outside that alphabet \(e.g. "
+     r"\['\[UNK\] x'\]\)"),
+    # a merge of ids that are not token ids
+    (lambda: bpe.Tokenizer({(-1, 97): 256}), ValueError,
+     r"merge \(-1, 97\) -> 256: a merge maps a pair of token ids \(ints >= 0\) to a "
+     r"new int id"),
+    (lambda: bpe.Tokenizer({(97.0, 97): 256}), ValueError,
+     r"merge \(97.0, 97\) -> 256: a merge maps a pair of token ids"),
+    (lambda: bpe.Tokenizer({(97, 97): 256.0}), ValueError,
+     r"merge \(97, 97\) -> 256.0: a merge maps a pair of token ids"),
+    (lambda: bpe.Tokenizer([((97, 97), 256)]), TypeError,
+     r"merges must be a dict \{\(a, b\): new_id\}; got list"),
+    (lambda: bpe.merge([97, 97], (-1, 97), 256), TypeError,
+     r"pair a tuple of two ids \(ints >= 0\); got list \[97, 97\] and tuple \(-1, 97\)"),
+    (lambda: bpe.merge([97, 97], (97.0, 97), 256), TypeError,
+     r"pair a tuple of two ids \(ints >= 0\)"),
 ]
 
 

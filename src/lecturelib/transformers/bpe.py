@@ -113,11 +113,23 @@ def count_pairs(words: list[list[int]], freqs: list[int] | None = None) -> Count
     return counts
 
 
+def is_id(i) -> bool:
+    """A token id: an int >= 0 (not a bool, not a float)."""
+    return isinstance(i, int) and not isinstance(i, bool) and i >= 0
+
+
 def check_merge(ids, pair) -> None:
-    """The arguments of :func:`merge`: a list of ids and a pair of two ids."""
-    if isinstance(ids, (str, bytes)) or not isinstance(pair, tuple) or len(pair) != 2:
+    """The arguments of :func:`merge`: a list of ids and a pair of two ids (ints >= 0:
+    a float would never equal an int id by accident, -1 would read as byte 255)."""
+    if (
+        isinstance(ids, (str, bytes))
+        or not isinstance(ids, (list, tuple))
+        or not isinstance(pair, tuple)
+        or len(pair) != 2
+        or not all(is_id(i) for i in pair)
+    ):
         raise TypeError(
-            f"ids must be a list of int ids and pair a tuple of two ids; "
+            f"ids must be a list of int ids and pair a tuple of two ids (ints >= 0); "
             f"got {describe(ids)} and {describe(pair)}"
         )
 
@@ -144,7 +156,19 @@ def merge(ids: list[int], pair: Pair, new_id: int) -> list[int]:
 def check_merges(merges: dict[Pair, int]) -> None:
     """The merges of a :class:`Tokenizer`: new ids 256, 257, ... in order, each made of
     earlier tokens."""
-    for i, ((a, b), new_id) in enumerate(merges.items()):
+    if not isinstance(merges, dict):
+        raise TypeError(
+            f"merges must be a dict {{(a, b): new_id}}; got {describe(merges)}"
+        )
+    for i, (pair, new_id) in enumerate(merges.items()):
+        if not (
+            isinstance(pair, tuple) and len(pair) == 2 and all(is_id(j) for j in pair)
+        ) or not is_id(new_id):
+            raise ValueError(
+                f"merge {pair!r} -> {new_id!r}: a merge maps a pair of token ids "
+                f"(ints >= 0) to a new int id"
+            )
+        a, b = pair
         if new_id != 256 + i or max(a, b) >= new_id:
             raise ValueError(
                 f"merge {(a, b)} -> {new_id}: ids must be 256, 257, "
@@ -403,9 +427,27 @@ def train_hf_bpe(text: str, vocab_size: int):
 def hf_vocab_bytes(hf_tok) -> dict[bytes, int]:
     """The vocabulary of a byte-level Hugging Face tokenizer as
     ``{token bytes: id}``."""
-    if not hasattr(hf_tok, "get_vocab"):
+    check_hf_byte_level(hf_tok)
+    to_byte = {c: b for b, c in gpt2_byte_alphabet().items()}
+    return {bytes(to_byte[c] for c in s): i for s, i in hf_tok.get_vocab().items()}
+
+
+def check_hf_byte_level(hf_tok) -> None:
+    """``hf_tok`` must be a byte-level ``tokenizers.Tokenizer``: its vocabulary holds
+    the 256 byte tokens of :func:`gpt2_byte_alphabet` and is written in that alphabet
+    (another tokenizer's strings would be read as the wrong bytes, or fail)."""
+    if not callable(getattr(hf_tok, "get_vocab", None)):
         raise TypeError(
             f"hf_tok must be a tokenizers.Tokenizer; got {describe(hf_tok)}"
         )
-    to_byte = {c: b for b, c in gpt2_byte_alphabet().items()}
-    return {bytes(to_byte[c] for c in s): i for s, i in hf_tok.get_vocab().items()}
+    vocab = hf_tok.get_vocab()
+    alphabet = set(gpt2_byte_alphabet().values())
+    missing = sorted(alphabet - set(vocab))
+    foreign = [s for s in vocab if not set(s) <= alphabet]
+    if missing or foreign:
+        raise ValueError(
+            f"hf_tok must be a byte-level BPE tokenizer (ByteLevel pre-tokenizer, "
+            f"its 256 byte tokens in GPT-2's alphabet); its vocabulary of {len(vocab)} "
+            f"lacks {len(missing)} of the byte tokens and has {len(foreign)} tokens "
+            f"outside that alphabet (e.g. {(foreign or missing)[:3]!r})"
+        )
