@@ -191,9 +191,25 @@ CASES = [
         r"stop must be one token \(a special token or a character\); got '\\n\\n'",
     ),
     (
-        lambda: chat.respond(tiny(), ["a" * 20]),
+        lambda: chat.respond(tiny(), ["hi", "a" * 20]),
         ValueError,
-        r"a prompt of 22 tokens leaves no room to answer in the model's seq_len = 16",
+        r"prompts\[1\] is 22 tokens with its template, which leaves no room to answer "
+        r"in the model's seq_len = 16",
+    ),
+    (  # exactly full: no room for one token
+        lambda: chat.respond(tiny(), ["a" * 14]),
+        ValueError,
+        r"prompts\[0\] is 16 tokens with its template, which leaves no room",
+    ),
+    (
+        lambda: chat.respond(tiny(), ["a" * 16], template=False),
+        ValueError,
+        r"prompts\[0\] is 16 tokens with its template, which leaves no room",
+    ),
+    (
+        lambda: chat.group_sampler()(tiny(), ["a" * 14], 2),
+        ValueError,
+        r"prompts\[0\] is 16 tokens with its template, which leaves no room",
     ),
     (lambda: chat.logprobs(tiny(), ["a"], ["b", "c"]), ValueError,
      r"responses must be a list of one str per prompt \(1\); got list"),

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models
+from tokenizers import Tokenizer, models, pre_tokenizers
 
 from lecturelib.posttraining import gpt2_sft, weights
 from lecturelib.pretraining import gpt
 
 VOCAB = {"<|endoftext|>": 0, "a": 1, "b": 2}
 TOK = Tokenizer(models.WordLevel(VOCAB, unk_token="a"))
+WORDS = Tokenizer(models.WordLevel(VOCAB, unk_token="a"))
+WORDS.pre_tokenizer = pre_tokenizers.Whitespace()  # one token per word
 NO_EOS = Tokenizer(models.WordLevel({"a": 0, "b": 1}, unk_token="a"))
 MODEL = gpt.GPT(weights.gpt2_config({"vocab_size": 3, "n_positions": 8, "n_embd": 8,
                                      "n_layer": 1, "n_head": 2}))
@@ -38,6 +40,10 @@ CASES = [
      r"prompts must be a non-empty list of str; got str 'a'"),
     (lambda: gpt2_sft.respond(MODEL, TOK, ["a"], max_new=0), ValueError,
      r"max_new must be an int >= 1; got int 0"),
+    # the prompt fills the context (8 positions): refused, as chat.respond refuses it
+    (lambda: gpt2_sft.respond(MODEL, WORDS, ["a", "a a a a"]), ValueError,
+     r"prompts\[1\] is 8 tokens with its template, which leaves no room to answer in "
+     r"the model's seq_len = 8"),
 ]
 
 

@@ -327,8 +327,8 @@ def _generate(model, heads, max_new, temperature, generator, stop_id):
     ``stop_id``: one left-padded batch read through a KV cache (``padded_cache``), the
     rows that stopped dropped from it."""
     device = train.model_device(model)
+    check_room(heads, model.config.seq_len)
     t = max(len(h) for h in heads)
-    check_room(t, model.config.seq_len)
     ids = torch.full((len(heads), t), VOCAB.pad)
     segments = torch.ones_like(ids)  # 0: the left padding, 1: the prompt and response
     for i, h in enumerate(heads):
@@ -413,9 +413,12 @@ def check_respond(model, prompts, max_new, temperature, generator, stop) -> None
         )
 
 
-def check_room(t: int, seq_len: int) -> None:
-    if t >= seq_len:
-        raise ValueError(
-            f"a prompt of {t} tokens leaves no room to answer in the model's "
-            f"seq_len = {seq_len}"
-        )
+def check_room(heads, seq_len: int) -> None:
+    """Every prompt's ids (``heads``, 1-d, the template included) leave room for at
+    least one new token in the model's ``seq_len``."""
+    for i, h in enumerate(heads):
+        if len(h) >= seq_len:
+            raise ValueError(
+                f"prompts[{i}] is {len(h)} tokens with its template, which leaves no "
+                f"room to answer in the model's seq_len = {seq_len}"
+            )

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from lecturelib import train
+from lecturelib.posttraining.chat import check_room
 from lecturelib.pretraining import gpt
 from lecturelib.pretraining.finetune import copy_model
 from lecturelib.validate import check_int, check_number, check_type, describe
@@ -180,11 +181,13 @@ def respond(
     """Greedy responses of ``model`` to ``prompts`` in the template of :func:`encode`,
     up to ``<|endoftext|>`` (not kept) or ``max_new`` tokens, stripped of the space
     that follows ``Answer:``. One batch, left-padded: the padding is a segment of its
-    own, so each prompt is read as if it were alone."""
+    own, so each prompt is read as if it were alone. A prompt that leaves no room to
+    answer in the model's ``seq_len`` is refused."""
     check_respond(model, tokenizer, prompts, max_new)
     device = train.model_device(model)
     eos = tokenizer.token_to_id(EOS)
     heads = [encode(tokenizer, p)[0] for p in prompts]
+    check_room(heads, model.config.seq_len)
     t = max(len(h) for h in heads)
     ids = torch.full((len(heads), t), eos)
     segments = torch.ones_like(ids)  # 0: the left padding
