@@ -18,6 +18,8 @@ WINDOW = lm.WindowLM(vocab_size=5, context=2, d_embed=3, d_hidden=4)
 SKIPGRAM = word2vec.SkipGram(5, 3)
 COUNTS = torch.tensor([3, 2, 1, 1])
 VECTORS = torch.randn(4, 3)
+KN = lm.KneserNeyLM(4, 3).fit(IDS)
+KEYS = torch.tensor([1, 5, 9])
 W, C, NEG = torch.randn(2, 3), torch.randn(2, 3), torch.randn(2, 4, 3)
 
 
@@ -79,6 +81,41 @@ CASES = [
     (lambda: lm.BigramLM(4).fit(torch.tensor([1])), ValueError, r"ids must hold at least 2"),
     (lambda: BIGRAM.nll(torch.tensor([[0, 1]])), ValueError, r"ids must be 1-D"),
     (lambda: BIGRAM.nll(torch.tensor([0, 7])), ValueError, r"ids must hold token ids in 0\.\.3"),
+    # KneserNeyLM, kneser_ney_counts, kneser_ney_prob, ngram_codes, lookup
+    (lambda: lm.KneserNeyLM(0, 3), ValueError, r"vocab_size must be an int >= 1; got int 0"),
+    (lambda: lm.KneserNeyLM(4, 0), ValueError, r"order must be an int >= 1; got int 0"),
+    (lambda: lm.KneserNeyLM(4, 2.0), ValueError, r"order must be an int >= 1; got float"),
+    (lambda: lm.KneserNeyLM(4, 3, discount=0), ValueError,
+     r"the discount D must be a finite number in \(0, 1\]; got int 0"),
+    (lambda: lm.KneserNeyLM(4, 3, discount=1.5), ValueError, r"discount D .*got float 1.5"),
+    (lambda: lm.KneserNeyLM(4, 3, discount=math.nan), ValueError, r"discount D .*got float nan"),
+    (lambda: lm.KneserNeyLM(65, 11), ValueError,
+     r"vocab_size\*\*order must be below 2\*\*62 .*got 65\*\*11"),
+    (lambda: lm.KneserNeyLM(4, 3).fit(torch.tensor([0, 4, 1])), ValueError,
+     r"ids must hold token ids in 0\.\.3; got ids from 0 to 4"),
+    (lambda: lm.KneserNeyLM(4, 3).fit(torch.tensor([0, 1])), ValueError,
+     r"ids must hold at least 3 token id"),
+    (lambda: lm.KneserNeyLM(4, 3).fit(IDS.float()), TypeError, r"ids must be an integer"),
+    (lambda: lm.KneserNeyLM(4, 3).probs(IDS), ValueError, r"no counts: call fit\(ids\) first"),
+    (lambda: lm.KneserNeyLM(4, 3).nll(IDS), ValueError, r"no counts: call fit\(ids\) first"),
+    (lambda: KN.probs(IDS.view(2, 3)), ValueError, r"context must be 1-D \(t,\) token ids"),
+    (lambda: KN.probs(torch.tensor([4])), ValueError, r"context must hold token ids in 0\.\.3"),
+    (lambda: KN.probs([0, 1]), TypeError, r"context must be an integer \(long\) tensor"),
+    (lambda: KN.nll(IDS[:2]), ValueError, r"ids must hold at least 3 token id"),
+    (lambda: lm.kneser_ney_counts(IDS, 3, 4, discount=-0.5), ValueError, r"discount D"),
+    (lambda: lm.kneser_ney_prob(KN.levels[0], IDS.view(3, 2), 4), TypeError,
+     r"levels must be a list of KneserNeyLevel \(kneser_ney_counts\); got KneserNeyLevel"),
+    (lambda: lm.kneser_ney_prob([1], IDS.view(3, 2), 4), TypeError,
+     r"each level must be a KneserNeyLevel; got int 1"),
+    (lambda: lm.kneser_ney_prob(KN.levels, IDS.view(1, 6), 4), ValueError,
+     r"grams must be rows \(context, next token\) of 1\.\.3 tokens.*got shape \(1, 6\)"),
+    (lambda: lm.kneser_ney_prob(KN.levels, IDS, 4), ValueError, r"grams must be 2-D"),
+    (lambda: lm.ngram_codes(IDS.view(2, 3).float(), 4), TypeError, r"grams must be an integer"),
+    (lambda: lm.ngram_codes(IDS.view(2, 3), 3), ValueError, r"grams must hold token ids in 0\.\.2"),
+    (lambda: lm.lookup(KEYS.float(), KEYS, KEYS), TypeError, r"keys must be a 1-D int64 tensor"),
+    (lambda: lm.lookup(KEYS, KEYS, KEYS[None]), TypeError, r"queries must be a 1-D int64 tensor"),
+    (lambda: lm.lookup(KEYS, KEYS[:2], KEYS), ValueError,
+     r"values must be a tensor of the shape of keys, \(3,\); got torch.int64 tensor of shape"),
     # WindowLM
     (lambda: lm.WindowLM(5, 0, 3, 4), ValueError, r"context must be an int >= 1; got int 0"),
     (lambda: lm.WindowLM(0, 2, 3, 4), ValueError, r"vocab_size must be an int >= 1; got int 0"),

@@ -1,7 +1,8 @@
-"""lecturelib.recurrence.lm (chapter 1): vocabularies, splits, the bigram model, the window LM, SGNS."""
+"""lecturelib.recurrence.lm (chapter 1): vocabularies, splits, the bigram and Kneser–Ney models, the window LM, SGNS."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -194,3 +195,100 @@ def test_nearest_and_projection():
     plane = torch.randn(20, 2) @ torch.randn(2, 6)  # points on a 2-D plane in 6-D
     xy = word2vec.project_2d(plane)
     check.close(torch.cdist(xy, xy), torch.cdist(plane, plane), atol=1e-4, rtol=1e-4)
+
+
+def reference_kneser_ney(ids: list[int], order: int, vocab_size: int):
+    """Interpolated Kneser–Ney written from Chen & Goodman's formulas with dictionaries:
+    raw counts at the top order, continuation counts below, D = n1 / (n1 + 2 n2)."""
+    from collections import Counter
+
+    counts = {order: Counter(tuple(ids[i : i + order]) for i in range(len(ids) - order + 1))}
+    for k in range(order - 1, 0, -1):  # N1+(. h w): distinct left extensions
+        counts[k] = Counter(gram[1:] for gram in counts[k + 1])
+    discount = {}
+    for k, c in counts.items():
+        n1 = sum(v == 1 for v in c.values())
+        n2 = sum(v == 2 for v in c.values())
+        discount[k] = n1 / (n1 + 2 * n2) if n1 else 0.5
+
+    def prob(w: int, h: tuple) -> float:
+        lower = prob(w, h[1:]) if h else 1 / vocab_size
+        k = len(h) + 1
+        following = {g: v for g, v in counts[k].items() if g[:-1] == h}
+        total = sum(following.values())
+        if total == 0:
+            return lower
+        d = discount[k]
+        return (max(following.get(h + (w,), 0) - d, 0) + d * len(following) * lower) / total
+
+    return prob
+
+
+TINY = [0, 1, 2, 0, 3, 0, 4, 0, 1, 2, 0, 0, 1, 3]  # "abracadabra"-like; id 5 never seen
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 4])
+def test_kneser_ney_equals_a_count_based_reference(order):
+    model = lm.KneserNeyLM(6, order).fit(torch.tensor(TINY))
+    reference = reference_kneser_ney(TINY, order, 6)
+    contexts = [(), (0,), (5,), (0, 1), (1, 2), (5, 5), (2, 0, 1), (3, 3, 3), (0, 0, 1)]
+    for h in contexts:
+        h = h[len(h) - min(len(h), order - 1) :]  # the model reads the last order - 1
+        expected = torch.tensor([reference(w, h) for w in range(6)], dtype=torch.float64)
+        check.close(model.probs(torch.tensor(h, dtype=torch.long)), expected, atol=1e-12,
+                    name=f"P(. | {h})")
+
+
+def test_kneser_ney_sums_to_one_for_every_context():
+    model = lm.KneserNeyLM(6, 3).fit(torch.tensor(TINY))
+    for a in range(6):  # every context of two tokens, seen or not, and shorter ones
+        for b in range(6):
+            p = model.probs(torch.tensor([a, b]))
+            assert (p > 0).all() and abs(p.sum().item() - 1) < 1e-12, (a, b)
+    for h in ([], [5], [4, 2, 0, 1]):
+        assert abs(model.probs(torch.tensor(h, dtype=torch.long)).sum().item() - 1) < 1e-12
+    fixed = lm.KneserNeyLM(6, 4, discount=1.0).fit(torch.tensor(TINY))
+    check.close(fixed.probs(torch.tensor([5, 0, 1])).sum(), torch.tensor(1.0).double())
+
+
+def test_kneser_ney_nll_is_the_mean_over_its_contexts_and_discounts_are_estimated():
+    ids = torch.tensor(TINY)
+    model = lm.KneserNeyLM(6, 3).fit(ids)
+    test = torch.tensor([0, 1, 2, 5, 0, 3, 3])
+    by_probs = -sum(math.log(model.probs(test[t - 2 : t])[test[t]].item())
+                    for t in range(2, len(test))) / (len(test) - 2)
+    assert model.nll(test) == pytest.approx(by_probs, rel=1e-12)
+    top = model.levels[-1]  # trigrams of TINY: 012 and 120 twice, 8 others once
+    assert top.discount == pytest.approx(8 / (8 + 2 * 2))
+    assert lm.KneserNeyLM(6, 3, discount=0.3).fit(ids).levels[0].discount == 0.3
+
+
+def test_kneser_ney_beats_add_one_bigram_on_text():
+    text = "the cat sat on the mat. the dog sat on the log. " * 20 + "the cat sat on the log."
+    vocab = lm.Vocab(text)
+    ids = vocab.encode(text)
+    train_ids, val_ids = ids[:-60], ids[-60:]
+    bigram = lm.BigramLM(len(vocab)).fit(train_ids).nll(val_ids[3:])
+    kn = lm.KneserNeyLM(len(vocab), 4).fit(train_ids).nll(val_ids)
+    assert kn < bigram / 2, (kn, bigram)
+
+
+@pytest.mark.parametrize("order, discount", [(2, 0.1), (3, 0.6), (4, 0.1), (4, 1.0)])
+def test_kneser_ney_equals_nltk_where_their_definitions_agree(order, discount):
+    """nltk.lm.KneserNeyInterpolated with the same fixed discount, for every context. The two
+    definitions agree when every token follows some other token (nltk's lowest order is the
+    undiscounted continuation unigram, ours is discounted towards 1/V) and the first n-gram
+    of the text occurs again later (nltk counts followers by raw counts, we by continuation
+    counts): the text below is repeated to meet both."""
+    nltk_lm = pytest.importorskip("nltk.lm")
+    from nltk.util import everygrams
+
+    ids = TINY[:-1] * 2  # every id 0..4 follows another; the first n-grams recur
+    tokens = [str(i) for i in ids]
+    ref = nltk_lm.KneserNeyInterpolated(order, discount=discount)
+    ref.fit([list(everygrams(tokens, max_len=order))], vocabulary_text=tokens)
+    ours = lm.KneserNeyLM(5, order, discount=discount).fit(torch.tensor(ids))
+    for h in itertools.product(range(5), repeat=order - 1):
+        expected = [ref.score(str(w), [str(u) for u in h]) for w in range(5)]
+        check.close(ours.probs(torch.tensor(h, dtype=torch.long)),
+                    torch.tensor(expected, dtype=torch.float64), atol=1e-12, name=str(h))

@@ -3,6 +3,8 @@
 - :class:`Vocab` maps symbols (characters or words) to ids and back;
 - :func:`split_ids` makes contiguous train/validation splits of a token stream;
 - :class:`BigramLM` counts bigrams with add-k smoothing (Jurafsky & Martin, ch. 3);
+- :class:`KneserNeyLM` is the interpolated Kneser–Ney n-gram model (Kneser & Ney, 1995;
+  Chen & Goodman, 1999), built from :func:`kneser_ney_counts` and :func:`kneser_ney_prob`;
 - :class:`WindowLM` is the fixed-window feed-forward neural LM of Bengio et al. (2003),
   without the direct input-to-output connections of the paper;
 - :func:`next_token_loss` is the cross-entropy of a sequence model's next-token
@@ -19,6 +21,7 @@ import operator
 import re
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +32,7 @@ from lecturelib.validate import (
     check_int,
     check_number,
     check_sizes,
+    check_type,
     describe,
 )
 
@@ -236,6 +240,180 @@ class BigramLM:
         p = torch.where(
             total > 0, (self.counts[prev, nxt] + self.k) / total.clamp_min(1e-30), 0.0
         )
+        return -p.log().mean().item()
+
+
+def check_kneser_ney_lm(vocab_size, order, discount) -> None:
+    """The arguments of :class:`KneserNeyLM` and :func:`kneser_ney_counts`."""
+    check_int(vocab_size, "vocab_size", 1)
+    check_int(order, "order", 1)
+    if discount is not None:
+        check_number(discount, "the discount D", 0.0, 1.0, low_open=True)
+    if vocab_size**order >= 2**62:
+        raise ValueError(
+            f"vocab_size**order must be below 2**62 (an n-gram is one int64 code); "
+            f"got {vocab_size}**{order}"
+        )
+
+
+def ngram_codes(grams: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Each row of ``grams`` as one integer, its tokens read as digits in base
+    ``vocab_size``.
+
+    Shapes: grams ``(N, n)`` ids → ``(N,)`` int64.
+    """
+    check_ids(grams, "grams", dims=2, vocab_size=vocab_size, min_len=0)
+    powers = vocab_size ** torch.arange(grams.shape[1] - 1, -1, -1)
+    return (grams * powers.to(grams.device)).sum(1)
+
+
+def check_lookup(keys, values, queries) -> None:
+    """The arguments of :func:`lookup` (the order of ``keys`` is not checked)."""
+    for name, t in (("keys", keys), ("queries", queries)):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.dim() != 1:
+            raise TypeError(f"{name} must be a 1-D int64 tensor; got {describe(t)}")
+    if not isinstance(values, torch.Tensor) or values.shape != keys.shape:
+        raise ValueError(
+            f"values must be a tensor of the shape of keys, {tuple(keys.shape)}; got "
+            f"{describe(values)}"
+        )
+
+
+def lookup(keys: torch.Tensor, values: torch.Tensor, queries: torch.Tensor):
+    """``values[i]`` where ``keys[i] == query``, 0 where a query is not among ``keys``.
+
+    Shapes: keys ``(k,)`` sorted, values ``(k,)``, queries ``(N,)`` → ``(N,)``.
+    """
+    check_lookup(keys, values, queries)
+    if len(keys) == 0:
+        return torch.zeros(len(queries), dtype=values.dtype)
+    i = torch.searchsorted(keys, queries).clamp_max(len(keys) - 1)
+    return torch.where(keys[i] == queries, values[i], 0).to(values.dtype)
+
+
+def check_kneser_ney_counts(ids, order, vocab_size, discount) -> None:
+    """The arguments of :func:`kneser_ney_counts`."""
+    check_kneser_ney_lm(vocab_size, order, discount)
+    check_ids(ids, "ids", dims=1, vocab_size=vocab_size, min_len=order)
+
+
+@dataclass
+class KneserNeyLevel:
+    """The counts of one order ``k`` of a Kneser–Ney model, as sorted int64 codes."""
+
+    grams: torch.Tensor  # (g,) the k-grams (h, w) with a count > 0
+    counts: torch.Tensor  # (g,) float64 c(h w): raw at the top order, else N1+(. h w)
+    contexts: torch.Tensor  # (c,) their contexts h (k - 1 tokens)
+    totals: torch.Tensor  # (c,) float64 c(h .), the sum of c(h w) over w
+    types: torch.Tensor  # (c,) float64 N1+(h .), how many different w follow h
+    discount: float  # D
+
+
+def kneser_ney_counts(
+    ids: torch.Tensor, order: int, vocab_size: int, discount: float | None = None
+) -> list[KneserNeyLevel]:
+    """The counts of every order of an interpolated Kneser–Ney model, lowest first: raw
+    counts at ``order``, continuation counts N1+(. h w) below it; the discount of each
+    order is ``n1 / (n1 + 2 n2)`` (0.5 without singletons) unless ``discount`` is given.
+
+    Shapes: ids ``(t,)`` → ``order`` levels.
+    """
+    check_kneser_ney_counts(ids, order, vocab_size, discount)
+    levels = []
+    grams = ngram_codes(ids.unfold(0, order, 1), vocab_size)  # every n-gram, repeated
+    for k in range(order, 0, -1):
+        if k < order:  # the distinct (k+1)-grams, cut to their last k tokens
+            grams = grams % vocab_size**k
+        grams, counts = grams.unique(return_counts=True)  # sorted
+        contexts, which = (grams // vocab_size).unique(return_inverse=True)
+        n_contexts, counts = len(contexts), counts.double()
+        totals = torch.zeros(n_contexts, dtype=torch.float64).index_add_(
+            0, which, counts
+        )
+        types = torch.bincount(which, minlength=n_contexts).double()
+        n1, n2 = (counts == 1).sum().item(), (counts == 2).sum().item()
+        d = discount if discount is not None else n1 / (n1 + 2 * n2) if n1 else 0.5
+        levels.append(KneserNeyLevel(grams, counts, contexts, totals, types, d))
+    return levels[::-1]
+
+
+def check_kneser_ney_prob(levels, grams, vocab_size) -> None:
+    """The arguments of :func:`kneser_ney_prob`."""
+    check_type(levels, "levels", list, "a list of KneserNeyLevel (kneser_ney_counts)")
+    for level in levels:
+        check_type(level, "each level", KneserNeyLevel, "a KneserNeyLevel")
+    check_ids(grams, "grams", dims=2, vocab_size=vocab_size, min_len=0)
+    if not 1 <= grams.shape[1] <= len(levels):
+        raise ValueError(
+            f"grams must be rows (context, next token) of 1..{len(levels)} tokens, the "
+            f"model's order; got shape {tuple(grams.shape)}"
+        )
+
+
+def kneser_ney_prob(
+    levels: list[KneserNeyLevel], grams: torch.Tensor, vocab_size: int
+) -> torch.Tensor:
+    """Interpolated Kneser–Ney ``P(w | h)`` for every row ``(h, w)`` of ``grams``; rows of
+    fewer tokens than the order use the lower orders only.
+
+    Shapes: grams ``(N, m)`` ids, ``1 <= m <= order`` → ``(N,)`` float64.
+    """
+    check_kneser_ney_prob(levels, grams, vocab_size)
+    p = torch.full((len(grams),), 1 / vocab_size, dtype=torch.float64)  # order 0
+    for k in range(1, grams.shape[1] + 1):  # up from the unigram
+        level = levels[k - 1]
+        code = ngram_codes(grams[:, grams.shape[1] - k :], vocab_size)  # (h, w)
+        context = code // vocab_size  # h
+        count = lookup(level.grams, level.counts, code)
+        total = lookup(level.contexts, level.totals, context)
+        types = lookup(level.contexts, level.types, context)
+        d = level.discount
+        mixed = ((count - d).clamp_min(0) + d * types * p) / total.clamp_min(1)
+        p = torch.where(total > 0, mixed, p)  # an unseen context: order k - 1 alone
+    return p
+
+
+class KneserNeyLM:
+    """An interpolated Kneser–Ney model of ``order`` n: the next token given the last
+    n - 1, from :func:`kneser_ney_counts` and :func:`kneser_ney_prob`.
+
+    Every context, seen or not, gets a distribution over all ``vocab_size`` tokens.
+    """
+
+    def __init__(self, vocab_size: int, order: int, discount: float | None = None):
+        check_kneser_ney_lm(vocab_size, order, discount)
+        self.vocab_size, self.order, self.discount = vocab_size, order, discount
+        self.levels: list[KneserNeyLevel] | None = None
+
+    def fit(self, ids: torch.Tensor) -> "KneserNeyLM":
+        """Count the n-grams of a token stream ``(t,)``."""
+        self.levels = kneser_ney_counts(ids, self.order, self.vocab_size, self.discount)
+        return self
+
+    def _fitted(self) -> list[KneserNeyLevel]:
+        if self.levels is None:
+            raise ValueError("the KneserNeyLM has no counts: call fit(ids) first")
+        return self.levels
+
+    def probs(self, context: torch.Tensor) -> torch.Tensor:
+        """``P(next = w | the last order - 1 tokens of context)`` for every ``w``.
+
+        Shapes: context ``(t,)`` ids, any ``t >= 0`` → ``(v,)`` float64, summing to 1.
+        """
+        levels = self._fitted()
+        check_ids(context, "context", dims=1, vocab_size=self.vocab_size, min_len=0)
+        h = context[max(0, len(context) - (self.order - 1)) :]
+        rows = torch.cat(
+            [h.expand(self.vocab_size, -1), torch.arange(self.vocab_size)[:, None]], 1
+        )
+        return kneser_ney_prob(levels, rows, self.vocab_size)
+
+    def nll(self, ids: torch.Tensor) -> float:
+        """Mean negative log-likelihood (nats per token) of the tokens of a stream that
+        follow ``order - 1`` others."""
+        levels = self._fitted()
+        check_ids(ids, "ids", dims=1, vocab_size=self.vocab_size, min_len=self.order)
+        p = kneser_ney_prob(levels, ids.unfold(0, self.order, 1), self.vocab_size)
         return -p.log().mean().item()
 
 
