@@ -16,6 +16,9 @@ def model():
                                      n_heads=2, n_layers=1))
 
 
+classifier = model
+IDS2, LENS2 = torch.zeros(2, 4, dtype=torch.long), torch.tensor([4, 2])
+
 CASES = [
     (lambda: bert.Specials(0), ValueError,
      r"Specials.n_text must be an int >= 1; got int 0"),
@@ -38,9 +41,9 @@ CASES = [
      r"sentences must hold ordinary token ids in 0..9"),
     (lambda: bert.mlm_batches(torch.arange(5), SP, 2, 8), ValueError,
      r"the stream \(5 tokens\) must be at least seq_len=8 long"),
-    (lambda: bert.mlm_batches(torch.arange(20), SP, 0, 8), ValueError,
+    (lambda: bert.mlm_batches(torch.arange(20) % 10, SP, 0, 8), ValueError,
      r"batch_size must be an int >= 1; got int 0"),
-    (lambda: bert.mlm_batches(torch.arange(20), SP, 2, 1), ValueError,
+    (lambda: bert.mlm_batches(torch.arange(20) % 10, SP, 2, 1), ValueError,
      r"seq_len must be an int >= 2; got int 1"),
     (lambda: bert.mlm_batches(torch.arange(20.0), SP, 2, 4), TypeError,
      r"stream must be an integer \(long\) tensor of token ids"),
@@ -51,6 +54,35 @@ CASES = [
     (lambda: bert.pad([], 0), ValueError,
      r"rows must be a non-empty list of non-empty lists of ids; got list \[\]"),
     (lambda: bert.pad([[1], []], 0), ValueError, r"rows must be a non-empty list"),
+    (lambda: bert.token_stream([[1, 2]], 10), TypeError,
+     r"specials must be a Specials; got int 10"),
+    (lambda: bert.encode_sentence([1, 2], None, 5), TypeError,
+     r"specials must be a Specials; got NoneType"),
+    (lambda: bert.mlm_batches(torch.arange(20), SP, 2, 4), ValueError,
+     r"stream must hold token ids in 0..13; got ids from 0 to 19"),
+    (lambda: bert.mlm_batches(torch.arange(20) % 10, "sp", 2, 4), TypeError,
+     r"specials must be a Specials; got str 'sp'"),
+    (lambda: bert.classify_loss(classifier(), (IDS2, LENS2, torch.tensor([0, 5]))),
+     ValueError, r"labels must be class ids in 0..1; got labels from 0 to 5"),
+    (lambda: bert.classify_loss(classifier(), (IDS2, LENS2, torch.tensor([0.0, 1.0]))),
+     TypeError, r"labels must be an integer tensor of class ids; got torch.float32"),
+    (lambda: bert.classify_loss(classifier(), (IDS2, LENS2)), TypeError,
+     r"batch must be a triple \(ids, lengths, labels\); got tuple"),
+    (lambda: bert.classify_loss(classifier(), (IDS2, LENS2, torch.tensor([0]))),
+     ValueError, r"labels must be \(2,\) class ids; got torch.int64 tensor of shape "
+     r"\(1,\)"),
+    (lambda: bert.classify_loss("bert", (IDS2, LENS2, torch.tensor([0, 1]))), TypeError,
+     r"model must be a torch.nn.Module \(a BERT\); got str 'bert'"),
+    (lambda: bert.accuracy("bert", IDS2, LENS2, torch.tensor([0, 1])), TypeError,
+     r"model must be a torch.nn.Module \(a BERT\); got str 'bert'"),
+    (lambda: bert.pad([[1, 2], [3]], -1), ValueError,
+     r"pad_id must be an int >= 0; got int -1"),
+    (lambda: bert.pad([[1, 2], [3]], 0.5), ValueError,
+     r"pad_id must be an int >= 0; got float 0.5"),
+    (lambda: bert.pad([[1.5, 2], [3]], 0), ValueError,
+     r"rows must hold token ids \(ints >= 0\); got list \[1.5, 2\]"),
+    (lambda: bert.pad([[1, 2], [-3]], 0), ValueError,
+     r"rows must hold token ids \(ints >= 0\); got list \[-3\]"),
     (lambda: bert.BERTConfig(vocab_size=14, n_classes=1), ValueError,
      r"BERTConfig.n_classes must be an int >= 2; got int 1"),
     (lambda: bert.BERTConfig(vocab_size=14, pool="max"), ValueError,

@@ -38,6 +38,8 @@ from lecturelib.validate import (
     check_number,
     check_type,
     describe,
+    is_int,
+    is_int_tensor,
 )
 from lecturelib.transformers.self_attention import padding_mask
 
@@ -137,6 +139,7 @@ def token_stream(sentences: Sequence[list[int]], specials: Specials) -> torch.Te
     full sentences into each training window).
 
     Shapes: ``n`` lists of ids → ``(sum of lengths + n,)``."""
+    check_type(specials, "specials", Specials, "a Specials")
     if isinstance(sentences, (str, torch.Tensor)) or not all(
         isinstance(s, (list, tuple)) for s in sentences
     ):
@@ -171,7 +174,8 @@ def mlm_batches(
 
     Shapes: stream ``(n,)`` → inputs, targets ``(batch_size, seq_len)``.
     """
-    check_ids(stream, "stream", dims=1, min_len=0)
+    check_type(specials, "specials", Specials, "a Specials")
+    check_ids(stream, "stream", dims=1, vocab_size=specials.vocab_size, min_len=0)
     check_int(batch_size, "batch_size", 1)
     check_int(seq_len, "seq_len", 2)
     if len(stream) < seq_len:
@@ -203,6 +207,7 @@ def mlm_batches(
 
 def encode_sentence(ids: Sequence[int], specials: Specials, max_len: int) -> list[int]:
     """``[CLS] ids [SEP]``, the ids cut so that the whole fits ``max_len`` positions."""
+    check_type(specials, "specials", Specials, "a Specials")
     check_int(max_len, "max_len", 3)
     if isinstance(ids, (str, torch.Tensor)) or not all(
         isinstance(i, int) and 0 <= i < specials.n_text for i in ids
@@ -214,10 +219,10 @@ def encode_sentence(ids: Sequence[int], specials: Specials, max_len: int) -> lis
     return [specials.cls, *ids[: max_len - 2], specials.sep]
 
 
-def pad(rows: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad lists of ids to one length with ``pad_id``.
-
-    Shapes: ``b`` lists → ids ``(b, t)`` with ``t`` the longest, lengths ``(b,)``."""
+def check_pad(rows, pad_id) -> None:
+    """The arguments of :func:`pad`: non-empty lists of token ids (ints >= 0; a float
+    would be truncated into the long tensor) and a ``pad_id`` >= 0 (a negative id is
+    no token of any embedding)."""
     if (
         not rows
         or isinstance(rows, str)
@@ -227,6 +232,19 @@ def pad(rows: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Ten
             f"rows must be a non-empty list of non-empty lists of ids; "
             f"got {describe(rows)}"
         )
+    bad = [r for r in rows if not all(is_int(i) and i >= 0 for i in r)]
+    if bad:
+        raise ValueError(
+            f"rows must hold token ids (ints >= 0); got {describe(bad[0])}"
+        )
+    check_int(pad_id, "pad_id", 0)
+
+
+def pad(rows: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad lists of ids to one length with ``pad_id``.
+
+    Shapes: ``b`` lists → ids ``(b, t)`` with ``t`` the longest, lengths ``(b,)``."""
+    check_pad(rows, pad_id)
     lengths = torch.tensor([len(r) for r in rows])
     ids = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)
     for i, r in enumerate(rows):
@@ -415,8 +433,28 @@ def check_labels(labels, n: int, n_classes: int | None = None) -> None:
 
 def classify_loss(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """Cross-entropy of ``model(ids, lengths)`` against the labels."""
+    check_classify_batch(model, batch)
     ids, lengths, labels = batch
-    return F.cross_entropy(model(ids, lengths), labels)
+    logits = model(ids, lengths)
+    check_labels(labels, len(ids), logits.shape[-1])
+    return F.cross_entropy(logits, labels)
+
+
+def check_classify_batch(model, batch) -> None:
+    """The arguments of :func:`classify_loss`: a module and a batch ``(ids, lengths,
+    labels)`` of integer labels (their number and range are checked against the
+    logits, in one pass)."""
+    check_type(model, "model", nn.Module, "a torch.nn.Module (a BERT)")
+    if not isinstance(batch, (tuple, list)) or len(batch) != 3:
+        raise TypeError(
+            f"batch must be a triple (ids, lengths, labels); got {describe(batch)}"
+        )
+    ids, _, labels = batch
+    check_type(ids, "ids", torch.Tensor, "a (b, t) tensor of token ids")
+    if not is_int_tensor(labels):
+        raise TypeError(
+            f"labels must be an integer tensor of class ids; got {describe(labels)}"
+        )
 
 
 @torch.no_grad()
@@ -429,6 +467,7 @@ def accuracy(
 ) -> float:
     """The fraction of sentences whose most likely class is the label (eval mode);
     labels must be integer class ids of the model's classes."""
+    check_type(model, "model", nn.Module, "a torch.nn.Module (a BERT)")
     if len(ids) != len(labels) or len(ids) != len(lengths) or not len(ids):
         raise ValueError(
             f"ids, lengths and labels must have the same non-zero length; "
