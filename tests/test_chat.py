@@ -341,6 +341,26 @@ def test_cached_logits_equal_the_full_forward_and_each_prompt_alone(positions):
             assert step.cache.batch == len(got)
 
 
+@pytest.mark.parametrize("order", [[4, 2, 0, 1, 3], [3, 0, 4], [1, 0]])
+def test_cached_logits_follow_rows_given_in_another_order(order):
+    """Rows may come in any order the caller likes (a reordered batch, the rows still
+    writing sorted by length ...): the cache follows them."""
+    model = lively("rope", seed=3)
+    ids, segments = left_padded(heads_of(PROMPTS))
+    step = padded_cache.PaddedDecoder(model, 40)
+    rows = torch.arange(len(PROMPTS))
+    with torch.no_grad():
+        for i in range(4):
+            got = step(ids, segments, rows)
+            want = model(ids[rows], segments[rows])[:, -1]
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+            new = torch.full((len(PROMPTS),), chat.VOCAB.pad)
+            new[rows] = got.argmax(-1)
+            ids = torch.cat([ids, new[:, None]], 1)
+            segments = F.pad(segments, (0, 1), value=1)
+            rows = torch.tensor(order) if i == 0 else rows.flip(0)
+
+
 class Biased(gpt.GPT):
     """A GPT whose own forward always says <|end|>: the cache must not bypass it."""
 

@@ -22,6 +22,17 @@ def tiny():
     )
 
 
+def stepped(rows=None, new=1):
+    """A PaddedDecoder after its prefill of rows 0 and 1 of three, called again with
+    ``new`` more tokens for ``rows``."""
+    ids = torch.tensor([[1, 5, 6, 2], [1, 7, 8, 2], [1, 9, 9, 2]])
+    segments = torch.ones_like(ids)
+    step = padded_cache.PaddedDecoder(tiny(), 8)
+    step(ids, segments, torch.tensor([0, 1]))
+    more = torch.cat([ids, torch.full((3, new), 5)], 1)
+    return step(more, torch.ones_like(more), torch.tensor([0, 1]) if rows is None else rows)
+
+
 EX = chat.chat("Add: 1 + 2", "3")
 LOGITS = torch.zeros(1, 6, len(chat.VOCAB))
 
@@ -36,6 +47,33 @@ CASES = [
         ValueError,
         r"max_len must be at most the model's seq_len = 16; got 17",
     ),
+    # a decode step of the padded cache: rows it holds, one new token, CPU rows
+    (lambda: stepped(rows=torch.tensor([0, 2])), ValueError,
+     r"rows \[2\] are not in the cache, which holds rows \[0, 1\]: a decode step reads "
+     r"only rows that the previous call read"),
+    (lambda: stepped(rows=torch.tensor([1, 1])), ValueError,
+     r"rows must be distinct row indices in 0..2; got \[1, 1\]"),
+    (lambda: stepped(rows=torch.tensor([0, 3])), ValueError,
+     r"rows must be distinct row indices in 0..2; got \[0, 3\]"),
+    (lambda: stepped(rows=torch.tensor([-1])), ValueError,
+     r"rows must be distinct row indices in 0..2; got \[-1\]"),
+    (lambda: stepped(rows=torch.tensor([0.0])), TypeError,
+     r"rows must be an integer tensor \(a,\); got torch.float32 tensor"),
+    (lambda: stepped(rows=torch.tensor([[0]])), ValueError,
+     r"rows must be a 1-D CPU tensor of one row index or more; got torch.int64 tensor "
+     r"of shape \(1, 1\) on cpu"),
+    (lambda: stepped(rows=torch.tensor([], dtype=torch.long)), ValueError,
+     r"rows must be a 1-D CPU tensor of one row index or more"),
+    (lambda: stepped(new=2), ValueError,
+     r"each call after the first reads one new token: ids must have 5 positions; got 6"),
+    (lambda: stepped(new=0), ValueError,
+     r"each call after the first reads one new token: ids must have 5 positions; got 4"),
+    (lambda: padded_cache.PaddedDecoder(tiny(), 8)(IDS.float(), IDS, torch.tensor([0])),
+     TypeError, r"ids must be a 2-D integer tensor; got torch.float32 tensor"),
+    (lambda: padded_cache.PaddedDecoder(tiny(), 8)(IDS, IDS[:, 1:], torch.tensor([0])),
+     ValueError, r"segments \(1, 5\) must have the shape of ids \(1, 6\)"),
+    (lambda: padded_cache.PaddedDecoder(tiny(), 8)(IDS, IDS, [0]), TypeError,
+     r"rows must be an integer tensor \(a,\); got list \[0\]"),
     # vocabulary
     (lambda: chat.VOCAB.encode(3), TypeError, r"text must be str; got int 3"),
     (

@@ -339,7 +339,7 @@ def _generate(model, heads, max_new, temperature, generator, stop_id):
     n = min(max_new, model.config.seq_len - t)
     forward = padded_cache.decoder(model, t + n)
     for _ in range(n):
-        logits = forward(ids, segments, active.to(device)).float().cpu()  # (a, v)
+        logits = forward(ids, segments, active).float().cpu()  # (a, v)
         if temperature == 0:
             token = logits.argmax(-1)
         else:

@@ -28,7 +28,7 @@ from torch import nn
 
 from lecturelib.efficiency import kvcache
 from lecturelib.pretraining import gpt
-from lecturelib.validate import check_int
+from lecturelib.validate import check_int, describe, is_int_tensor
 
 PLAIN = (  # the module types whose computation the cached path repeats exactly
     gpt.GPT,
@@ -70,6 +70,45 @@ def decoder(model: gpt.GPT, max_len: int):
     return lambda ids, segments, rows: model(ids[rows], segments[rows])[:, -1]
 
 
+def check_step(decoder: PaddedDecoder, ids, segments, rows) -> None:
+    """ids and segments ``(b, t)``, ``t`` one more than at the previous call (after
+    the prefill); ``rows`` a 1-d CPU integer tensor of distinct rows in ``0..b-1``,
+    each one that the previous call read."""
+    for x, name in ((ids, "ids"), (segments, "segments")):  # no look at the values:
+        if not is_int_tensor(x) or x.dim() != 2:  # no wait for the device per token
+            raise TypeError(f"{name} must be a 2-D integer tensor; got {describe(x)}")
+    if segments.shape != ids.shape:
+        raise ValueError(
+            f"segments {tuple(segments.shape)} must have the shape of ids "
+            f"{tuple(ids.shape)}"
+        )
+    if not is_int_tensor(rows):
+        raise TypeError(f"rows must be an integer tensor (a,); got {describe(rows)}")
+    if rows.dim() != 1 or not len(rows) or rows.device.type != "cpu":
+        raise ValueError(
+            f"rows must be a 1-D CPU tensor of one row index or more; got "
+            f"{describe(rows)} on {rows.device}"
+        )
+    wanted = rows.tolist()
+    if len(set(wanted)) != len(wanted) or not all(0 <= r < len(ids) for r in wanted):
+        raise ValueError(
+            f"rows must be distinct row indices in 0..{len(ids) - 1}; got {wanted}"
+        )
+    if decoder.cache is None:
+        return
+    if ids.shape[1] != decoder.cache.length + 1:
+        raise ValueError(
+            f"each call after the first reads one new token: ids must have "
+            f"{decoder.cache.length + 1} positions; got {ids.shape[1]}"
+        )
+    gone = [r for r in wanted if r not in decoder.rows]
+    if gone:
+        raise ValueError(
+            f"rows {gone} are not in the cache, which holds rows {decoder.rows}: a "
+            "decode step reads only rows that the previous call read"
+        )
+
+
 def check_decoder(model, max_len) -> None:
     """A GPT and a ``max_len`` of 1 to the model's ``seq_len`` positions."""
     gpt.check_gpt(model)
@@ -84,8 +123,9 @@ def check_decoder(model, max_len) -> None:
 class PaddedDecoder:
     """Next-token logits of a left-padded batch whose rows grow by one token per call:
     the first call prefills the cache with the whole batch, each later one reads only
-    the newest token of each of ``rows`` (the rows still writing, a subset of the
-    previous call's, in order), after dropping the others from the cache.
+    the newest token of each of ``rows`` (the rows still writing: rows that an earlier
+    call read, in any order), after dropping the others from the cache and putting the
+    rest in the order of ``rows``.
 
     Shapes: ids, segments ``(b, t)``, rows ``(a,)`` → ``(a, v)``."""
 
@@ -94,25 +134,28 @@ class PaddedDecoder:
         self.cache = self.rows = None
 
     def __call__(self, ids, segments, rows) -> torch.Tensor:
+        check_step(self, ids, segments, rows)
         ids, segments = ids[rows], segments[rows]  # (a, t)
         if self.cache is None:  # prefill: the model's forward over the padded batch
             c, p = self.model.config, next(self.model.parameters())
             sizes = (c.n_layers, len(rows), self.max_len, c.n_heads, c.d_head)
             self.cache = kvcache.kv_cache(*sizes, p.dtype, p.device)
+            self.device = p.device
             positions, mask = gpt.segment_positions_and_mask(segments, ids)
         else:  # decode: the newest token of each row, at its own position
             self.keep(rows)
             same = segments == segments[:, -1:]  # (a, t): the keys of its segment
             positions = same.sum(1, keepdim=True) - 1  # (a, 1)
             mask, ids = same[:, None, None], ids[:, -1:]  # (a, 1, 1, t), (a, 1)
-        self.rows = rows
+        self.rows = rows.tolist()
         return self.forward(ids, positions, mask)[:, -1]
 
     def keep(self, rows: torch.Tensor) -> None:
-        """Drop from the cache the rows that are no longer in ``rows``."""
-        if len(rows) == len(self.rows):
+        """Keep in the cache the rows ``rows`` (each one it holds), in their order."""
+        if rows.tolist() == self.rows:
             return
-        keep = torch.isin(self.rows, rows).nonzero()[:, 0]  # (a,)
+        at = {r: i for i, r in enumerate(self.rows)}  # where the cache holds each row
+        keep = torch.tensor([at[r] for r in rows.tolist()], device=self.device)
         self.cache.layers = [
             {name: x.index_select(0, keep) for name, x in layer.items()}
             for layer in self.cache.layers
