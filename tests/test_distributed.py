@@ -59,6 +59,15 @@ def test_two_gloo_processes_take_the_steps_of_one_process_on_the_whole_batch(tmp
     assert not all(torch.equal(p, q) for p, q in zip(moved["params"], two["params"]))
 
 
+def test_shard_splits_a_list_of_row_values_with_the_tensors_beside_it():
+    x, labels = torch.arange(8).view(4, 2), ["a", "b", "c", "d"]
+    parts = [distributed.Distributed(r, 2).shard((x, labels)) for r in range(2)]
+    assert [p[1] for p in parts] == [["a", "b"], ["c", "d"]]
+    assert torch.equal(parts[1][0], x[2:])
+    both = distributed.Distributed(1, 2).shard({"x": x, "n": (5, 6, 7, 8)})
+    assert both["n"] == (7, 8) and torch.equal(both["x"], x[2:])
+
+
 def test_shard_splits_every_tensor_by_rank():
     x, y = torch.arange(8).view(4, 2), torch.arange(4)
     parts = [distributed.Distributed(r, 2).shard({"x": x, "pair": (y, 3)}) for r in range(2)]

@@ -61,11 +61,25 @@ class Distributed:
             return batch.chunk(self.world)[self.rank]
         if isinstance(batch, tuple) and hasattr(batch, "_fields"):
             return type(batch)(*(self.shard(b) for b in batch))
+        if isinstance(batch, (list, tuple)) and is_rows(batch):
+            return type(batch)(self.rows(list(batch)))
         if isinstance(batch, (list, tuple)):
             return type(batch)(self.shard(b) for b in batch)
         if isinstance(batch, dict):
             return {k: self.shard(v) for k, v in batch.items()}
         return batch
+
+    def rows(self, values: list) -> list:
+        """This process's share of a list of per-row values (labels, texts), split as
+        a tensor's rows are: kept whole, it would no longer line up with the sharded
+        tensors beside it."""
+        if len(values) % self.world:
+            raise ValueError(
+                f"a list of {len(values)} per-row values cannot be split evenly over "
+                f"{self.world} processes; use a multiple of {self.world}"
+            )
+        n = len(values) // self.world
+        return values[self.rank * n : (self.rank + 1) * n]
 
     def sync_gradients(self, net: nn.Module, last: bool):
         """All-reduce gradients only after the last micro-batch of an accumulated step."""
@@ -83,6 +97,15 @@ class Distributed:
     def barrier(self) -> None:
         if self.world > 1:
             dist.barrier()
+
+
+def is_rows(values) -> bool:
+    """Whether a list or tuple holds per-row values (numbers, strings, ...: no tensor
+    or container), which :meth:`Distributed.shard` splits like a tensor's rows; a list
+    of tensors or containers is a batch's fields, sharded one by one."""
+    return len(values) > 0 and not any(
+        isinstance(v, (torch.Tensor, list, tuple, dict)) for v in values
+    )
 
 
 def current() -> Distributed:
