@@ -364,3 +364,44 @@ def collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def patch_triton_interpreter() -> bool:
+    """Let an older Triton's interpreter run under NumPy >= 2.4; True where it patched.
+
+    Triton's interpreter holds a kernel's scalar arguments as one-element arrays and, up to
+    Triton 3.5 (the one of torch 2.9), turned them into Python ints with ``int(array)``,
+    which NumPy 2.4 refuses for an array of one dimension ("only 0-dimensional arrays can
+    be converted to Python scalars"): every ``range`` over a kernel's argument failed.
+    Newer Tritons squeeze the array first; for the older ones the interpreter's patch of
+    ``tl.tensor`` is wrapped to do the same. Call it before a kernel is first launched in
+    the interpreter (idempotent; it changes nothing where Triton is fixed or absent).
+    """
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return False
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None or getattr(original, "index_patched", False):
+        return bool(original)
+
+    class Probe:  # what the interpreter's tensors hold: a handle with its data
+        handle = type("Handle", (), {"data": np.array([3])})()
+
+    try:
+        original(Probe)
+    except Exception:  # another interpreter than the one this patch knows
+        return False
+    try:
+        Probe().__index__()
+        return False  # this Triton converts one-element arrays itself
+    except TypeError:
+        pass
+
+    def patched(tensor):
+        original(tensor)
+        tensor.__index__ = lambda self: int(self.handle.data.reshape(-1)[0])
+
+    patched.index_patched = True
+    interpreter._patch_lang_tensor = patched
+    return True

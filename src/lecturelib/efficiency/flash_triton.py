@@ -24,6 +24,7 @@ import os
 import torch
 
 from lecturelib.efficiency import flash
+from lecturelib.runtime import patch_triton_interpreter
 from lecturelib.validate import check_number, check_sizes
 
 _KERNEL: dict[bool, object] = {}
@@ -70,6 +71,9 @@ def _define_flash_attention(interpret: bool):
     global triton, tl
     import triton
     import triton.language as tl
+
+    if interpret:
+        patch_triton_interpreter()  # Triton 3.5 (torch 2.9) under NumPy >= 2.4
 
     @triton.jit
     def _flash_forward(

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from einops import einsum
 
+from lecturelib.runtime import patch_triton_interpreter
 from lecturelib.validate import check_int, check_tensor, check_type, describe
 
 METHODS = ("loop", "parallel", "chunked")
@@ -297,7 +298,7 @@ def triton_scan(interpret: bool | None = None):
             "1"  # read when @triton.jit decorates the kernel
         )
     try:
-        function = _define_triton_scan()
+        function = _define_triton_scan(interpret)
     except ImportError as error:
         return None, (
             f"Triton is not available ({error}); install lecturelib[triton] "
@@ -308,10 +309,13 @@ def triton_scan(interpret: bool | None = None):
     return function, f"the Triton scan kernel is {mode}"
 
 
-def _define_triton_scan():
+def _define_triton_scan(interpret: bool):
     global triton, tl
     import triton
     import triton.language as tl
+
+    if interpret:
+        patch_triton_interpreter()  # Triton 3.5 (torch 2.9) under NumPy >= 2.4
 
     @triton.jit
     def _scan_forward(
