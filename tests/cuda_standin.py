@@ -584,6 +584,9 @@ def _cuda_functions() -> dict:
         "get_device_name": NAME,
         "get_device_capability": (7, 5),
         "is_bf16_supported": False,  # not even emulated
+        # torch < 2.10 asks this in every optimizer's step on a CUDA build (later ones
+        # ask torch.accelerator's stream): no graph is being captured
+        "is_current_stream_capturing": False,
         "mem_get_info": (TOTAL_MEMORY, TOTAL_MEMORY),
     }
     memory = "memory_allocated max_memory_allocated memory_reserved max_memory_reserved"

@@ -66,6 +66,7 @@ def test_it_installs_over_a_cuda_built_torch_and_answers_for_its_accelerator(
     assert torch.accelerator.is_available() and torch.accelerator.device_count() == 1
     assert torch.accelerator.current_device_index() == 0
     assert not torch.accelerator.current_stream().is_capturing()
+    assert not torch.cuda.is_current_stream_capturing()
     assert torch.accelerator.synchronize() is None
     p = nn.Parameter(torch.ones(3, device="cuda"))
     p.grad = torch.ones(3, device="cuda")
