@@ -119,3 +119,12 @@ def test_respond_and_finetune_read_prompts_as_plain_text(tokenizer):
                                  steps=2, batch_size=1, progress=False)
     ids, _ = gpt2_sft.encode(tokenizer, prompt, "1<|endoftext|>134")
     assert torch.equal(seen[-1][0], ids[:-1]) and eos not in ids[:-1].tolist()
+
+
+@pytest.mark.parametrize("steps", [1, 2, 25])
+def test_finetune_takes_any_number_of_steps(tokenizer, steps):
+    model = small_gpt2(tokenizer)
+    tuned, hist = gpt2_sft.finetune(model, tokenizer, PAIRS[:1], steps=steps,
+                                    batch_size=1, lr=1e-3, progress=False)
+    assert len(hist.train_loss) == steps
+    assert not torch.equal(tuned.embed.weight, model.embed.weight)

@@ -124,7 +124,7 @@ def finetune(
 ) -> tuple[gpt.GPT, train.History]:
     """A copy of ``model`` finetuned on ``pairs`` ``(prompt, response)`` in the template
     of :func:`encode`, the loss on the response only, AdamW at ``lr`` with a short
-    warm-up and cosine decay, on the model's device (mixed precision on CUDA)."""
+    warm-up (a tenth of the steps, at least one when ``steps`` > 1) and cosine decay, on the model's device (mixed precision on CUDA)."""
     check_finetune(model, tokenizer, pairs, steps, batch_size, lr, seed)
     examples = [encode(tokenizer, p, r) for p, r in pairs]
     eos = tokenizer.token_to_id(EOS)
@@ -146,13 +146,14 @@ def finetune(
 
     model = copy_model(model).train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    warmup = min(max(1, steps // 10), steps - 1)  # a tenth; none for a single step
     hist = train.fit(
         model,
         batch,
         loss_fn,
         steps=steps,
         optimizer=opt,
-        scheduler=train.warmup_cosine(opt, steps, max(1, steps // 10), 0.1),
+        scheduler=train.warmup_cosine(opt, steps, warmup, 0.1),
         clip=1.0,
         progress=progress,
         desc="SFT of GPT-2",
