@@ -17,6 +17,13 @@ CASES = [
     (lambda: hybrid.build("gru", 5), ValueError,
      r"kind must be one of \('rnn', 'lstm', 'transformer', 's4d', 'mamba', 'hybrid'\); "
      r"got 'gru'"),
+    (lambda: hybrid.build("hybrid", 5, n_layers=1), ValueError,
+     r"a hybrid needs n_layers >= 2 \(a Mamba layer and an attention layer\); got "
+     r"n_layers=1, which builds no attention layer"),
+    (lambda: hybrid.build("transformer", 5, d_model=30, n_heads=4), ValueError,
+     r"d_model \(30\) must be divisible by n_heads \(4\) for the attention layers"),
+    (lambda: hybrid.build("hybrid", 5, scan="fft"), ValueError,
+     r"scan must be one of \('loop', 'parallel', 'chunked'\); got str 'fft'"),
     (lambda: hybrid.build("mamba", 5, d_model=0), ValueError,
      r"d_model must be an int >= 1; got int 0"),
     (lambda: hybrid.HybridLM(CONFIG, "MXA"), ValueError,

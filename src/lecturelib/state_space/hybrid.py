@@ -26,9 +26,11 @@ from torch import nn
 from lecturelib import metrics, train
 from lecturelib.pretraining import gpt
 from lecturelib.state_space import mamba, s4d
+from lecturelib.state_space import scan as selective
 from lecturelib.tasks import IGNORE
 from lecturelib.validate import (
     check_callable,
+    check_choice,
     check_ids,
     check_int,
     check_number,
@@ -166,6 +168,36 @@ def default_init(model: nn.Module) -> nn.Module:
     return model
 
 
+def check_build(
+    kind, vocab_size, d_model, n_layers, seq_len, d_state, n_heads, scan
+) -> None:
+    """The arguments of :func:`build`: a kind of :data:`KINDS`, sizes >= 1, a width
+    that the attention heads divide, a scan method, and for the hybrid at least two
+    layers (with one, ``"MA"[:1]`` is a Mamba model with no attention layer)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+    check_sizes(
+        vocab_size=vocab_size,
+        d_model=d_model,
+        n_layers=n_layers,
+        seq_len=seq_len,
+        d_state=d_state,
+        n_heads=n_heads,
+    )
+    if kind == "hybrid" and n_layers < 2:
+        raise ValueError(
+            f"a hybrid needs n_layers >= 2 (a Mamba layer and an attention layer); "
+            f"got n_layers={n_layers}, which builds no attention layer"
+        )
+    if kind in ("transformer", "hybrid") and d_model % n_heads:
+        raise ValueError(
+            f"d_model ({d_model}) must be divisible by n_heads ({n_heads}) for the "
+            f"attention layers"
+        )
+    if kind in ("mamba", "hybrid"):
+        check_choice(scan, "scan", selective.METHODS)
+
+
 def build(
     kind: str,
     vocab_size: int,
@@ -180,16 +212,7 @@ def build(
     alternates Mamba and attention layers (``"MA"`` repeated to ``n_layers``). Mamba
     layers use the ``scan`` method (the loop is the fastest on a CPU for the tasks'
     short sequences)."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
-    check_sizes(
-        vocab_size=vocab_size,
-        d_model=d_model,
-        n_layers=n_layers,
-        seq_len=seq_len,
-        d_state=d_state,
-        n_heads=n_heads,
-    )
+    check_build(kind, vocab_size, d_model, n_layers, seq_len, d_state, n_heads, scan)
     if kind in ("rnn", "lstm"):
         return RecurrentLM(kind, vocab_size, d_model, n_layers)
     if kind == "transformer":
