@@ -50,7 +50,7 @@ PROBE = (
     "except Exception:\n    tv = None\n"
     "print(json.dumps({'python': platform.python_version(), 'torch': torch.__version__,"
     " 'build': 'cuda' if torch.backends.cuda.is_built() else 'cpu',"
-    " 'cuda': torch.version.cuda, 'gpu': torch.cuda.get_device_name()"
+    " 'gpu': torch.cuda.get_device_name()"
     " if torch.cuda.is_available() else None, 'triton': tv}))"
 )
 
@@ -120,7 +120,7 @@ def run_version(version: str, python: str, workdir: Path, tree: Path, log) -> di
     venv = workdir / f"venv-{version}"
     pip = [str(venv / "bin" / "python"), "-m", "pip"]
     started = time.monotonic()
-    entry: dict = {"requested": version, "requirement": requirement(version)}
+    entry: dict = {"requested": version}
     steps = [
         [python, "-m", "venv", str(venv)],
         [*pip, "install", "--quiet", "--upgrade", "pip"],
@@ -131,9 +131,9 @@ def run_version(version: str, python: str, workdir: Path, tree: Path, log) -> di
         if sh(cmd, log, cwd=tree):
             entry["error"] = f"failed: {shlex.join(cmd)}"
             return entry
-    entry["install_s"] = round(time.monotonic() - started)
     py = str(venv / "bin" / "python")
     entry |= json.loads(subprocess.check_output([py, "-c", PROBE], text=True))
+    entry["install_seconds"] = round(time.monotonic() - started)
     env = dict(os.environ)
     for name in ("TRITON_INTERPRET", "LECTURELIB_PROFILE", "VIRTUAL_ENV"):
         env.pop(name, None)
@@ -217,7 +217,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULT)
     parser.add_argument("--workdir", type=Path, help="keep the venvs and logs here")
     parser.add_argument("--commit", default="HEAD", help="the commit to test (HEAD)")
+    parser.add_argument(
+        "--page", action="store_true", help="only rewrite the page from the record"
+    )
     args = parser.parse_args()
+    if args.page:
+        write_page(json.loads(args.out.read_text())["runs"])
+        return
     commit = subprocess.check_output(
         ["git", "rev-parse", args.commit], cwd=ROOT, text=True
     ).strip()
@@ -232,7 +238,6 @@ def main() -> None:
                 version, args.python, workdir, checkout(commit, workdir), log
             )
         entry["commit"] = commit
-        entry["command"] = f"python benchmarks/compat.py --torch {version}"
         done[version] = entry
         print(json.dumps(entry, indent=1), flush=True)
     # read just before writing: another run (of another version) may have written it
@@ -246,7 +251,7 @@ def main() -> None:
         "claimed": f"torch>={floor()}",
         "runs": ordered,
         "command": "python benchmarks/compat.py "
-        + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        + " ".join(f"--torch {r['requested']}" for r in ordered),
         "machine": {
             "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
