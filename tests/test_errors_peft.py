@@ -55,6 +55,12 @@ CASES = [
      r"model has no LoRA layers to merge \(call add_lora first\)"),
     (lambda: peft.add_adapters(model(), 0), ValueError,
      r"d_bottleneck must be an int >= 1; got int 0"),
+    (lambda: peft.add_adapters(peft.add_adapters(model())), ValueError,
+     r"model already has adapters \(add_adapters was called on it\): a second call "
+     r"would wrap them in new ones and freeze the trained adapters"),
+    (lambda: peft.add_lora(peft.add_adapters(model())), ValueError,
+     r"add_lora wraps each block's attention qkv projection; this model's attention is "
+     r"wrapped already \(add_adapters\): use one method per model"),
     (lambda: peft.add_adapters("gpt"), TypeError,
      r"model must be a gpt.GPT; got str 'gpt'"),
     (lambda: peft.PromptTuned(model(), torch.tensor([1.0, 2.0])), TypeError,

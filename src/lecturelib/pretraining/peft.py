@@ -154,6 +154,13 @@ def check_add_lora(model, parts: str) -> None:
             f"parts must name distinct slices among 'q', 'k', 'v' "
             f"(e.g. 'qv'); got {parts!r}"
         )
+    if any(
+        not isinstance(block.attn, gpt.CausalSelfAttention) for block in model.blocks
+    ):
+        raise ValueError(
+            "add_lora wraps each block's attention qkv projection; this model's "
+            "attention is wrapped already (add_adapters): use one method per model"
+        )
     if any(isinstance(block.attn.qkv, LoRALinear) for block in model.blocks):
         raise ValueError("model already has LoRA on its qkv projections")
 
@@ -189,11 +196,23 @@ class Adapter(nn.Module):
         return y + self.up(F.gelu(self.down(y)))
 
 
+def check_add_adapters(model, d_bottleneck) -> None:
+    """The arguments of :func:`add_adapters`: a GPT without adapters yet (a second call
+    would nest new adapters around the first and freeze the trained ones) and a
+    bottleneck width >= 1."""
+    gpt.check_gpt(model)
+    check_int(d_bottleneck, "d_bottleneck", 1)
+    if any(isinstance(m, Adapter) for m in model.modules()):
+        raise ValueError(
+            "model already has adapters (add_adapters was called on it): a second "
+            "call would wrap them in new ones and freeze the trained adapters"
+        )
+
+
 def add_adapters(model: gpt.GPT, d_bottleneck: int = 8) -> gpt.GPT:
     """Freeze ``model`` and put an :class:`Adapter` after the attention and after the
     MLP of every block (in place; returns ``model``)."""
-    gpt.check_gpt(model)
-    check_int(d_bottleneck, "d_bottleneck", 1)
+    check_add_adapters(model, d_bottleneck)
     freeze(model)
     d = model.config.d_model
     device = model.embed.weight.device
