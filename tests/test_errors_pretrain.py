@@ -45,6 +45,10 @@ CASES = [
      r"steps must be an int >= 1; got int 0"),
     (lambda: pretrain.with_steps(pretrain.Recipe(), float("inf")), ValueError,
      r"steps must be an int >= 1; got float inf"),
+    (lambda: pretrain.pretrained("laptop"), ValueError,
+     r"profile must be one of \['cpu', 'gpu', 'nanogpt', 'smoke'\]; got 'laptop'"),
+    (lambda: pretrain.pretrained("smoke", progress=1), TypeError,
+     r"progress must be a bool; got int 1"),
     (lambda: pretrain.save_pretrained("cpu", tiny(), None), ValueError,
      r"model's config is not the cpu recipe's"),
 ]

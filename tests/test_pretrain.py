@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.pretraining import pretrain
+from dataclasses import asdict
+
+from lecturelib.pretraining import gpt, pretrain
 from lecturelib.train import checkpoint
 from lecturelib.runtime import PROFILES, STEPS_CAP_ENV
 
@@ -41,6 +43,20 @@ def test_pretrained_is_trained_once_then_loaded_from_a_verified_file(tmp_path, m
         assert torch.equal(p, q)
     path.write_bytes(path.read_bytes()[:-100])
     with pytest.raises(checkpoint.CheckpointError, match="is corrupt"):
+        pretrain.pretrained("smoke", progress=False)
+
+
+@pytest.mark.skipif("LECTURELIB_DATA" not in __import__("os").environ,
+                    reason="needs the local data copy ($LECTURELIB_DATA)")
+def test_pretrained_refuses_a_cached_file_of_another_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("LECTURELIB_CACHE", str(tmp_path))
+    other = gpt.GPT(gpt.GPTConfig(vocab_size=65, seq_len=8, d_model=16, n_layers=1,
+                                  n_heads=2))
+    path = pretrain.model_path("smoke")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    checkpoint.save(path, {"config": asdict(other.config), "model": other.state_dict()})
+    with pytest.raises(ValueError, match=r"the cached file .* does not hold the smoke "
+                       r"recipe's GPT .*Delete it, and the next call pretrains"):
         pretrain.pretrained("smoke", progress=False)
 
 

@@ -264,11 +264,14 @@ def pretrained(
     vocabulary: loaded from the cache when there (checksum verified); otherwise trained
     on ``device`` and cached, after a line that says so with an estimate of the time
     (``progress``: a progress bar while it trains)."""
+    check_profile(profile)
+    check_bool(progress, "progress")
     path = model_path(profile)
     vocab, train_ids, val_ids = shakespeare()
     r = recipe(profile)
     if path.exists():
         state = checkpoint.load(path)
+        check_cached_config(state, r.config(len(vocab)), profile, path)
         model = gpt.GPT(gpt.GPTConfig(**state["config"]))
         model.load_state_dict(state["model"])
     else:
@@ -291,6 +294,18 @@ def pretrained(
         )
         save_pretrained(profile, model, hist)
     return model.to(device).eval(), vocab
+
+
+def check_cached_config(state, expected: gpt.GPTConfig, profile: str, path) -> None:
+    """The cached file must hold a GPT of the ``profile`` recipe's config: a file of
+    another model under this name would be loaded as the book's GPT."""
+    config = state.get("config") if isinstance(state, dict) else None
+    if not isinstance(config, dict) or config != asdict(expected):
+        raise ValueError(
+            f"the cached file {path} does not hold the {profile} recipe's GPT "
+            f"({expected}); it holds config {config!r}. Delete it, and the next call "
+            f"pretrains the model again"
+        )
 
 
 def _estimate_seconds(
