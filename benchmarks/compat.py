@@ -116,17 +116,24 @@ def checkout(commit: str, workdir: Path) -> Path:
     return tree
 
 
-def run_version(version: str, python: str, workdir: Path, tree: Path, log) -> dict:
-    venv = workdir / f"venv-{version}"
-    pip = [str(venv / "bin" / "python"), "-m", "pip"]
+def run_version(
+    version: str, python: str, workdir: Path, tree: Path, log, venv: Path | None = None
+) -> dict:
+    """One version's entry; ``venv``: an existing virtualenv with that torch and the
+    project installed, instead of a fresh one (the tests still import the tree's
+    ``src``)."""
+    entry: dict = {"requested": version, "venv": "fresh" if venv is None else str(venv)}
+    steps = []
+    if venv is None:
+        venv = workdir / f"venv-{version}"
+        pip = [str(venv / "bin" / "python"), "-m", "pip"]
+        steps = [
+            [python, "-m", "venv", str(venv)],
+            [*pip, "install", "--quiet", "--upgrade", "pip"],
+            [*pip, "install", "--quiet", requirement(version)],
+            [*pip, "install", "--quiet", "-e", ".[test,book,triton]"],
+        ]
     started = time.monotonic()
-    entry: dict = {"requested": version}
-    steps = [
-        [python, "-m", "venv", str(venv)],
-        [*pip, "install", "--quiet", "--upgrade", "pip"],
-        [*pip, "install", "--quiet", requirement(version)],
-        [*pip, "install", "--quiet", "-e", ".[test,book,triton]"],
-    ]
     for cmd in steps:
         if sh(cmd, log, cwd=tree):
             entry["error"] = f"failed: {shlex.join(cmd)}"
@@ -137,6 +144,9 @@ def run_version(version: str, python: str, workdir: Path, tree: Path, log) -> di
     env = dict(os.environ)
     for name in ("TRITON_INTERPRET", "LECTURELIB_PROFILE", "VIRTUAL_ENV"):
         env.pop(name, None)
+    env["PYTHONPATH"] = str(
+        tree / "src"
+    )  # the tree's lecturelib, whatever is installed
     unit_xml, nb_xml = workdir / f"unit-{version}.xml", workdir / f"nb-{version}.xml"
     # make test's two commands (Makefile: unit, notebooks), with a report to count
     t = time.monotonic()
@@ -218,6 +228,12 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="keep the venvs and logs here")
     parser.add_argument("--commit", default="HEAD", help="the commit to test (HEAD)")
     parser.add_argument(
+        "--venv",
+        type=Path,
+        help="an existing virtualenv with the torch of one --torch and the project "
+        "installed, used instead of a fresh one (recorded as such)",
+    )
+    parser.add_argument(
         "--page", action="store_true", help="only rewrite the page from the record"
     )
     args = parser.parse_args()
@@ -234,9 +250,8 @@ def main() -> None:
     for version in versions:
         with open(workdir / f"log-{version}.txt", "w", encoding="utf-8") as log:
             print(f"torch {version}: log in {log.name}", flush=True)
-            entry = run_version(
-                version, args.python, workdir, checkout(commit, workdir), log
-            )
+            tree = checkout(commit, workdir)
+            entry = run_version(version, args.python, workdir, tree, log, args.venv)
         entry["commit"] = commit
         done[version] = entry
         print(json.dumps(entry, indent=1), flush=True)
