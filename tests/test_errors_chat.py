@@ -256,6 +256,13 @@ CASES = [
     (lambda: chat.group_sampler(temperature=0.0), ValueError,
      r"temperature must be a finite number in \(0, inf\); got float 0.0"),
     (lambda: chat.group_sampler(seed=-1), ValueError, r"seed must be an int >= 0; got int -1"),
+    # response log-probabilities: a row without a response, an empty batch
+    (lambda: chat.response_logprobs(tiny(), IDS.repeat(2, 1),
+                                    torch.cat([MASK, torch.zeros_like(MASK)])),
+     ValueError, r"mask must mark one response token at least in each row; rows \[1\] "
+                 r"mark none \(their log-probability would be 0, a certain response\)"),
+    (lambda: chat.response_logprobs(tiny(), IDS[:0], MASK[:0]), ValueError,
+     r"ids must hold at least 1 token id\(s\); got shape \(0, 6\)"),
 ]
 
 

@@ -79,6 +79,12 @@ CASES = [
         ValueError,
         r"n must be an int >= 1; got int 0",
     ),
+    # probabilities where log-probabilities belong: a perplexity below 1
+    (lambda: evaluation.answer_perplexity(torch.full((2, 3), 0.7), MASK), ValueError,
+     r"logprobs \(the marked tokens\) must hold log-probabilities \(<= 0, not NaN\); "
+     r"got a largest value of 0.7 \(probabilities instead of their logarithms\?\)"),
+    (lambda: evaluation.answer_perplexity(LOGP.log1p() * float("nan"), MASK),
+     ValueError, r"got a largest value of nan"),
 ]
 
 

@@ -17,6 +17,7 @@ def model():
 
 
 X, Y = torch.zeros(3), torch.ones(3)
+E = torch.zeros(0)
 IDS = torch.zeros(2, 5, dtype=torch.long)
 
 CASES = [
@@ -103,6 +104,22 @@ CASES = [
         ValueError,
         r"ref_logp must be \(b,\); got shape \(2, 3\)",
     ),
+    # empty batches: the mean of nothing is NaN
+    (lambda: preference.bradley_terry_loss(E, E), ValueError,
+     r"r_chosen must not be empty; got shape \(0,\)"),
+    (lambda: preference.dpo_loss(E, E, E, E), ValueError,
+     r"pi_chosen must not be empty; got shape \(0,\)"),
+    (lambda: preference.sequence_kl(E, E), ValueError,
+     r"logp must not be empty; got shape \(0,\)"),
+    # probabilities where log-probabilities belong
+    (lambda: preference.dpo_loss(-Y, -Y, -Y, Y / 2), ValueError,
+     r"ref_rejected must hold log-probabilities \(<= 0, not NaN\); got a largest "
+     r"value of 0.5 \(probabilities instead of their logarithms\?\)"),
+    (lambda: preference.sequence_kl(Y, X), ValueError,
+     r"logp must hold log-probabilities \(<= 0, not NaN\); got a largest value of 1"),
+    (lambda: preference.sequence_kl(X, X * float("nan"), "k3"), ValueError,
+     r"ref_logp must hold log-probabilities \(<= 0, not NaN\); got a largest value "
+     r"of nan"),
 ]
 
 

@@ -10,6 +10,7 @@ from lecturelib.posttraining import rl
 
 L, L2 = torch.zeros(3), torch.zeros(3, 4)
 MASK = torch.ones(3, 4, dtype=torch.bool)
+E, E2 = torch.zeros(0), torch.zeros(0, 4)
 
 
 CASES = [
@@ -131,6 +132,37 @@ CASES = [
         TypeError,
         r"response must be a str; got NoneType None",
     ),
+    # empty batches (a mean of nothing is NaN) and batches that mark nothing
+    (lambda: rl.reinforce_loss(E, E), ValueError,
+     r"logprobs must not be empty; got shape \(0,\)"),
+    (lambda: rl.ppo_clipped_loss(E, E, E), ValueError,
+     r"logp_new must not be empty; got shape \(0,\)"),
+    (lambda: rl.ppo_clipped_loss(E2, E2, E), ValueError,
+     r"logp_new must not be empty; got shape \(0, 4\)"),
+    (lambda: rl.kl_k3(E2, E2), ValueError, r"logp must not be empty; got shape \(0, 4\)"),
+    (lambda: rl.masked_mean(E2, E2.bool()), ValueError,
+     r"mask marks no token \(shape \(0, 4\)\): there is nothing to average"),
+    (lambda: rl.masked_mean(L2, ~MASK), ValueError,
+     r"mask marks no token \(shape \(3, 4\)\): there is nothing to average"),
+    (lambda: rl.grpo_loss(E2, E2, E2, E, E2.bool()), ValueError,
+     r"logp must not be empty; got shape \(0, 4\)"),
+    (lambda: rl.grpo_loss(L2, L2, L2, L, ~MASK), ValueError, r"mask marks no token"),
+    (lambda: rl.group_advantages(E, 2), ValueError,
+     r"rewards must hold whole groups of group_size=2 .*; got 0"),
+    # probabilities where log-probabilities belong (or NaN)
+    (lambda: rl.reinforce_loss(torch.full((3,), 0.5), L), ValueError,
+     r"logprobs must hold log-probabilities \(<= 0, not NaN\); got a largest value of "
+     r"0.5 \(probabilities instead of their logarithms\?\)"),
+    (lambda: rl.ppo_clipped_loss(L, torch.full((3,), 0.9), L), ValueError,
+     r"logp_old must hold log-probabilities \(<= 0, not NaN\); got a largest value "
+     r"of 0.9"),
+    (lambda: rl.kl_k3(L2, torch.full((3, 4), float("nan"))), ValueError,
+     r"ref_logp must hold log-probabilities \(<= 0, not NaN\); got a largest value "
+     r"of nan"),
+    (lambda: rl.grpo_loss(L2 + 0.2, L2, L2, L, MASK), ValueError,
+     r"logp must hold log-probabilities \(<= 0, not NaN\); got a largest value of 0.2"),
+    (lambda: rl.grpo_loss(L2, L2, L2 + 1, L, MASK), ValueError,
+     r"ref_logp must hold log-probabilities"),
 ]
 
 

@@ -180,6 +180,21 @@ CASES = [
         TypeError,
         r"sample_fn's ids must be an integer \(long\) tensor of token ids",
     ),
+    # pad_right: as many responses as prompts, never fewer rows silently
+    (lambda: rollout.pad_right([P, P], [P], 0), ValueError,
+     r"responses must hold one response per prompt \(2\); got 1"),
+    (lambda: rollout.pad_right([P], [P, P], 0), ValueError,
+     r"responses must hold one response per prompt \(1\); got 2"),
+    (lambda: rollout.pad_right([], [], 0), TypeError,
+     r"prompts must be a non-empty list of 1-d token id tensors; got list \[\]"),
+    (lambda: rollout.pad_right([P], P, 0), TypeError,
+     r"responses must be a non-empty list of 1-d token id tensors; got torch.int64"),
+    (lambda: rollout.pad_right([P], [P.float()], 0), TypeError,
+     r"responses\[0\] must be an integer \(long\) tensor of token ids"),
+    (lambda: rollout.pad_right([P[None]], [P], 0), ValueError,
+     r"prompts\[0\] must be 1-D \(t,\) token ids; got shape \(1, 2\)"),
+    (lambda: rollout.pad_right([P], [P], -1), ValueError,
+     r"pad must be an int >= 0; got int -1"),
 ]
 
 

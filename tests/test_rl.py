@@ -170,8 +170,8 @@ def trl_grpo_loss(
 
 def grpo_inputs(seed: int = 0):
     g = torch.Generator().manual_seed(seed)
-    logp = -2 * torch.rand(6, 7, generator=g, dtype=torch.float64)
-    # ρ = π/π_old on both sides of the clip range
+    logp = -2 * torch.rand(6, 7, generator=g, dtype=torch.float64) - 2  # all < -0.5:
+    # ρ = π/π_old on both sides of the clip range (old and ref stay log-probabilities)
     old = logp + 0.4 * torch.randn(6, 7, generator=g, dtype=torch.float64)
     ref = logp + 0.3 * torch.randn(6, 7, generator=g, dtype=torch.float64)
     A = torch.randn(6, generator=g, dtype=torch.float64)

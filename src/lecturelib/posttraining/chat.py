@@ -277,11 +277,11 @@ def logprobs(model: gpt.GPT, prompts: list[str], responses: list[str]) -> torch.
 
 def check_response(ids, mask, model=None, allow_first: bool = False) -> None:
     """ids ``(b, t)``, ``t >= 2``, and a bool mask of the same shape that never marks
-    the first position (nothing precedes it; ``allow_first`` for a mask of inputs); the
-    model, when given, a GPT."""
+    the first position (nothing precedes it) and marks a response token in each row
+    (``allow_first``: a mask of inputs, any marks); the model, when given, a GPT."""
     if model is not None:
         gpt.check_gpt(model)
-    check_ids(ids, "ids", dims=2, min_len=0)
+    check_ids(ids, "ids", dims=2)
     if ids.shape[1] < 2:
         raise ValueError(
             f"ids must have t >= 2 positions; got shape {tuple(ids.shape)}"
@@ -290,8 +290,16 @@ def check_response(ids, mask, model=None, allow_first: bool = False) -> None:
         raise TypeError(f"mask must be a bool tensor (b, t); got {describe(mask)}")
     if mask.shape != ids.shape:
         raise ValueError(f"mask {tuple(mask.shape)} must match ids {tuple(ids.shape)}")
-    if not allow_first and mask[:, 0].any():
+    if allow_first:
+        return
+    if mask[:, 0].any():
         raise ValueError("mask marks position 0, which no token precedes")
+    empty = (~mask.any(-1)).nonzero()[:, 0].tolist()
+    if empty:
+        raise ValueError(
+            f"mask must mark one response token at least in each row; rows {empty} "
+            "mark none (their log-probability would be 0, a certain response)"
+        )
 
 
 # -------------------------------------------------------------------------- generation

@@ -18,6 +18,7 @@ import math
 
 import torch
 
+from lecturelib.posttraining.rl import check_logprobs
 from lecturelib.validate import check_int, check_tensor, describe
 
 
@@ -45,6 +46,7 @@ def check_answer_perplexity(logprobs, mask) -> None:
             f"mask must have the shape of logprobs {tuple(logprobs.shape)} and mark "
             f"at least one token; got {describe(mask)} with {int(mask.sum())} marked"
         )
+    check_logprobs((logprobs[mask], "logprobs (the marked tokens)"))
 
 
 def answer_perplexity(logprobs: torch.Tensor, mask: torch.Tensor) -> float:

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lecturelib.posttraining.rl import check_logprobs, check_nonempty
 from lecturelib.pretraining import gpt
 from lecturelib.validate import check_choice, check_number, check_tensor, describe
 
@@ -37,7 +38,8 @@ KL_ESTIMATORS = ("k1", "k3")
 
 
 def check_paired(name: str, *tensors_and_names) -> None:
-    """Float tensors ``(b,)`` of one length: ``check_paired(func, (x, "x"), ...)``."""
+    """Float tensors ``(b,)`` of one length, ``b >= 1``: ``check_paired(func, (x, "x"),
+    ...)``."""
     for x, label in tensors_and_names:
         check_tensor(x, label, "(b,)", dims=1)
     first, label = tensors_and_names[0]
@@ -47,6 +49,7 @@ def check_paired(name: str, *tensors_and_names) -> None:
                 f"{name}: {other} must have the shape of {label} "
                 f"{tuple(first.shape)}; got {tuple(x.shape)}"
             )
+    check_nonempty(first, label)
 
 
 def check_bradley_terry(r_chosen, r_rejected) -> None:
@@ -120,6 +123,12 @@ def check_dpo(pi_chosen, pi_rejected, ref_chosen, ref_rejected, beta) -> None:
         (ref_rejected, "ref_rejected"),
     )
     check_number(beta, "beta", 0, low_open=True)
+    check_logprobs(
+        (pi_chosen, "pi_chosen"),
+        (pi_rejected, "pi_rejected"),
+        (ref_chosen, "ref_chosen"),
+        (ref_rejected, "ref_rejected"),
+    )
 
 
 def dpo_loss(
@@ -147,6 +156,7 @@ def dpo_loss(
 def check_sequence_kl(logp, ref_logp, estimator) -> None:
     check_paired("sequence_kl", (logp, "logp"), (ref_logp, "ref_logp"))
     check_choice(estimator, "estimator", KL_ESTIMATORS)
+    check_logprobs((logp, "logp"), (ref_logp, "ref_logp"))
 
 
 def sequence_kl(

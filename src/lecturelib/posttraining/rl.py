@@ -53,10 +53,34 @@ def check_same_shape(x, name: str, like, like_name: str) -> None:
         )
 
 
+def check_nonempty(x, name: str) -> None:
+    """``x`` holds at least one value (the mean of none is NaN)."""
+    if not x.numel():
+        raise ValueError(f"{name} must not be empty; got shape {tuple(x.shape)}")
+
+
+def check_logprobs(*named) -> None:
+    """Each ``(x, name)`` holds log-probabilities: values <= 0, none NaN (a probability
+    given for a log-probability is above 0). One look at the values of all of them.
+    Empty tensors pass (the callers refuse them by name)."""
+    named = [(x, name) for x, name in named if x.numel()]
+    if not named:
+        return
+    tops = torch.stack([x.detach().amax().float() for x, _ in named]).tolist()
+    for (_, name), top in zip(named, tops):
+        if not top <= 0:
+            raise ValueError(
+                f"{name} must hold log-probabilities (<= 0, not NaN); got a largest "
+                f"value of {top:g} (probabilities instead of their logarithms?)"
+            )
+
+
 def check_reinforce(logprobs, rewards, baseline) -> None:
     check_tensor(logprobs, "logprobs", "(b,)", dims=1)
     check_tensor(rewards, "rewards", "(b,)", dims=1)
     check_same_shape(rewards, "rewards", logprobs, "logprobs")
+    check_nonempty(logprobs, "logprobs")
+    check_logprobs((logprobs, "logprobs"))
     if isinstance(baseline, torch.Tensor):
         check_tensor(baseline, "baseline", "(b,) or ()")
         if baseline.dim() and baseline.shape != logprobs.shape:
@@ -84,12 +108,15 @@ def reinforce_loss(
     return -(advantage * logprobs).mean()
 
 
-def check_ppo(logp_new, logp_old, advantages, clip) -> None:
+def check_ppo(logp_new, logp_old, advantages, clip, values: bool = True) -> None:
+    """The arguments of :func:`ppo_clipped_loss` (``values``: and that the
+    log-probabilities are <= 0)."""
     check_tensor(logp_new, "logp_new", "(b,) or (b, t)")
     if logp_new.dim() not in (1, 2):
         raise ValueError(
             f"logp_new must be (b,) or (b, t); got shape {tuple(logp_new.shape)}"
         )
+    check_nonempty(logp_new, "logp_new")
     check_tensor(logp_old, "logp_old", "(b,) or (b, t)")
     check_same_shape(logp_old, "logp_old", logp_new, "logp_new")
     check_tensor(advantages, "advantages", "(b,) or the shape of logp_new")
@@ -99,6 +126,8 @@ def check_ppo(logp_new, logp_old, advantages, clip) -> None:
             f"logp_new {tuple(logp_new.shape)}; got {tuple(advantages.shape)}"
         )
     check_number(clip, "clip", 0, 1, low_open=True)
+    if values:
+        check_logprobs((logp_new, "logp_new"), (logp_old, "logp_old"))
 
 
 def ppo_clipped_loss(
@@ -157,10 +186,13 @@ def group_advantages(
     return advantages.masked_fill(same, 0.0).flatten()  # (n·g,)
 
 
-def check_kl(logp, ref_logp) -> None:
+def check_kl(logp, ref_logp, values: bool = True) -> None:
     check_tensor(logp, "logp", "(b, t)")
     check_tensor(ref_logp, "ref_logp", "(b, t)")
     check_same_shape(ref_logp, "ref_logp", logp, "logp")
+    check_nonempty(logp, "logp")
+    if values:
+        check_logprobs((logp, "logp"), (ref_logp, "ref_logp"))
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
@@ -181,24 +213,36 @@ def check_mask(mask, like, name: str = "mask") -> None:
     check_same_shape(mask, name, like, "the log-probabilities")
 
 
+def check_marks(mask, name: str = "mask") -> None:
+    """``mask`` marks one token at least (a mean over none is no loss at all)."""
+    if not mask.any():
+        raise ValueError(
+            f"{name} marks no token (shape {tuple(mask.shape)}): there is nothing to "
+            "average"
+        )
+
+
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """The mean of ``x`` over each sequence's masked positions, then over sequences
-    (a sequence without any counts as zero).
+    (a sequence without any counts as zero; a batch without any is refused).
 
     Shapes: x ``(b, t)``, mask ``(b, t)`` bool → ``()``.
     """
     check_tensor(x, "x", "(b, t)", dims=2)
     check_mask(mask, x)
+    check_marks(mask)
     m = mask.to(x.dtype)
     return ((x * m).sum(-1) / m.sum(-1).clamp(min=1)).mean()
 
 
 def check_grpo(logp, logp_old, ref_logp, advantages, mask, clip, beta) -> None:
     check_tensor(logp, "logp", "(b, t)", dims=2)
-    check_ppo(logp, logp_old, advantages, clip)
-    check_kl(logp, ref_logp)
+    check_nonempty(logp, "logp")
+    check_ppo(logp, logp_old, advantages, clip, values=False)
+    check_kl(logp, ref_logp, values=False)
     check_mask(mask, logp)
     check_number(beta, "beta", 0)
+    check_logprobs((logp, "logp"), (logp_old, "logp_old"), (ref_logp, "ref_logp"))
 
 
 def grpo_loss(

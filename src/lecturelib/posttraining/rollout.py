@@ -126,6 +126,7 @@ def pad_right(
 
     Shapes: ``b`` prompts and responses (1-d) → ids, mask ``(b, t)``.
     """
+    check_pad_right(prompts, responses, pad)
     rows = [torch.cat([p, r]) for p, r in zip(prompts, responses)]
     t = max(len(row) for row in rows)
     ids = torch.full((len(rows), t), pad, dtype=torch.long)
@@ -134,6 +135,25 @@ def pad_right(
         ids[i, : len(row)] = row
         mask[i, len(p) : len(row)] = True
     return ids, mask
+
+
+def check_pad_right(prompts, responses, pad) -> None:
+    """As many responses as prompts (one or more), each a 1-d tensor of token ids, and
+    a pad id."""
+    for name, seqs in (("prompts", prompts), ("responses", responses)):
+        if not isinstance(seqs, (list, tuple)) or not seqs:
+            raise TypeError(
+                f"{name} must be a non-empty list of 1-d token id tensors; got "
+                f"{describe(seqs)}"
+            )
+        for i, x in enumerate(seqs):
+            check_ids(x, f"{name}[{i}]", dims=1, min_len=0)
+    if len(responses) != len(prompts):
+        raise ValueError(
+            f"responses must hold one response per prompt ({len(prompts)}); got "
+            f"{len(responses)}"
+        )
+    check_int(pad, "pad", 0)
 
 
 def check_sampler(encode, decode, eos, max_new, temperature, seed) -> None:
