@@ -14,6 +14,23 @@ def model():
 
 
 CASES = [
+    (lambda: gpt.evaluate_loss(model(), torch.zeros(0), 4), TypeError,
+     r"ids must be an integer \(long\) tensor of token ids; got torch.float32 tensor "
+     r"of shape \(0,\)"),
+    (lambda: gpt.evaluate_loss(model(), torch.zeros(2, 9).long(), 4), ValueError,
+     r"ids must be 1-D \(t,\) token ids; got shape \(2, 9\)"),
+    (lambda: gpt.evaluate_loss(model(), torch.zeros(20).long(), "4"), ValueError,
+     r"seq_len must be an int >= 1; got str '4'"),
+    (lambda: gpt.evaluate_loss(model(), torch.zeros(20).long(), 4, 0), ValueError,
+     r"batch_size must be an int >= 1; got int 0"),
+    (lambda: gpt.evaluate_loss(None, torch.zeros(20).long(), 4), TypeError,
+     r"model must be a torch.nn.Module \(a language model\); got NoneType"),
+    (lambda: gpt.evaluate_loss(torch.nn.ReLU(), torch.zeros(20).long(), 4), ValueError,
+     r"model must have parameters; ReLU has none"),
+    (lambda: gpt.n_params(torch.nn.Linear(2, 2)), TypeError,
+     r"model must be a gpt.GPT; got Linear"),
+    (lambda: gpt.n_params(model(), embeddings=1), TypeError,
+     r"embeddings must be a bool; got int 1"),
     (lambda: gpt.GPTConfig(vocab_size=0), ValueError,
      r"GPTConfig.vocab_size must be an int >= 1; got int 0"),
     (lambda: gpt.GPTConfig(vocab_size=5, n_heads=0), ValueError,

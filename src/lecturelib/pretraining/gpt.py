@@ -38,6 +38,7 @@ from torch import nn
 
 from lecturelib.transformers import positions
 from lecturelib.validate import (
+    check_bool,
     check_choice,
     check_ids,
     check_int,
@@ -315,10 +316,23 @@ def check_gpt(model, name: str = "model") -> None:
     check_type(model, name, GPT, "a gpt.GPT")
 
 
+def check_n_params(model, embeddings) -> None:
+    """The arguments of :func:`n_params`: a GPT (or the chapter's copy of the class: a
+    module with an ``embed`` table and ``pos``) and a bool."""
+    if not (
+        isinstance(model, nn.Module)
+        and isinstance(getattr(model, "embed", None), nn.Embedding)
+        and hasattr(model, "pos")
+    ):
+        raise TypeError(f"model must be a gpt.GPT; got {describe(model)}")
+    check_bool(embeddings, "embeddings")
+
+
 def n_params(model: GPT, embeddings: bool = False) -> int:
     """Parameters of ``model``, without the token and position embedding tables unless
     ``embeddings`` (the ``N`` of the scaling laws counts the non-embedding ones, Kaplan et al.,
     arXiv:2001.08361). A tied output head is the embedding table and is counted once."""
+    check_n_params(model, embeddings)
     total = sum(p.numel() for p in model.parameters())
     if embeddings:
         return total
@@ -357,11 +371,22 @@ def check_windows(ids, batch_size: int, seq_len: int) -> None:
 
 
 @torch.no_grad()
+def check_evaluate_loss(model, ids, seq_len, batch_size) -> None:
+    """The arguments of :func:`evaluate_loss`: a module with parameters, a 1-D stream of
+    token ids, and sizes >= 1."""
+    check_type(model, "model", nn.Module, "a torch.nn.Module (a language model)")
+    if next(model.parameters(), None) is None:
+        raise ValueError(f"model must have parameters; {type(model).__name__} has none")
+    check_ids(ids, "ids", dims=1, min_len=0)
+    check_sizes(seq_len=seq_len, batch_size=batch_size)
+
+
 def evaluate_loss(
     model: nn.Module, ids: torch.Tensor, seq_len: int, batch_size: int = 64
 ) -> float:
     """Mean next-token cross-entropy over the whole stream ``ids`` cut into consecutive
     windows of ``seq_len`` (each position predicted once, from up to ``seq_len`` tokens)."""
+    check_evaluate_loss(model, ids, seq_len, batch_size)
     n = (len(ids) - 1) // seq_len
     if n < 1:
         raise ValueError(
