@@ -36,6 +36,11 @@ CASES = [
      ValueError, r"batch must be \(prompt \(b, P\), answer \(b, L\)\) id tensors"),
     (lambda: dl.ar_generate(None, PROMPT, 0), ValueError,
      r"length must be an int >= 1; got int 0"),
+    (lambda: dl.exact_match(torch.zeros(0, 3), torch.zeros(0, 3)), ValueError,
+     r"answer and truth must be tensors of one shape \(b, L\) with b >= 1 rows \(the "
+     r"fraction of no row is NaN\); got torch.float32 tensor of shape \(0, 3\)"),
+    (lambda: dl.exact_match(torch.zeros(3), torch.zeros(3)), ValueError,
+     r"answer and truth must be tensors of one shape \(b, L\)"),
     (lambda: dl.exact_match(torch.zeros(2, 3), torch.zeros(2, 4)), ValueError,
      r"answer and truth must be tensors of one shape"),
     (lambda: dl.sorted_either_way(torch.zeros(2, 3), torch.zeros(2, 3)), ValueError,

@@ -65,6 +65,8 @@ CASES = [
     (lambda: model().step(torch.zeros(2, dtype=torch.long), []), ValueError,
      r"states must be a list of 1 layer states \(from init_state\)"),
     (lambda: model().init_state(0), ValueError, r"batch must be an int >= 1; got int 0"),
+    (lambda: mamba.generate(torch.nn.Linear(2, 2), torch.zeros(1, 2, dtype=torch.long), 3),
+     TypeError, r"model must be a MambaLM; got Linear"),
     (lambda: mamba.generate(model(), torch.zeros(1, 0, dtype=torch.long), 3), ValueError,
      r"prompt must hold at least 1 token id\(s\); got shape \(1, 0\)"),
     (lambda: mamba.generate(model(), torch.zeros(1, 2, dtype=torch.long), -1), ValueError,

@@ -61,6 +61,8 @@ CASES = [
     (lambda: peft.add_lora(peft.add_adapters(model())), ValueError,
      r"add_lora wraps each block's attention qkv projection; this model's attention is "
      r"wrapped already \(add_adapters\): use one method per model"),
+    (lambda: peft.freeze("gpt"), TypeError,
+     r"model must be a torch.nn.Module; got str 'gpt'"),
     (lambda: peft.add_adapters("gpt"), TypeError,
      r"model must be a gpt.GPT; got str 'gpt'"),
     (lambda: peft.PromptTuned(model(), torch.tensor([1.0, 2.0])), TypeError,

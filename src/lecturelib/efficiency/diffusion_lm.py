@@ -184,10 +184,11 @@ def exact_match(answer: torch.Tensor, truth: torch.Tensor) -> float:
     """The fraction of rows whose every token is right."""
     check_type(answer, "answer", torch.Tensor, "a tensor (b, L)")
     check_type(truth, "truth", torch.Tensor, "a tensor (b, L)")
-    if answer.shape != truth.shape:
+    if answer.shape != truth.shape or answer.dim() != 2 or len(answer) < 1:
         raise ValueError(
-            f"answer and truth must be tensors of one shape; got "
-            f"{describe(answer)} and {describe(truth)}"
+            f"answer and truth must be tensors of one shape (b, L) with b >= 1 rows "
+            f"(the fraction of no row is NaN); got {describe(answer)} and "
+            f"{describe(truth)}"
         )
     return (answer == truth).all(1).float().mean().item()
 

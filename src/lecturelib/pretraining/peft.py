@@ -122,6 +122,7 @@ def check_lora_linear(base, r: int, alpha: float, rows) -> None:
 
 def freeze(model: nn.Module) -> nn.Module:
     """Turn off the gradients of every parameter of ``model``; returns it."""
+    check_type(model, "model", nn.Module, "a torch.nn.Module")
     return model.requires_grad_(False)
 
 

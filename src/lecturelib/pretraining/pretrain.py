@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from lecturelib import data, runtime, train
 from lecturelib.pretraining import gpt
@@ -165,6 +166,8 @@ def shakespeare() -> tuple[lm.Vocab, torch.Tensor, torch.Tensor]:
 
 def optimizer(model: gpt.GPT, recipe: Recipe) -> torch.optim.Optimizer:
     """AdamW (or Muon + AdamW) with the recipe's settings and weight-decay groups."""
+    check_type(model, "model", nn.Module, "a gpt.GPT")
+    check_type(recipe, "recipe", Recipe, "a Recipe")
     if recipe.optimizer not in ("adamw", "muon"):
         raise ValueError(
             f"recipe.optimizer must be 'adamw' or 'muon'; got {recipe.optimizer!r}"

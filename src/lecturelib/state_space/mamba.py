@@ -303,6 +303,7 @@ def state_bytes(states: list) -> int:
 def generate(model: MambaLM, prompt: torch.Tensor, n_new: int) -> torch.Tensor:
     """Greedy continuation of ``prompt (b, t)`` by ``n_new`` tokens, one recurrent step
     per token (the prompt is read step by step too). Shapes: → ``(b, t + n_new)``."""
+    check_type(model, "model", MambaLM, "a MambaLM")
     check_ids(prompt, "prompt", dims=2, vocab_size=model.config.vocab_size)
     check_int(n_new, "n_new", 0)
     states = model.init_state(prompt.shape[0])
