@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import torch
 
-from lecturelib.validate import check_number
+from lecturelib.validate import check_int, check_number, describe
 from lecturelib.pretraining.finetune import check_id_list
 
 
@@ -56,12 +56,32 @@ def check_span_corrupt(ids, sentinels, rate: float, mean_span: float) -> None:
         raise ValueError("ids must not contain sentinel ids")
 
 
+def check_partition(total, parts) -> None:
+    """``parts`` positive integers can sum to ``total`` only if ``1 <= parts <=
+    total`` (more parts would silently give fewer)."""
+    check_int(total, "total", 1)
+    check_int(parts, "parts (each >= 1, so at most total)", 1, total)
+
+
 def random_partition(total: int, parts: int, generator) -> list[int]:
     """``total`` split at random into ``parts`` positive integers."""
+    check_partition(total, parts)
     cuts = torch.randperm(total - 1, generator=generator)[: parts - 1] + 1
     cuts = cuts.sort().values
     bounds = [0, *cuts.tolist(), total]
     return [hi - lo for lo, hi in zip(bounds, bounds[1:])]
+
+
+def check_split_spans(ids, corrupt, sentinels) -> None:
+    """Lists of ids and of one corruption flag per id (zip would drop the rest), and a
+    list of sentinel ids."""
+    for name, value in (("ids", ids), ("corrupt", corrupt), ("sentinels", sentinels)):
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{name} must be a list; got {describe(value)}")
+    if len(corrupt) != len(ids):
+        raise ValueError(
+            f"corrupt must hold one flag per id ({len(ids)}); got {len(corrupt)}"
+        )
 
 
 def split_spans(
@@ -69,6 +89,7 @@ def split_spans(
 ) -> tuple[list[int], list[int]]:
     """The input (each run of corrupted tokens replaced by the next sentinel) and the
     target (each sentinel followed by its run, then one more sentinel)."""
+    check_split_spans(ids, corrupt, sentinels)
     inputs, targets, k = [], [], 0
     for i, (token, gone) in enumerate(zip(ids, corrupt)):
         starts = gone and (i == 0 or not corrupt[i - 1])
