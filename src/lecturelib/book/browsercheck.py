@@ -28,12 +28,13 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+from lecturelib.book.website import SiteError, npm_install
 
 WIDTHS = (
     1280,
@@ -104,25 +105,10 @@ def axe_source(npm_dir: Path) -> str:
     if not (
         script.is_file() and f'"version": "{AXE_VERSION}"' in installed.read_text()
     ):
-        npm = shutil.which("npm")
-        if npm is None:
-            raise BrowserMissing(
-                "npm is needed once to fetch axe-core for the accessibility check; "
-                "install Node.js (https://nodejs.org)"
-            )
-        subprocess.run(
-            [
-                npm,
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--prefix",
-                str(npm_dir),
-                f"axe-core@{AXE_VERSION}",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        try:
+            npm_install(Path(npm_dir), f"axe-core@{AXE_VERSION}", "for the a11y check")
+        except SiteError as err:
+            raise BrowserMissing(str(err)) from None
     return script.read_text(encoding="utf-8")
 
 

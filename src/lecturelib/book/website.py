@@ -149,6 +149,21 @@ def generated_pages(root: Path, stage: Path, record: dict) -> None:
         present(nb)
 
 
+def npm_install(npm_dir: Path, spec: str, why: str) -> None:
+    """Install package ``spec`` (``name@version``) from the npm registry into ``npm_dir``."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SiteError(
+            f"npm is needed once to fetch {spec} {why}; install Node.js "
+            "(https://nodejs.org) and run the command again"
+        )
+    subprocess.run(
+        [npm, "install", "--no-audit", "--no-fund", "--prefix", str(npm_dir), spec],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
 def bundle_mathjax(root: Path, html: Path) -> None:
     """Install MathJax 3 from the npm registry (once) and ship it with the rendered site ``html``
     (in ``_static/mathjax``, where ``_config.yml`` points ``mathjax_path``), so that formulas
@@ -157,28 +172,10 @@ def bundle_mathjax(root: Path, html: Path) -> None:
     npm_dir = root / "_build" / "npm"
     es5 = npm_dir / "node_modules" / "mathjax" / "es5"
     if not (es5 / "tex-mml-chtml.js").is_file():
-        npm = shutil.which("npm")
-        if npm is None:
-            raise SiteError(
-                "npm is needed once to fetch MathJax for offline math; install "
-                "Node.js (https://nodejs.org) and run make book again"
-            )
         print(
             f"fetching MathJax {MATHJAX_VERSION} from the npm registry ...", flush=True
         )
-        subprocess.run(
-            [
-                npm,
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--prefix",
-                str(npm_dir),
-                f"mathjax@{MATHJAX_VERSION}",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        npm_install(npm_dir, f"mathjax@{MATHJAX_VERSION}", "for offline math")
     target = html / "_static" / "mathjax"
     target.mkdir(parents=True, exist_ok=True)
     shutil.copy2(es5 / "tex-mml-chtml.js", target)
