@@ -47,6 +47,10 @@ def safetensors_file(tmp_path, header=None, payload=b"", length=None):
     return path
 
 
+def tensor(dtype, shape, begin, end):
+    return {"dtype": dtype, "shape": shape, "data_offsets": [begin, end]}
+
+
 def offline(monkeypatch, tmp_path):
     def refuse(url, timeout=60):
         raise urllib.error.URLError("no network")
@@ -114,21 +118,36 @@ CASES = [
     # read_safetensors
     (lambda t: weights.read_safetensors(3), TypeError, r"path must be a str or a Path; got int 3"),
     (lambda t: (t / "short").write_bytes(b"abc") and weights.read_safetensors(t / "short"),
-     ValueError, r"short is not a safetensors file: 3 bytes cannot hold a header"),
+     ValueError, r"short is not a valid safetensors file: .*header too small"),
     (lambda t: weights.read_safetensors(safetensors_file(t, {}, length=999)), ValueError,
-     r"bad.safetensors is not a safetensors file: 10 bytes cannot hold a header of 999"),
+     r"bad.safetensors is not a valid safetensors file: .*invalid header length"),
     (lambda t: weights.read_safetensors(safetensors_file(t, [1, 2])), ValueError,
-     r"the safetensors header must be a JSON object"),
-    (lambda t: weights.read_safetensors(safetensors_file(
-        t, {"x": {"dtype": "F8", "shape": [1], "data_offsets": [0, 1]}}, b"\0")),
-     ValueError, r"tensor 'x' needs a dtype in \('F64', 'F32'"),
-    (lambda t: weights.read_safetensors(safetensors_file(
-        t, {"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, b"\0" * 8)),
-     ValueError, r"tensor 'x' of shape \[2\] F32 needs 8 bytes; its data_offsets \[0, 4\] "
-     r"give 4 in a payload of 8"),
-    (lambda t: weights.read_safetensors(safetensors_file(
-        t, {"x": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, b"\0" * 8)),
-     ValueError, r"data_offsets \[4, 12\] give 8 in a payload of 8"),
+     r"bad.safetensors is not a valid safetensors file: .*invalid JSON in header"),
+    (lambda t: weights.read_safetensors(t / "missing.safetensors"), FileNotFoundError,
+     r"missing.safetensors"),
+] + [  # malformed files: each refused by the loader, naming the file
+    (lambda t, kw=kw: weights.read_safetensors(safetensors_file(t, **kw)), ValueError,
+     r"bad.safetensors is not a valid safetensors file: Error while deserializing "
+     r"header: " + why)
+    for kw, why in [
+        (dict(header={"a": tensor("F32", [2], 0, 8), "b": tensor("F32", [2], 0, 8)},
+              payload=b"\0" * 8), r"invalid offset for tensor `[ab]`"),  # overlapping
+        (dict(header={"a": tensor("F32", [1], 0, 4)}, payload=b"\0" * 4, length=5),
+         r"invalid JSON in header: EOF while parsing"),  # truncated header
+        (dict(header={"a": tensor("F32", [1], 0, 4)}, payload=b"", length=999),
+         r"invalid header length"),  # header length beyond the file
+        (dict(header={"x": tensor("F8", [1], 0, 1)}, payload=b"\0"),
+         r"invalid JSON in header: unknown variant `F8`"),  # wrong dtype string
+        (dict(header={"x": tensor("F32", [2], 0, 4)}, payload=b"\0" * 4),
+         r"invalid shape, data type, or offset for tensor"),  # shape/bytes mismatch
+        (dict(header={"x": tensor("F32", [2], 4, 12)}, payload=b"\0" * 8),
+         r"invalid offset for tensor `x`"),  # bytes beyond the file
+        (dict(header={"x": tensor("F32", [1], 4, 8)}, payload=b"\0" * 8),
+         r"invalid offset for tensor `x`"),  # a gap before the tensor
+        (dict(header={"x": tensor("F32", [1], 0, 4)}, payload=b"\0" * 8),
+         r"incomplete metadata, file not fully covered"),  # bytes after the last
+    ]
+] + [
     # load_gpt2
     (lambda t: weights.load_gpt2(0), TypeError,
      r"device must be a str or a torch.device; got int 0"),

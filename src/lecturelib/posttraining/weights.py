@@ -14,9 +14,9 @@ configuration.
 :func:`load_gpt2` fetches the real files (``config.json``, ``model.safetensors``,
 ``tokenizer.json``) at a pinned revision through :mod:`lecturelib.data` (SHA-256, cache,
 progress bar, and an error that says what to do offline), and :func:`read_safetensors`
-reads the weights: 8 bytes holding the header's length ``n`` (little-endian), ``n``
-bytes of JSON giving each tensor's dtype, shape and byte range, then the raw
-little-endian tensors.
+reads the weights with the ``safetensors`` package: 8 bytes holding the header's length
+``n`` (little-endian), ``n`` bytes of JSON giving each tensor's dtype, shape and byte
+range, then the raw little-endian tensors.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
 from lecturelib import data
@@ -57,18 +59,6 @@ BLOCK = {
     "norm2": ("ln_2", False),
     "mlp.up": ("mlp.c_fc", True),
     "mlp.down": ("mlp.c_proj", True),
-}
-SAFETENSORS_DTYPES = {
-    "F64": torch.float64,
-    "F32": torch.float32,
-    "F16": torch.float16,
-    "BF16": torch.bfloat16,
-    "I64": torch.int64,
-    "I32": torch.int32,
-    "I16": torch.int16,
-    "I8": torch.int8,
-    "U8": torch.uint8,
-    "BOOL": torch.bool,
 }
 
 
@@ -234,73 +224,17 @@ def check_gpt2_state_dict(state_dict, config) -> None:
 
 
 def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
-    """The tensors of a ``.safetensors`` file: a little-endian 8-byte length ``n``, a
-    JSON header ``{name: {"dtype", "shape", "data_offsets": [begin, end]}}`` of ``n``
-    bytes (and an optional ``"__metadata__"``), then the tensors' bytes, each at
-    ``begin..end`` from the end of the header."""
+    """The tensors of a ``.safetensors`` file (8 bytes holding the header's length ``n``,
+    ``n`` bytes of JSON giving each tensor's dtype, shape and byte range, then the raw
+    tensors), read by the ``safetensors`` package, which refuses a malformed file
+    (a truncated header, byte ranges that overlap, leave gaps or miss the file, a
+    dtype it does not know, a shape that does not fill its bytes): a ``ValueError``
+    naming the file."""
     check_type(path, "path", (str, os.PathLike), "a str or a Path")
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        n = int.from_bytes(f.read(8), "little")
-        check_safetensors_size(path, size, n)
-        header = json.loads(f.read(n))
-        payload = bytearray(size - 8 - n)
-        f.readinto(payload)
-    check_safetensors_header(path, header, len(payload))
-    header.pop("__metadata__", None)
-    tensors = {}
-    for name, entry in header.items():
-        dtype, shape = SAFETENSORS_DTYPES[entry["dtype"]], entry["shape"]
-        begin, n = entry["data_offsets"][0], torch.Size(shape).numel()
-        tensors[name] = (  # a view of the file's bytes, no copy
-            torch.frombuffer(payload, dtype=dtype, count=n, offset=begin).view(shape)
-            if n
-            else torch.empty(shape, dtype=dtype)
-        )
-    return tensors
-
-
-def check_safetensors_size(path, size: int, n: int) -> None:
-    """The file holds its 8-byte length and a header of that length."""
-    if size < 8 or 8 + n > size:
-        raise ValueError(
-            f"{path} is not a safetensors file: {size} bytes cannot hold a header of "
-            f"{n} bytes after its 8-byte length"
-        )
-
-
-def check_safetensors_header(path, header, n_bytes: int) -> None:
-    """Each entry names a known dtype, a shape, and a byte range inside the file whose
-    length is the shape's size in that dtype."""
-    if not isinstance(header, dict):
-        raise ValueError(f"{path}: the safetensors header must be a JSON object")
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        ok = (
-            isinstance(entry, dict)
-            and entry.get("dtype") in SAFETENSORS_DTYPES
-            and isinstance(entry.get("shape"), list)
-            and all(is_int(d) and d >= 0 for d in entry["shape"])
-            and isinstance(entry.get("data_offsets"), list)
-            and len(entry["data_offsets"]) == 2
-            and all(is_int(o) for o in entry["data_offsets"])
-        )
-        if not ok:
-            raise ValueError(
-                f"{path}: tensor {name!r} needs a dtype in "
-                f"{tuple(SAFETENSORS_DTYPES)}, a shape and two data_offsets; got "
-                f"{entry!r}"
-            )
-        begin, end = entry["data_offsets"]
-        item = torch.empty(0, dtype=SAFETENSORS_DTYPES[entry["dtype"]]).element_size()
-        numel = torch.Size(entry["shape"]).numel()
-        if not 0 <= begin <= end <= n_bytes or end - begin != numel * item:
-            raise ValueError(
-                f"{path}: tensor {name!r} of shape {entry['shape']} {entry['dtype']} "
-                f"needs {numel * item} bytes; its data_offsets {[begin, end]} give "
-                f"{end - begin} in a payload of {n_bytes}"
-            )
+    try:
+        return load_file(os.fspath(path))
+    except SafetensorError as e:
+        raise ValueError(f"{path} is not a valid safetensors file: {e}") from None
 
 
 def load_gpt2(device: str | torch.device = "cpu"):
