@@ -22,6 +22,8 @@ ACC = torch.zeros(1, 2, 6)
 NAN_SCORES = torch.tensor([[[0.5, 0.1, float("nan"), 0.2, 0.3, 0.4, 0.1, 0.2]]])
 
 CASES = [
+    (lambda: eviction.stream(model().eval(), IDS, "window", "4"), ValueError,
+     r"budget must be an int >= 1; got str '4'"),
     (lambda: eviction.keep("h2o", NAN_SCORES, 4), ValueError,
      r"scores must be finite for policy 'h2o' \(a NaN outranks every score and would "
      r"be kept as a heavy hitter\); got torch.float32 tensor of shape \(1, 1, 8\) "

@@ -206,6 +206,7 @@ def stream(
     also returns, per layer, the attention of the last query over the cached positions.
 
     Shapes: ids ``(b, T)`` → losses ``(b, T-1)``."""
+    check_int(budget, "budget", 1)
     n_recent = budget // 2 if n_recent is None else n_recent
     check_stream_model(model, ids, policy, budget, n_sinks, n_recent)
     c = model.config

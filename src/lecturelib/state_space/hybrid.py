@@ -143,6 +143,9 @@ class RecurrentLM(nn.Module):
 
     def __init__(self, cell: str, vocab_size: int, d_model: int, n_layers: int):
         super().__init__()
+        if cell not in ("rnn", "lstm"):
+            raise ValueError(f"cell must be 'rnn' or 'lstm'; got {cell!r}")
+        check_sizes(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers)
         self.vocab_size = vocab_size
         self.embed = nn.Embedding(vocab_size, d_model)
         rnn = {"rnn": nn.RNN, "lstm": nn.LSTM}[cell]
@@ -301,6 +304,7 @@ def state_bytes(model: nn.Module, length: int, bytes_per_value: int = 4) -> int:
     """The memory one sequence's generation state holds after ``length`` tokens: the
     hidden state of an RNN or LSTM, the SSM (and convolution) states of S4D and
     Mamba, the KV cache of attention layers, which grows with ``length``."""
+    check_type(model, "model", nn.Module, "a torch.nn.Module")
     check_int(length, "length", 1)
     check_int(bytes_per_value, "bytes_per_value", 1)
     per_layer = []
