@@ -263,6 +263,23 @@ CASES = [
                  r"mark none \(their log-probability would be 0, a certain response\)"),
     (lambda: chat.response_logprobs(tiny(), IDS[:0], MASK[:0]), ValueError,
      r"ids must hold at least 1 token id\(s\); got shape \(0, 6\)"),
+    # wrong calls that answered silently or failed deep inside
+    (lambda: chat.respond(tiny(), ["a"], template=1), TypeError,
+     r"template must be a bool; got int 1"),
+    (lambda: chat.respond(tiny(), ["a", ""], template=False), ValueError,
+     r"prompts\[1\] is empty: a raw prompt \(template=False\) needs one token at least"),
+    (lambda: chat.logprobs(tiny(), "ab", ["a", "b"]), TypeError,
+     r"prompts must be a non-empty list of str; got str 'ab'"),
+    (lambda: chat.group_sampler()(tiny(), "ab", 2), TypeError,
+     r"prompts must be a non-empty list of str; got str 'ab'"),
+    (lambda: chat.group_sampler()(tiny(), ["a"], 0), ValueError,
+     r"group_size must be an int >= 1; got int 0"),
+    (lambda: chat.group_sampler()("m", ["a"], 2), TypeError, r"model must be a gpt.GPT"),
+    (lambda: chat.VOCAB.decode([1.5]), TypeError,
+     r"ids must be a list of int token ids; got \[1.5\]"),
+    (lambda: chat.VOCAB.encode("a", specials=1), TypeError,
+     r"specials must be a bool; got int 1"),
+    (lambda: chat.VOCAB.special("x"), ValueError, r"token must be one of \('<\|pad\|>'"),
 ]
 
 

@@ -85,6 +85,8 @@ CASES = [
      r"got a largest value of 0.7 \(probabilities instead of their logarithms\?\)"),
     (lambda: evaluation.answer_perplexity(LOGP.log1p() * float("nan"), MASK),
      ValueError, r"got a largest value of nan"),
+    (lambda: evaluation.ngrams(3, 1), TypeError, r"text must be str; got int 3"),
+    (lambda: evaluation.ngrams("a b", 0), ValueError, r"n must be an int >= 1; got int 0"),
 ]
 
 

@@ -107,6 +107,8 @@ CASES = [
     (lambda: instructions.operand("add", 12), TypeError, r"prompt must be str; got int 12"),
     (lambda: instructions.scores(tiny(), [("add", "What is 1 + 2?")]), TypeError,
      r"items must be a non-empty list of \(kind, prompt, answer\)"),
+    (lambda: instructions.corpus(10, seed=-1), ValueError,
+     r"seed must be an int >= 0; got int -1"),
 ]
 
 

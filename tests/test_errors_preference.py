@@ -120,6 +120,8 @@ CASES = [
     (lambda: preference.sequence_kl(X, X * float("nan"), "k3"), ValueError,
      r"ref_logp must hold log-probabilities \(<= 0, not NaN\); got a largest value "
      r"of nan"),
+    (lambda: preference.RewardModel(model())(IDS[:0]), ValueError,
+     r"ids must hold one sequence at least; got shape \(0, 5\)"),
 ]
 
 

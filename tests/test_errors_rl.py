@@ -163,6 +163,9 @@ CASES = [
      r"logp must hold log-probabilities \(<= 0, not NaN\); got a largest value of 0.2"),
     (lambda: rl.grpo_loss(L2, L2, L2 + 1, L, MASK), ValueError,
      r"ref_logp must hold log-probabilities"),
+    (lambda: rl.kl_k3(L, L), ValueError, r"logp must be \(b, t\); got shape \(3,\)"),
+    (lambda: rl.kl_k3(L2[None], L2[None]), ValueError,
+     r"logp must be \(b, t\); got shape \(1, 3, 4\)"),
 ]
 
 

@@ -195,6 +195,16 @@ CASES = [
      r"prompts\[0\] must be 1-D \(t,\) token ids; got shape \(1, 2\)"),
     (lambda: rollout.pad_right([P], [P], -1), ValueError,
      r"pad must be an int >= 0; got int -1"),
+    (lambda: rollout.token_logprobs("m", P[None]), TypeError,
+     r"model must be an nn.Module \(a causal language model\); got str 'm'"),
+    (lambda: rollout.token_logprobs(model(), P[None, :1]), ValueError,
+     r"ids must have t >= 2 positions; got shape \(1, 1\)"),
+    (lambda: rollout.sampler(lambda p: P, str, 0, 2)(model(), "ab", 2), TypeError,
+     r"prompts must be a non-empty list of str; got str 'ab'"),
+    (lambda: rollout.sampler(lambda p: P, str, 0, 2)(model(), ["a"], 0), ValueError,
+     r"group_size must be an int >= 1; got int 0"),
+    (lambda: rollout.sampler(lambda p: p, str, 0, 2)(model(), ["ab"], 2), TypeError,
+     r"encode\('ab'\) must be an integer \(long\) tensor of token ids; got str 'ab'"),
 ]
 
 

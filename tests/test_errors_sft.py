@@ -87,6 +87,12 @@ CASES = [
         TypeError,
         r"masked must be a bool; got str 'yes'",
     ),
+    (lambda: sft.sft_loss("m", (1, 2, 3, 4)), TypeError,
+     r"model \(a GPT\) must be callable; got str 'm'"),
+    (lambda: sft.base_model("smoke", device=3), TypeError,
+     r"device must be a str or a torch.device; got int 3"),
+    (lambda: sft.sft_model("smoke", device="nodevice"), ValueError,
+     r"device 'nodevice' is not usable here"),
 ]
 
 

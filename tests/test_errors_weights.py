@@ -148,6 +148,13 @@ CASES = [
          r"incomplete metadata, file not fully covered"),  # bytes after the last
     ]
 ] + [
+    # the name tables
+    (lambda t: weights.gpt2_names("a"), ValueError, r"n_layers must be an int >= 1; got str 'a'"),
+    (lambda t: weights.gpt2_names(0), ValueError, r"n_layers must be an int >= 1; got int 0"),
+    (lambda t: weights.gpt2_tensors([1]), TypeError,
+     r"state_dict must be a dict of tensors; got list \[1\]"),
+    (lambda t: weights.gpt2_tensors({1: torch.zeros(1)}), TypeError,
+     r"state_dict keys must be tensor names \(str\); got 1"),
     # load_gpt2
     (lambda t: weights.load_gpt2(0), TypeError,
      r"device must be a str or a torch.device; got int 0"),

@@ -31,6 +31,7 @@ from lecturelib.validate import (
     check_tensor,
     check_type,
     describe,
+    is_int,
 )
 
 USER, ASSISTANT, END, PAD = "<|user|>", "<|assistant|>", "<|end|>", "<|pad|>"
@@ -92,6 +93,8 @@ class ChatVocab:
         """The text of ``ids`` (a 1-d tensor or a list of ids)."""
         if not isinstance(ids, torch.Tensor):
             check_type(ids, "ids", (list, tuple), "a 1-D tensor or a list of ids")
+            if not all(is_int(i) for i in ids):
+                raise TypeError(f"ids must be a list of int token ids; got {ids!r:.60}")
             ids = torch.tensor(ids, dtype=torch.long)
         check_ids(ids, "ids", dims=1, vocab_size=len(self), min_len=0)
         return "".join(self.itos[i] for i in ids.tolist())
@@ -265,6 +268,7 @@ def logprobs(model: gpt.GPT, prompts: list[str], responses: list[str]) -> torch.
     Shapes: ``b`` prompts and responses → ``(b,)``.
     """
     gpt.check_gpt(model)
+    check_prompts(prompts)
     if not (isinstance(responses, (list, tuple)) and len(responses) == len(prompts)):
         raise ValueError(
             f"responses must be a list of one str per prompt ({len(prompts)}); got "
@@ -323,7 +327,7 @@ def respond(
     characters). The prompts are decoded as one batch on the model's device, left-padded
     to the longest: the padding is a segment of its own (``GPT(ids, segments)``), so
     each prompt is read exactly as if it were alone."""
-    check_respond(model, prompts, max_new, temperature, generator, stop)
+    check_respond(model, prompts, max_new, temperature, generator, stop, template)
     heads = [chat(p)[0] if template else VOCAB.encode(p) for p in prompts]
     stop_id = VOCAB.stoi[stop]
     new = _generate(model, heads, max_new, temperature, generator, stop_id)
@@ -378,6 +382,9 @@ def group_sampler(max_new: int = 12, temperature: float = 1.0, seed: int = 0):
     generator = torch.Generator().manual_seed(seed)
 
     def sample_fn(model, prompts, group_size):
+        gpt.check_gpt(model)
+        check_prompts(prompts)
+        check_int(group_size, "group_size", 1)
         heads = [chat(p)[0] for p in prompts for _ in range(group_size)]
         new = _generate(model, heads, max_new, temperature, generator, VOCAB.end)
         ids, mask = collate(
@@ -393,10 +400,8 @@ def group_sampler(max_new: int = 12, temperature: float = 1.0, seed: int = 0):
     return sample_fn
 
 
-def check_respond(model, prompts, max_new, temperature, generator, stop) -> None:
-    """A GPT, a non-empty list of prompts, ``max_new >= 1``, a temperature >= 0 (0:
-    greedy; above, a CPU ``generator``), and a stop text of one token."""
-    gpt.check_gpt(model)
+def check_prompts(prompts) -> None:
+    """A non-empty list of str."""
     if not (
         isinstance(prompts, (list, tuple))
         and prompts
@@ -404,6 +409,22 @@ def check_respond(model, prompts, max_new, temperature, generator, stop) -> None
     ):
         raise TypeError(
             f"prompts must be a non-empty list of str; got {describe(prompts)}"
+        )
+
+
+def check_respond(
+    model, prompts, max_new, temperature, generator, stop, template=True
+) -> None:
+    """A GPT, a non-empty list of prompts (without ``template``, none empty),
+    ``max_new >= 1``, a temperature >= 0 (0: greedy; above, a CPU ``generator``), and a
+    stop text of one token."""
+    gpt.check_gpt(model)
+    check_prompts(prompts)
+    check_bool(template, "template")
+    if not template and not all(prompts):
+        raise ValueError(
+            f"prompts[{prompts.index('')}] is empty: a raw prompt (template=False) "
+            "needs one token at least"
         )
     check_int(max_new, "max_new", 1)
     check_number(temperature, "temperature", 0)

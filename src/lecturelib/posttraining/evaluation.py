@@ -19,7 +19,7 @@ import math
 import torch
 
 from lecturelib.posttraining.rl import check_logprobs
-from lecturelib.validate import check_int, check_tensor, describe
+from lecturelib.validate import check_int, check_tensor, check_type, describe
 
 
 def check_pass_at_k(n, c, k) -> None:
@@ -71,6 +71,8 @@ def check_ngram_overlap(test, train, n) -> None:
 
 def ngrams(text: str, n: int) -> set[tuple[str, ...]]:
     """The word n-grams of ``text`` (a text of 1 to ``n`` words is one n-gram)."""
+    check_type(text, "text", str)
+    check_int(n, "n", 1)
     words = text.split()
     starts = range(max(1, len(words) - n + 1)) if words else ()
     return {tuple(words[i : i + n]) for i in starts}

@@ -258,6 +258,7 @@ def corpus(n_chars: int, seed: int = 0) -> str:
     (:data:`RULES`, the reverse task among them) half the time, one of the other task
     kinds otherwise."""
     check_int(n_chars, "n_chars", 1)
+    check_int(seed, "seed", 0)
     rng = random.Random(seed)
     parts, size, i = [], 0, 0
     while size < n_chars:

@@ -71,6 +71,10 @@ def bradley_terry_loss(
 
 def check_reward_ids(ids, last, config: gpt.GPTConfig) -> None:
     gpt.check_gpt_ids(ids, config)
+    if not len(ids):
+        raise ValueError(
+            f"ids must hold one sequence at least; got shape {tuple(ids.shape)}"
+        )
     if last is None:
         return
     if not isinstance(last, torch.Tensor) or last.dtype != torch.long:

@@ -187,7 +187,7 @@ def group_advantages(
 
 
 def check_kl(logp, ref_logp, values: bool = True) -> None:
-    check_tensor(logp, "logp", "(b, t)")
+    check_tensor(logp, "logp", "(b, t)", dims=2)
     check_tensor(ref_logp, "ref_logp", "(b, t)")
     check_same_shape(ref_logp, "ref_logp", logp, "logp")
     check_nonempty(logp, "logp")

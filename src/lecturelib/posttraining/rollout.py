@@ -50,10 +50,20 @@ def token_logprobs(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
 
     Shapes: ids ``(b, t)`` → ``(b, t)``.
     """
-    check_ids(ids, "ids", dims=2)
+    check_token_logprobs(model, ids)
     logp = F.log_softmax(model(ids)[:, :-1].float(), dim=-1)  # (b, t-1, v)
     picked = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (b, t-1)
     return F.pad(picked, (1, 0))  # (b, t)
+
+
+def check_token_logprobs(model, ids) -> None:
+    """A model (a callable module) and ids ``(b, t)`` with ``t >= 2``."""
+    check_type(model, "model", nn.Module, "an nn.Module (a causal language model)")
+    check_ids(ids, "ids", dims=2)
+    if ids.shape[1] < 2:
+        raise ValueError(
+            f"ids must have t >= 2 positions; got shape {tuple(ids.shape)}"
+        )
 
 
 def check_sample(model, prompts, max_new, eos, temperature, generator) -> None:
@@ -185,8 +195,21 @@ def sampler(
     generator = torch.Generator().manual_seed(seed)
 
     def sample_fn(model, prompts, group_size):
+        gpt.check_gpt(model)
+        if not (
+            isinstance(prompts, (list, tuple))
+            and prompts
+            and all(isinstance(p, str) for p in prompts)
+        ):
+            raise TypeError(
+                f"prompts must be a non-empty list of str; got {describe(prompts)}"
+            )
+        check_int(group_size, "group_size", 1)
         device = next(model.parameters()).device
-        rows = [encode(p).cpu() for p in prompts for _ in range(group_size)]
+        encoded = [encode(p) for p in prompts]
+        for p, x in zip(prompts, encoded):
+            check_ids(x, f"encode({p!r:.30})", dims=1)
+        rows = [x.cpu() for x in encoded for _ in range(group_size)]
         responses = sample(model, rows, max_new, eos, temperature, generator)
         ids, mask = pad_right(rows, responses, pad=eos)
         texts = [decode(r[:-1] if r[-1] == eos else r) for r in responses]

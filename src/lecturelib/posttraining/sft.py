@@ -38,6 +38,7 @@ from lecturelib.pretraining.finetune import copy_model
 from lecturelib.train import checkpoint
 from lecturelib.validate import (
     check_bool,
+    check_callable,
     check_choice,
     check_int,
     check_number,
@@ -48,6 +49,7 @@ from lecturelib.validate import (
 def sft_loss(model: gpt.GPT, batch) -> torch.Tensor:
     """:func:`masked_loss` of ``model`` on a batch ``(ids, targets, segments, mask)`` of
     :func:`pack` (``segments`` None for a batch of :func:`shifted`)."""
+    check_callable(model, "model (a GPT)")
     check_sft_batch(batch)
     ids, targets, segments, mask = batch
     logits = model(ids) if segments is None else model(ids, segments)
@@ -160,6 +162,15 @@ CAPPED_CORPUS, CAPPED_PER_KIND = 200_000, 256  # the data of a capped run (CI)
 HELD = 90_000  # the seed of the held-out responses whose loss SFT records
 
 
+def check_device(device) -> None:
+    """A device name or a ``torch.device`` that this machine has."""
+    check_type(device, "device", (str, torch.device), "a str or a torch.device")
+    try:
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as e:
+        raise ValueError(f"device {device!r} is not usable here: {e}") from None
+
+
 def check_profile(profile) -> None:
     check_choice(profile, "profile", tuple(RECIPES))
 
@@ -222,6 +233,7 @@ def base_model(
     """The chapter's base model for ``profile`` in eval mode, and its vocabulary: loaded
     from the cache when there, otherwise pretrained on :func:`corpus` on ``device`` and
     cached."""
+    check_device(device)
     path = model_path(profile, "base")
     if path.exists():
         return _load(path, device), VOCAB
@@ -269,6 +281,8 @@ def finetune(
     gpt.check_gpt(model)
     check_type(recipe, "recipe", SFTRecipe, "an SFTRecipe")
     check_bool(masked, "masked")
+    check_bool(progress, "progress")
+    check_type(desc, "desc", str)
     if stop is not None:
         check_int(stop, "stop", 1, recipe.steps)
     model = copy_model(model).train()
@@ -321,6 +335,7 @@ def sft_model(
     """The chapter's SFT model for ``profile`` in eval mode, and its vocabulary: the
     base model of :func:`base_model` finetuned on the instruction mix with the profile's
     :class:`SFTRecipe` on ``device``; cached."""
+    check_device(device)
     path = model_path(profile, "sft")
     if path.exists():
         return _load(path, device), VOCAB

@@ -33,7 +33,7 @@ from tokenizers import Tokenizer
 
 from lecturelib import data
 from lecturelib.pretraining import gpt
-from lecturelib.validate import check_type, describe, is_int
+from lecturelib.validate import check_int, check_type, describe, is_int
 
 # GPT-2's activation_function → GPTConfig.activation ("gelu_new" is the tanh
 # approximation under the name of the original code)
@@ -127,6 +127,7 @@ def check_gpt2_config(hf_config) -> None:
 def gpt2_names(n_layers: int) -> dict[str, tuple[str, bool]]:
     """The book's GPT's parameter names → (GPT-2's, whether it is a ``Conv1D`` weight to
     transpose). The tied output head is the embedding and has no entry."""
+    check_int(n_layers, "n_layers", 1)
     names = {
         "embed.weight": ("wte.weight", False),
         "pos.weight": ("wpe.weight", False),
@@ -144,6 +145,10 @@ def gpt2_tensors(state_dict: Mapping) -> dict[str, torch.Tensor]:
     """GPT-2's tensors by their names in ``GPT2Model`` (``transformer.`` dropped, as in
     the released file), without the causal-mask buffers ``attn.bias`` and
     ``attn.masked_bias``."""
+    check_type(state_dict, "state_dict", Mapping, "a dict of tensors")
+    bad = [k for k in state_dict if not isinstance(k, str)]
+    if bad:
+        raise TypeError(f"state_dict keys must be tensor names (str); got {bad[0]!r}")
     tensors = {}
     for name, value in state_dict.items():
         name = name.removeprefix("transformer.")
