@@ -4,7 +4,7 @@
 - :func:`split_ids` makes contiguous train/validation splits of a token stream;
 - :class:`BigramLM` counts bigrams with add-k smoothing (Jurafsky & Martin, ch. 3);
 - :class:`KneserNeyLM` is the interpolated Kneser–Ney n-gram model (Kneser & Ney, 1995;
-  Chen & Goodman, 1999), built from :func:`kneser_ney_counts` and :func:`kneser_ney_prob`;
+  Chen & Goodman, 1999), from :func:`kneser_ney_counts` and :func:`kneser_ney_prob`;
 - :class:`WindowLM` is the fixed-window feed-forward neural LM of Bengio et al. (2003),
   without the direct input-to-output connections of the paper;
 - :func:`next_token_loss` is the cross-entropy of a sequence model's next-token
@@ -353,8 +353,8 @@ def check_kneser_ney_prob(levels, grams, vocab_size) -> None:
 def kneser_ney_prob(
     levels: list[KneserNeyLevel], grams: torch.Tensor, vocab_size: int
 ) -> torch.Tensor:
-    """Interpolated Kneser–Ney ``P(w | h)`` for every row ``(h, w)`` of ``grams``; rows of
-    fewer tokens than the order use the lower orders only.
+    """Interpolated Kneser–Ney ``P(w | h)`` for every row ``(h, w)`` of ``grams``;
+    rows of fewer tokens than the order use the lower orders only.
 
     Shapes: grams ``(N, m)`` ids, ``1 <= m <= order`` → ``(N,)`` float64.
     """
