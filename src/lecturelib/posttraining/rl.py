@@ -109,8 +109,8 @@ def reinforce_loss(
 
 
 def check_ppo(logp_new, logp_old, advantages, clip, values: bool = True) -> None:
-    """The arguments of :func:`ppo_clipped_loss` (``values``: and that the
-    log-probabilities are <= 0)."""
+    """The arguments of :func:`ppo_clipped_loss` (only ``logp_new − logp_old`` matters
+    to it, so their values are not checked: a log-ratio and 0 are valid)."""
     check_tensor(logp_new, "logp_new", "(b,) or (b, t)")
     if logp_new.dim() not in (1, 2):
         raise ValueError(
@@ -126,8 +126,6 @@ def check_ppo(logp_new, logp_old, advantages, clip, values: bool = True) -> None
             f"logp_new {tuple(logp_new.shape)}; got {tuple(advantages.shape)}"
         )
     check_number(clip, "clip", 0, 1, low_open=True)
-    if values:
-        check_logprobs((logp_new, "logp_new"), (logp_old, "logp_old"))
 
 
 def ppo_clipped_loss(
