@@ -123,6 +123,21 @@ CASES = [
         ValueError,
         r"sram_floats must hold at least one row of q, k, v and o \(4·d = 64\); got 32",
     ),
+    (
+        lambda: flash.attention_flops_total(64, 16, block=0),
+        ValueError,
+        r"block must be an int >= 1; got int 0",
+    ),
+    (
+        lambda: flash.attention_flops_total(64, 16.0),
+        ValueError,
+        r"d must be an int >= 1; got float 16.0",
+    ),
+    (
+        lambda: flash.attention_flops_total(64, 16, 8, backward=1),
+        TypeError,
+        r"backward must be a bool; got int 1",
+    ),
 ]
 
 

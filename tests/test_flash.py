@@ -192,3 +192,23 @@ def test_causal_queries_before_the_first_key_get_zero_with_finite_gradients():
     g_ref, g_fast = (torch.autograd.grad(x.sum(), q)[0] for x in (ref, fast))
     assert g_ref.isfinite().all()
     torch.testing.assert_close(g_fast, g_ref)
+
+
+def test_attention_flops_total_flash_does_more_work_and_moves_fewer_bytes():
+    # t=4, d=2: QKᵀ and PV 2·32 each, softmax 5·16; tiled rescaling 4·2·(2·2+5)
+    assert flash.attention_flops_total(4, 2) == 2 * 64 + 80
+    assert flash.attention_flops_total(4, 2, block=2) == 208 + 72
+    # naive backward: 4·64 + 2·16 + 2·8; flash adds the recomputation 64 + 80
+    assert flash.attention_flops_total(4, 2, backward=True) == 208 + 304
+    assert flash.attention_flops_total(4, 2, 2, True) == 280 + 304 + 144
+    sram, d = 192 * 1024 // 4, 64
+    ratios = []
+    for t in (256, 512, 1024, 2048, 4096, 8192, 16384):
+        naive = flash.attention_flops_total(t, d, backward=True)
+        for block in (1, 64, t):
+            assert flash.attention_flops_total(t, d, block, backward=True) > naive
+        io = flash.io_bytes(t, d, sram)
+        ratios.append(io["standard"] / io["flash"])
+    limit = 2 * (sram // (4 * d)) / d  # (4t²) / (2td · t / B) as t grows
+    assert all(a < b for a, b in zip(ratios, ratios[1:]))
+    assert 1 < ratios[0] and ratios[-1] <= limit and ratios[-1] > 0.95 * limit

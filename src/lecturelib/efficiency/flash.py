@@ -31,6 +31,7 @@ import math
 import torch
 
 from lecturelib.validate import (
+    check_bool,
     check_int,
     check_sizes,
     check_tensor,
@@ -335,3 +336,40 @@ def io_bytes(t: int, d: int, sram_floats: int, bytes_per_float: int = 4) -> dict
         2 * t * d + passes * 2 * t * d
     ) * bytes_per_float  # q o once, k v per block
     return {"standard": float(standard), "flash": float(flash)}
+
+
+SOFTMAX_FLOPS = 5  # per score: max, subtract, exp, sum, divide
+
+
+def check_attention_flops_total(t, d, block, backward) -> None:
+    """The arguments of :func:`attention_flops_total`."""
+    check_sizes(t=t, d=d)
+    if block is not None:
+        check_int(block, "block", 1)
+    check_bool(backward, "backward")
+
+
+def attention_flops_total(t: int, d: int, block=None, backward: bool = False) -> int:
+    """FLOPs of one head of attention, q k v ``(t, d)``: naive (``block=None``) or tiled
+    with key blocks of ``block``; forward, or forward + backward with ``backward=True``.
+
+    Naive forward: ``QKᵀ`` ``2t²d`` + softmax ``5t²`` (:data:`SOFTMAX_FLOPS` per score)
+    + ``PV`` ``2t²d``. Tiled forward adds the online-softmax rescaling, per query row and
+    key block: ``m = max(m, rowmax)`` 1, ``α = exp(m_old − m)`` 2, ``ℓ ← αℓ + rowsum`` 2,
+    ``o ← αo + P̃V`` ``2d``, i.e. ``t·⌈t/block⌉·(2d + 5)``. Naive backward reads the stored
+    ``P``: ``dV = PᵀdO``, ``dP = dO Vᵀ``, ``dQ = dS K``, ``dK = dSᵀQ`` ``4·2t²d``,
+    ``dS = P∘(dP − D)`` ``2t²``, ``D = rowsum(dO∘O)`` ``2td``. FlashAttention's backward
+    also recomputes ``QKᵀ`` and the softmax: ``+ 2t²d + 5t²``. The scale ``1/√d`` and
+    the masks are not counted.
+    """
+    check_attention_flops_total(t, d, block, backward)
+    matmul = 2 * t * t * d
+    forward = 2 * matmul + SOFTMAX_FLOPS * t * t
+    if block is not None:
+        forward += t * math.ceil(t / block) * (2 * d + 5)
+    if not backward:
+        return forward
+    grad = 4 * matmul + 2 * t * t + 2 * t * d
+    if block is not None:
+        grad += matmul + SOFTMAX_FLOPS * t * t
+    return forward + grad
