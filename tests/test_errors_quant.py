@@ -85,6 +85,12 @@ CASES = [
      r"bits must be an int in 2..16; got int 0"),
     (lambda: quant.quantize_model(model(), 4, 5), ValueError,
      r"group_size \(5\) must divide d_in \(16\)"),
+    (lambda: quant.nf4_quantize(torch.randn(100), 64), ValueError,
+     r"w must hold a positive multiple of block=64 values; got shape \(100,\)"),
+    (lambda: quant.nf4_dequantize(torch.zeros(64, dtype=torch.int8), torch.ones(1), (64,)),
+     TypeError, r"codes must be a uint8 tensor \(numel,\); got torch.int8"),
+    (lambda: quant.double_quantize(torch.ones(4, 4)), ValueError,
+     r"absmax must be \(n_blocks,\); got shape \(4, 4\)"),
 ]
 
 

@@ -138,3 +138,56 @@ def test_calibration_inputs_are_what_each_linear_reads():
     h = m.blocks[0].norm1(m.embed_ids(ids)).flatten(0, 1)
     torch.testing.assert_close(inputs["0.attn.qkv"], h)
     assert inputs["1.mlp.down"].shape == (48, 128)
+
+
+NF4_PUBLISHED = [
+    -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
+    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
+    0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
+    0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0,
+]  # bitsandbytes / QLoRA's NF4 table
+
+
+def test_nf4_code_book_is_the_published_table():
+    book = quant.nf4_code_book()
+    assert book.shape == (16,)
+    assert torch.allclose(book.double(), torch.tensor(NF4_PUBLISHED).double(), atol=1e-6)
+    assert (book == 0).sum() == 1
+
+
+def test_nf4_round_trip_error_is_at_most_half_the_largest_gap_times_absmax():
+    torch.manual_seed(0)
+    w = torch.randn(32, 128) * torch.rand(32, 1) * 3
+    codes, absmax = quant.nf4_quantize(w, block=64)
+    assert codes.dtype == torch.uint8 and codes.shape == (32 * 128,)
+    assert int(codes.max()) <= 15 and absmax.shape == (32 * 128 // 64,)
+    back = quant.nf4_dequantize(codes, absmax, w.shape)
+    half_gap = quant.nf4_code_book().diff().max() / 2
+    err = (w - back).abs().reshape(-1, 64)
+    assert (err <= half_gap * absmax[:, None] + 1e-6).all()
+    # each weight gets its nearest code: no other entry is closer
+    book = quant.nf4_code_book()
+    x = (w.reshape(-1, 64) / absmax[:, None]).reshape(-1)
+    chosen = (x - book[codes.long()]).abs()
+    assert (chosen <= (x[:, None] - book).abs().amin(1) + 1e-6).all()
+
+
+def test_nf4_beats_uniform_4_bit_absmax_on_gaussian_weights():
+    torch.manual_seed(1)
+    w = torch.randn(64, 256)
+    codes, absmax = quant.nf4_quantize(w, block=64)
+    nf4 = ((w - quant.nf4_dequantize(codes, absmax, w.shape)) ** 2).mean()
+    uniform = ((w - quant.fake_quantize(w, 4, group_size=64)) ** 2).mean()
+    assert nf4 < uniform
+
+
+@pytest.mark.parametrize("n", [1, 255, 256, 1000])
+def test_double_quantization_moves_each_scale_by_at_most_half_its_step(n):
+    torch.manual_seed(2)
+    absmax = torch.rand(n) * 2 + 0.1
+    codes, scales, offset = quant.double_quantize(absmax, block=256)
+    assert codes.dtype == torch.int8 and codes.shape == (n,)
+    assert scales.shape == (-(-n // 256),)
+    back = quant.double_dequantize(codes, scales, offset, block=256)
+    bound = scales.repeat_interleave(256)[:n] / 2
+    assert ((back - absmax).abs() <= bound + 1e-6).all()

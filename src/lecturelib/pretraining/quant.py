@@ -11,7 +11,9 @@
   with dampening. We run its column loop without the paper's lazy block updates (the
   same result, slower on large matrices) and give every layer the full-precision model's
   inputs, where the paper feeds each layer the outputs of the already quantized layers
-  before it.
+  before it;
+- QLoRA (Dettmers et al., arXiv:2305.14314): the 4-bit NormalFloat (NF4) code book,
+  per-block absmax NF4 codes, and double quantization of the block scales to int8.
 
 Everything here is *fake quantization*: weights are quantized and immediately
 dequantized back to float, which gives the quantized model's exact outputs without
@@ -255,3 +257,119 @@ def quantize_model(
         else:
             layer.weight.data = gptq(w, hessian(inputs[name]), bits, group_size, scheme)
     return out
+
+
+# QLoRA (Dettmers et al., arXiv:2305.14314): 4-bit NormalFloat and double quantization.
+
+NF4_OFFSET = 0.9677083  # the QLoRA / bitsandbytes ``create_normal_map`` offset
+
+
+def nf4_code_book() -> torch.Tensor:
+    """QLoRA's 16 NormalFloat-4 values in [-1, 1], sorted, with an exact 0. Shape
+    ``(16,)``."""
+    from scipy.special import ndtri  # = scipy.stats.norm.ppf, a lighter import
+
+    pos = ndtri(torch.linspace(NF4_OFFSET, 0.5, 9)[:-1].numpy()).tolist()
+    neg = (-ndtri(torch.linspace(NF4_OFFSET, 0.5, 8)[:-1].numpy())).tolist()
+    values = torch.tensor(pos + [0.0] + neg, dtype=torch.float64).sort().values
+    return (values / values.abs().max()).float()
+
+
+def check_nf4_quantize(w, block: int) -> None:
+    """The weights (any shape, finite, a multiple of ``block`` values) and block size."""
+    check_tensor(w, "w", "(...)")
+    check_int(block, "block", 1)
+    if w.numel() < 1 or w.numel() % block:
+        raise ValueError(
+            f"w must hold a positive multiple of block={block} values; got shape "
+            f"{tuple(w.shape)} ({w.numel()} values)"
+        )
+    check_finite(w)
+
+
+def nf4_quantize(w: torch.Tensor, block: int = 64):
+    """NF4 codes of ``w``: per block of ``block`` values, divide by the block's absmax
+    and take the nearest code-book entry. Shapes: ``(...)`` → codes ``(numel,)`` uint8,
+    absmax ``(numel / block,)``."""
+    check_nf4_quantize(w, block)
+    book = nf4_code_book().to(w.device)
+    blocks = w.detach().float().reshape(-1, block)
+    absmax = blocks.abs().amax(1).clamp_min(1e-12)
+    mids = (book[1:] + book[:-1]) / 2
+    codes = torch.bucketize(blocks / absmax[:, None], mids)
+    return codes.to(torch.uint8).reshape(-1), absmax
+
+
+def check_nf4_dequantize(codes, absmax, shape) -> None:
+    """uint8 codes in 0..15, one float absmax per block, a shape of ``codes.numel()``."""
+    if not isinstance(codes, torch.Tensor) or codes.dtype != torch.uint8:
+        raise TypeError(f"codes must be a uint8 tensor (numel,); got {describe(codes)}")
+    if codes.numel() and int(codes.max()) > 15:
+        raise ValueError(f"codes must be in 0..15; got a code {int(codes.max())}")
+    check_tensor(absmax, "absmax", "(n_blocks,)", 1)
+    if absmax.numel() < 1 or codes.numel() % absmax.numel():
+        raise ValueError(
+            f"codes ({codes.numel()} values) must split into absmax.numel() = "
+            f"{absmax.numel()} equal blocks"
+        )
+    size = torch.Size(shape).numel()
+    if size != codes.numel():
+        raise ValueError(
+            f"shape must hold codes.numel() = {codes.numel()} values; got {tuple(shape)}"
+        )
+
+
+def nf4_dequantize(codes: torch.Tensor, absmax: torch.Tensor, shape) -> torch.Tensor:
+    """Weights back from NF4: code-book value times the block's absmax. Shapes: codes
+    ``(numel,)``, absmax ``(n_blocks,)`` → ``shape``."""
+    check_nf4_dequantize(codes, absmax, shape)
+    book = nf4_code_book().to(absmax.device)
+    values = book[codes.long()].reshape(absmax.numel(), -1) * absmax[:, None]
+    return values.reshape(shape)
+
+
+def check_double_quantize(absmax, block: int) -> None:
+    """The block scales (1-d, finite, not empty) and the second-level block size."""
+    check_tensor(absmax, "absmax", "(n_blocks,)", 1)
+    if absmax.numel() < 1:
+        raise ValueError("absmax must hold at least one block scale; got shape (0,)")
+    check_finite(absmax, "absmax")
+    check_int(block, "block", 1)
+
+
+def double_quantize(absmax: torch.Tensor, block: int = 256):
+    """QLoRA's double quantization of the block scales: subtract their mean, then int8
+    absmax per block of ``block`` scales (the last block may be shorter). Shapes:
+    ``(n,)`` → codes ``(n,)`` int8, scales ``(ceil(n / block),)``, offset ``()``."""
+    check_double_quantize(absmax, block)
+    offset = absmax.float().mean()
+    centred = absmax.float() - offset
+    pad = (-centred.numel()) % block
+    blocks = torch.cat([centred, centred.new_zeros(pad)]).reshape(-1, block)
+    scales = (blocks.abs().amax(1) / 127).clamp_min(1e-12)
+    codes = torch.round(blocks / scales[:, None]).clamp(-127, 127).to(torch.int8)
+    return codes.reshape(-1)[: absmax.numel()], scales, offset
+
+
+def check_double_dequantize(codes, scales, offset, block: int) -> None:
+    """int8 codes, one float scale per ``block`` codes, a float offset."""
+    if not isinstance(codes, torch.Tensor) or codes.dtype != torch.int8:
+        raise TypeError(f"codes must be an int8 tensor (n,); got {describe(codes)}")
+    check_tensor(scales, "scales", "(n_blocks,)", 1)
+    check_tensor(offset, "offset", "()", 0)
+    check_int(block, "block", 1)
+    if scales.numel() != -(-codes.numel() // block):
+        raise ValueError(
+            f"scales must hold ceil({codes.numel()} / {block}) = "
+            f"{-(-codes.numel() // block)} values; got {scales.numel()}"
+        )
+
+
+def double_dequantize(
+    codes: torch.Tensor, scales: torch.Tensor, offset: torch.Tensor, block: int = 256
+) -> torch.Tensor:
+    """Block scales back from :func:`double_quantize`. Shapes: codes ``(n,)``, scales
+    ``(ceil(n / block),)``, offset ``()`` → ``(n,)``."""
+    check_double_dequantize(codes, scales, offset, block)
+    per_code = scales.repeat_interleave(block)[: codes.numel()]
+    return codes.float() * per_code + offset
