@@ -73,6 +73,20 @@ CASES = [
     (call(h0=[0.0]), TypeError, r"h0 must be a \(b, d, n\) tensor or None; got list"),
     (lambda: scan.triton_scan(interpret="yes"), TypeError,
      r"interpret must be a bool or None; got 'yes'"),
+    (lambda: scan.ssd(torch.randn(2, 5, 3), torch.full((2, 5), 1.5),
+                      torch.randn(2, 5, 4), torch.randn(2, 5, 4)), ValueError,
+     r"a must be in \(0, 1\] everywhere \(a decay per step\); got a minimum of 1.5"),
+    (lambda: scan.ssd_matrix(torch.zeros(2, 5), torch.randn(2, 5, 4),
+                             torch.randn(2, 5, 4)), ValueError,
+     r"a must be in \(0, 1\] everywhere .*; got a minimum of 0 and a maximum of 0"),
+    (lambda: scan.ssd_matrix(torch.rand(2, 5), torch.randn(2, 6, 4),
+                             torch.randn(2, 6, 4)), ValueError,
+     r"mismatched lengths: B and C must be \(b, l, n\) with \(b, l\) = \(2, 5\) from "
+     r"a; got \(2, 6, 4\) and \(2, 6, 4\)"),
+    (lambda: scan.ssd(torch.randn(2, 4, 3), torch.rand(2, 5), torch.randn(2, 5, 4),
+                      torch.randn(2, 5, 4)), ValueError,
+     r"mismatched lengths: x must be \(b, l, d\) with \(b, l\) = \(2, 5\) from a; "
+     r"got \(2, 4, 3\)"),
 ]
 
 

@@ -163,3 +163,45 @@ def test_an_empty_sequence_returns_the_initial_state(method):
     _, h = scan.selective_scan(u, u.abs() + 0.1, A, B, B, h0=h0, method=method,
                                return_state=True)
     assert torch.equal(h, h0)
+
+
+def ssd_loop(x, a, B, C):
+    """h_t = a_t h_{t-1} + x_t B_tᵀ per channel, y_t = h_t C_t: the plain recurrence."""
+    h = x.new_zeros(x.shape[0], x.shape[2], B.shape[2])  # (b, d, n)
+    ys = []
+    for t in range(x.shape[1]):
+        h = a[:, t, None, None] * h + x[:, t, :, None] * B[:, t, None, :]
+        ys.append((h * C[:, t, None, :]).sum(-1))  # (b, d)
+    return torch.stack(ys, dim=1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(b=st.integers(1, 3), t=st.integers(1, 40), d=st.integers(1, 5), n=st.integers(1, 6),
+       seed=st.integers(0, 10**6))
+def test_ssd_equals_the_recurrence_and_the_selective_scan(b, t, d, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(b, t, d, generator=g, dtype=torch.float64)
+    a = 0.05 + 0.9 * torch.rand(b, t, generator=g, dtype=torch.float64)
+    B, C = (torch.randn(b, t, n, generator=g, dtype=torch.float64) for _ in range(2))
+    y = scan.ssd(x, a, B, C)
+    torch.testing.assert_close(y, ssd_loop(x, a, B, C))
+    # selective scan with A = -1 in every (d, n), Δ_t = -log a_t shared by the channels
+    delta = -torch.log(a)[..., None].expand(b, t, d)
+    A = -torch.ones(d, n, dtype=torch.float64)
+    torch.testing.assert_close(y, scan.selective_scan_ref(x / delta, delta, A, B, C))
+
+
+def test_ssd_matrix_is_lower_triangular_and_causal_attention_at_a_1():
+    g = torch.Generator().manual_seed(0)
+    B, C = (torch.randn(2, 9, 4, generator=g, dtype=torch.float64) for _ in range(2))
+    x = torch.randn(2, 9, 3, generator=g, dtype=torch.float64)
+    ones = torch.ones(2, 9, dtype=torch.float64)
+    M = scan.ssd_matrix(ones, B, C)
+    torch.testing.assert_close(M, torch.tril(C @ B.transpose(1, 2)))  # linear attention
+    torch.testing.assert_close(scan.ssd(x, ones, B, C), ssd_loop(x, ones, B, C))
+    a = torch.full((2, 9), 0.5, dtype=torch.float64)
+    M = scan.ssd_matrix(a, B, C)
+    assert torch.equal(M, torch.tril(M))
+    # M[i, j] = (C_i · B_j) 0.5^(i - j)
+    torch.testing.assert_close(M[:, 6, 2], (C[:, 6] * B[:, 2]).sum(-1) * 0.5**4)
+    assert scan.ssd(x[:, :0], a[:, :0], B[:, :0], C[:, :0]).shape == (2, 0, 3)

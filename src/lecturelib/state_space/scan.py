@@ -241,6 +241,63 @@ def selective_scan(
     return y, u.new_zeros(u.shape[0], *A.shape) if h0 is None else h0  # no step
 
 
+def check_ssd(a, B, C, x=None) -> None:
+    """The arguments of the state-space dual: ``a`` ``(b, l)`` in ``(0, 1]``; ``B``,
+    ``C`` ``(b, l, n)`` and ``x`` ``(b, l, d)`` of ``a``'s batch and length."""
+    check_tensor(a, "a", "(b, l)", 2)
+    check_tensor(B, "B", "(b, l, n)", 3)
+    check_tensor(C, "C", "(b, l, n)", 3)
+    if B.shape[:2] != a.shape or C.shape != B.shape:
+        raise ValueError(
+            f"mismatched lengths: B and C must be (b, l, n) with (b, l) = "
+            f"{tuple(a.shape)} from a; got {tuple(B.shape)} and {tuple(C.shape)}"
+        )
+    if x is not None:
+        check_tensor(x, "x", "(b, l, d)", 3)
+        if x.shape[:2] != a.shape:
+            raise ValueError(
+                f"mismatched lengths: x must be (b, l, d) with (b, l) = "
+                f"{tuple(a.shape)} from a; got {tuple(x.shape)}"
+            )
+    if a.numel() and not bool(((a > 0) & (a <= 1)).all()):
+        raise ValueError(
+            f"a must be in (0, 1] everywhere (a decay per step); got a minimum of "
+            f"{a.min().item():.3g} and a maximum of {a.max().item():.3g}"
+        )
+
+
+def segsum(log_a):
+    """``S[..., i, j] = log a_{j+1} + ... + log a_i`` for ``j <= i``, else ``-inf``.
+
+    Shapes: log_a ``(b, l)`` → ``(b, l, l)``.
+    """
+    t = log_a.shape[-1]
+    x = log_a[..., :, None].expand(*log_a.shape, t)  # x[..., k, j] = log a_k
+    below = torch.tril(torch.ones(t, t, dtype=torch.bool, device=log_a.device), -1)
+    s = torch.cumsum(x.masked_fill(~below, 0), dim=-2)  # sum over j < k <= i
+    causal = torch.tril(torch.ones(t, t, dtype=torch.bool, device=log_a.device))
+    return s.masked_fill(~causal, -math.inf)
+
+
+def ssd_matrix(a, B, C):
+    """Mamba-2's matrix ``M = L ∘ (C Bᵀ)``, ``L[i, j] = a_{j+1} ⋯ a_i`` (``j <= i``).
+
+    Shapes: a ``(b, l)``, B, C ``(b, l, n)`` → M ``(b, l, l)``.
+    """
+    check_ssd(a, B, C)
+    L = torch.exp(segsum(torch.log(a)))  # (b, l, l): lower-triangular, semiseparable
+    return L * einsum(C, B, "b i n, b j n -> b i j")
+
+
+def ssd(x, a, B, C):
+    """The scan ``h_t = a_t h_{t-1} + B_t x_tᵀ``, ``y_t = C_tᵀ h_t`` as ``y = M x``.
+
+    Shapes: x ``(b, l, d)``, a ``(b, l)``, B, C ``(b, l, n)`` → y ``(b, l, d)``.
+    """
+    check_ssd(a, B, C, x)
+    return einsum(ssd_matrix(a, B, C), x, "b i j, b j d -> b i d")
+
+
 TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
