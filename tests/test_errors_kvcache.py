@@ -278,6 +278,28 @@ CASES = [
         r"the cached path has no dropout; the model is training with dropout=0.1: "
         r"call model.eval\(\)",
     ),
+    (
+        lambda: kvcache.simulate_batching([3, 0, 2], 2, continuous=True),
+        ValueError,
+        r"lengths\[1\] must be an int >= 1; got int 0",
+    ),
+    (
+        lambda: kvcache.simulate_batching([3, 2], 2, continuous=1),
+        TypeError,
+        r"continuous must be a bool; got int 1",
+    ),
+    (
+        lambda: kvcache.quantize_kv(torch.randn(2, 3), bits=16),
+        ValueError,
+        r"bits must be an int in 2..8; got int 16",
+    ),
+    (
+        lambda: kvcache.dequantize_kv(torch.zeros(2, 3, dtype=torch.int8),
+                                      torch.ones(2, 3)),
+        ValueError,
+        r"scale must be \(..., 1\) for q \(..., e\), one scale per row; got q "
+        r"\(2, 3\) and scale \(2, 3\)",
+    ),
 ]
 
 

@@ -218,3 +218,47 @@ def test_a_plain_models_cache_rotates_by_the_config_formula_past_its_tables():
     assert torch.equal(cache.rope.sin, reference.sin)
     assert torch.equal(cache.rope.cos[:16], model.blocks[0].attn.cos)
     assert cache.model is model
+
+
+def test_batching_known_answers_by_hand():
+    # static: groups [1, 9] and [1, 9] last 9 steps each; continuous: request 2 starts
+    # at step 2 in request 0's slot, request 3 at step 3 in request 2's and ends at 11
+    assert kvcache.simulate_batching([1, 9, 1, 9], 2, continuous=False) == 18
+    assert kvcache.simulate_batching([1, 9, 1, 9], 2, continuous=True) == 11
+    assert kvcache.simulate_batching([3, 1, 1, 1], 2, continuous=False) == 4
+    assert kvcache.simulate_batching([3, 1, 1, 1], 2, continuous=True) == 3
+    assert kvcache.simulate_batching([5], 4, continuous=True) == 5
+
+
+def test_continuous_batching_never_takes_more_steps_than_static():
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        n = int(torch.randint(1, 20, (1,), generator=gen))
+        lengths = torch.randint(1, 30, (n,), generator=gen).tolist()
+        b = int(torch.randint(1, 6, (1,), generator=gen))
+        static = kvcache.simulate_batching(lengths, b, continuous=False)
+        continuous = kvcache.simulate_batching(lengths, b, continuous=True)
+        # no schedule beats the longest request or the work spread over b slots
+        assert max(lengths) <= continuous <= static
+        assert continuous >= -(-sum(lengths) // b)
+        same = [lengths[0]] * n
+        assert kvcache.simulate_batching(same, b, continuous=True) == (
+            kvcache.simulate_batching(same, b, continuous=False)
+        ) == lengths[0] * -(-n // b)
+
+
+def test_quantized_kv_is_within_half_a_step_and_four_times_smaller():
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 16, 32) * torch.rand(2, 4, 16, 1) * 10  # (b, h, t, e)
+    x[0, 0, 0] = 0.0  # a zero row
+    for bits in (8, 4, 2):
+        q, scale = kvcache.quantize_kv(x, bits)
+        assert q.dtype == torch.int8 and scale.shape == (2, 4, 16, 1)
+        top = 2 ** (bits - 1) - 1
+        assert q.abs().max() == top and q[0, 0, 0].abs().max() == 0
+        err = (kvcache.dequantize_kv(q, scale) - x).abs()
+        assert (err <= scale * (0.5 + 1e-4)).all()  # half a step, up to float rounding
+        assert (err / scale).max() > 0.25  # a real rounding, not a lossless copy
+    stored = q.numel() * 1 + scale.numel() * scale.element_size()
+    assert stored == x.numel() + 4 * x.numel() // 32
+    assert 3 < x.numel() * 4 / stored < 4

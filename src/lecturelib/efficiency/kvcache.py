@@ -19,12 +19,16 @@ stops. Variants the cached path cannot run exactly are refused by name
 source, and :func:`cache_bytes_per_token` computes ``2 · n_kv_heads · d_head · n_layers
 · bytes``.
 
+For serving, :func:`simulate_batching` counts the decode steps of static and continuous
+batching, and :func:`quantize_kv` stores the cache as int8 with one scale per row.
+
 Shapes: ``b`` batch, ``h`` heads, ``g`` key/value heads, ``t`` new positions, ``s``
 cached positions, ``e`` d_head, ``d`` d_model, ``v`` vocabulary.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 
@@ -40,7 +44,15 @@ from lecturelib.efficiency.kvmodel import (
     other_model,
 )
 from lecturelib.pretraining import gpt
-from lecturelib.validate import check_ids, check_int, check_sizes, check_tensor
+from lecturelib.validate import (
+    check_bool,
+    check_ids,
+    check_int,
+    check_sizes,
+    check_tensor,
+    check_type,
+    describe,
+)
 
 
 def published(repo: str, **sizes: int) -> dict:
@@ -435,4 +447,76 @@ def check_generate(model, prompt, n_new, forward) -> None:
         raise TypeError(
             f"forward must be a function like cached_forward; "
             f"got {type(forward).__name__}"
+        )
+
+
+def simulate_batching(lengths: list[int], max_batch: int, continuous: bool) -> int:
+    """The decode steps to finish requests of ``lengths[i]`` steps each, ``max_batch`` at
+    a time, in order: static batching runs groups of ``max_batch`` that last as long as
+    their longest request; continuous batching starts the next waiting request in a slot
+    as soon as the slot's request has finished."""
+    check_simulate_batching(lengths, max_batch, continuous)
+    if not continuous:
+        groups = range(0, len(lengths), max_batch)
+        return sum(max(lengths[i : i + max_batch]) for i in groups)
+    free_at = [0] * min(max_batch, len(lengths))  # the step after which a slot is free
+    for n in lengths:
+        heapq.heappush(free_at, heapq.heappop(free_at) + n)
+    return max(free_at)
+
+
+def check_simulate_batching(lengths, max_batch, continuous) -> None:
+    """The arguments of :func:`simulate_batching`: a non-empty list of ints >= 1, an int
+    ``max_batch >= 1`` and a bool."""
+    check_type(lengths, "lengths", (list, tuple), "a list of ints")
+    if not lengths:
+        raise ValueError("lengths must hold at least one request; got an empty list")
+    for i, n in enumerate(lengths):
+        check_int(n, f"lengths[{i}]", 1)
+    check_int(max_batch, "max_batch", 1)
+    check_bool(continuous, "continuous")
+
+
+def quantize_kv(x: torch.Tensor, bits: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric absmax quantization of each row (one token of one head) to ints in
+    ``-(2^(bits-1) - 1)..2^(bits-1) - 1``, stored as int8, with one scale per row.
+
+    Shapes: x ``(..., e)`` → q ``(..., e)`` int8, scale ``(..., 1)`` (x's dtype)."""
+    check_quantize_kv(x, bits)
+    top = 2 ** (bits - 1) - 1
+    absmax = x.abs().amax(-1, keepdim=True)  # (..., 1)
+    scale = torch.where(absmax > 0, absmax / top, torch.ones_like(absmax))
+    q = (x / scale).round().clamp(-top, top).to(torch.int8)
+    return q, scale
+
+
+def check_quantize_kv(x, bits) -> None:
+    """The arguments of :func:`quantize_kv`: a finite float tensor with a last axis, and
+    ``bits`` in ``2..8`` (the values are stored as int8)."""
+    check_tensor(x, "x", "(..., e)")
+    if x.dim() == 0 or x.shape[-1] == 0:
+        raise ValueError(f"x must be (..., e) with e >= 1; got shape {tuple(x.shape)}")
+    if not torch.isfinite(x).all():
+        raise ValueError("x must be finite: an inf or NaN has no absmax scale")
+    check_int(bits, "bits", 2, 8)
+
+
+def dequantize_kv(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The values that :func:`quantize_kv` stored: ``q · scale``.
+
+    Shapes: q ``(..., e)`` int8, scale ``(..., 1)`` → ``(..., e)`` (scale's dtype)."""
+    check_dequantize_kv(q, scale)
+    return q.to(scale.dtype) * scale
+
+
+def check_dequantize_kv(q, scale) -> None:
+    """The arguments of :func:`dequantize_kv`: an int8 tensor ``(..., e)`` and a float
+    tensor ``(..., 1)`` of scales."""
+    if not isinstance(q, torch.Tensor) or q.dtype != torch.int8:
+        raise TypeError(f"q must be an int8 tensor (..., e); got {describe(q)}")
+    check_tensor(scale, "scale", "(..., 1)")
+    if q.dim() == 0 or scale.shape != q.shape[:-1] + (1,):
+        raise ValueError(
+            f"scale must be (..., 1) for q (..., e), one scale per row; got q "
+            f"{tuple(q.shape)} and scale {tuple(scale.shape)}"
         )
