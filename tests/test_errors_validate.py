@@ -10,6 +10,12 @@ import lecturelib
 from lecturelib import validate
 
 CASES = [
+    (lambda: validate.check_strings([], "prompts"), TypeError,
+     r"prompts must be a non-empty list of str; got list \[\]"),
+    (lambda: validate.check_strings(["a", 3], "texts"), TypeError,
+     r"texts must be a non-empty list of str; got list"),
+    (lambda: validate.check_strings("abc", "prompts"), TypeError,
+     r"prompts must be a non-empty list of str; got str"),
     (lambda: validate.check_int(0, "d_model", 1), ValueError,
      r"d_model must be an int >= 1; got int 0"),
     (lambda: validate.check_int(True, "n", 0), ValueError, r"n must be an int >= 0; got bool True"),

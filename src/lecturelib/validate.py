@@ -150,6 +150,18 @@ def check_choice(value, name: str, choices) -> None:
         raise ValueError(f"{name} must be one of {options}; got {describe(value)}")
 
 
+def check_strings(value, name: str) -> None:
+    """``value`` must be a non-empty list (or tuple) of str."""
+    if not (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(v, str) for v in value)
+    ):
+        raise TypeError(
+            f"{name} must be a non-empty list of str; got {describe(value)}"
+        )
+
+
 def check_type(value, name: str, types, what: str | None = None) -> None:
     """``value`` must be an instance of ``types``; ``what`` describes them in the message
     (default: the class names)."""

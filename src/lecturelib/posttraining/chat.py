@@ -28,6 +28,7 @@ from lecturelib.validate import (
     check_ids,
     check_int,
     check_number,
+    check_strings,
     check_tensor,
     check_type,
     describe,
@@ -402,14 +403,7 @@ def group_sampler(max_new: int = 12, temperature: float = 1.0, seed: int = 0):
 
 def check_prompts(prompts) -> None:
     """A non-empty list of str."""
-    if not (
-        isinstance(prompts, (list, tuple))
-        and prompts
-        and all(isinstance(p, str) for p in prompts)
-    ):
-        raise TypeError(
-            f"prompts must be a non-empty list of str; got {describe(prompts)}"
-        )
+    check_strings(prompts, "prompts")
 
 
 def check_respond(

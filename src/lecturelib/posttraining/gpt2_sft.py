@@ -13,7 +13,6 @@ offline.
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 
@@ -21,7 +20,13 @@ from lecturelib import train
 from lecturelib.posttraining.chat import check_room
 from lecturelib.pretraining import gpt
 from lecturelib.pretraining.finetune import copy_model
-from lecturelib.validate import check_int, check_number, check_type, describe
+from lecturelib.validate import (
+    check_int,
+    check_number,
+    check_strings,
+    check_type,
+    describe,
+)
 
 QUESTION, ANSWER = "Question: {}\nAnswer:", " {}"
 EOS = "<|endoftext|>"
@@ -164,14 +169,7 @@ def finetune(
 def check_respond(model, tokenizer, prompts, max_new) -> None:
     gpt.check_gpt(model)
     check_tokenizer(tokenizer)
-    if not (
-        isinstance(prompts, (list, tuple))
-        and prompts
-        and all(isinstance(p, str) for p in prompts)
-    ):
-        raise TypeError(
-            f"prompts must be a non-empty list of str; got {describe(prompts)}"
-        )
+    check_strings(prompts, "prompts")
     check_int(max_new, "max_new", 1)
 
 

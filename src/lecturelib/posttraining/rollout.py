@@ -37,6 +37,7 @@ from lecturelib.validate import (
     check_ids,
     check_int,
     check_number,
+    check_strings,
     check_type,
     describe,
     is_real,
@@ -196,14 +197,7 @@ def sampler(
 
     def sample_fn(model, prompts, group_size):
         gpt.check_gpt(model)
-        if not (
-            isinstance(prompts, (list, tuple))
-            and prompts
-            and all(isinstance(p, str) for p in prompts)
-        ):
-            raise TypeError(
-                f"prompts must be a non-empty list of str; got {describe(prompts)}"
-            )
+        check_strings(prompts, "prompts")
         check_int(group_size, "group_size", 1)
         device = next(model.parameters()).device
         encoded = [encode(p) for p in prompts]
@@ -234,14 +228,7 @@ def check_grpo_step(
     check_type(policy, "policy", nn.Module, "an nn.Module")
     check_type(reference, "reference", nn.Module, "an nn.Module")
     check_type(optimizer, "optimizer", torch.optim.Optimizer, "a torch.optim.Optimizer")
-    if not (
-        isinstance(prompts, (list, tuple))
-        and prompts
-        and all(isinstance(p, str) for p in prompts)
-    ):
-        raise TypeError(
-            f"prompts must be a non-empty list of str; got {describe(prompts)}"
-        )
+    check_strings(prompts, "prompts")
     check_callable(sample_fn, "sample_fn")
     check_callable(reward_fn, "reward_fn")
     check_int(group_size, "group_size", 2)
