@@ -179,3 +179,113 @@ def test_drift_command_exits_with_one_on_drift(tmp_path, capsys):
     assert "nb.ipynb cell 0 differs" in capsys.readouterr().out
     sync.fix(nb)
     assert sync.main([str(nb)]) == 0
+
+
+EXAMPLE = '''"""A library module whose copies leave its checks out."""
+
+from dataclasses import dataclass
+
+from lecturelib import validate
+from lecturelib.validate import check_int, check_sizes
+
+
+def scaled(x, k, n):
+    """k·x, n times."""
+    check_int(k, "k", 1)
+    # the loop is the idea
+    check_sizes(
+        n=n,
+    )
+    for _ in range(n):
+        validate.check_int(n, "n", 1)  # a module's check too
+        x = k * x
+    return x
+
+
+@dataclass
+class Config:
+    width: int = 2
+
+    def __post_init__(self):
+        check_int(self.width, "width", 1)
+
+    def check_wide(self) -> None:
+        check_int(self.width, "width", 2)
+
+    def wide(self) -> int:
+        self.check_wide()
+        return self.width
+
+
+def refuses(x):
+    if x:
+        check_int(x, "x", 0)
+    return x
+'''
+
+SCALED = '''def scaled(x, k, n):
+    """k·x, n times."""
+    # the loop is the idea
+    for _ in range(n):
+        x = k * x
+    return x'''
+
+CONFIG = '''@dataclass
+class Config:
+    width: int = 2
+
+    def check_wide(self) -> None:
+        check_int(self.width, "width", 2)
+
+    def wide(self) -> int:
+        self.check_wide()
+        return self.width'''
+
+
+@pytest.fixture
+def example(tmp_path, monkeypatch):
+    """``lecturelib.sync_example``, a module of ``EXAMPLE``'s source."""
+    import importlib.util
+    import sys
+
+    path = tmp_path / "sync_example.py"
+    path.write_text(EXAMPLE, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("lecturelib.sync_example", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_copy_leaves_out_exactly_the_check_calls(example):
+    """A one-line, a three-line and a module's check call go, with their lines; the
+    comment and every other line stay as they are; the library still checks."""
+    assert sync.library_source(["lecturelib.sync_example.scaled"]) == SCALED
+    assert example.scaled(1.0, 3, 2) == 9.0
+    with pytest.raises(ValueError, match="k must be"):
+        example.scaled(1.0, 0, 2)
+
+
+def test_a_method_that_only_checks_goes_and_validators_stay(example):
+    """``__post_init__`` that only checks goes with its blank line; a ``check_*`` method
+    keeps its body, and ``self.check_*`` (not a module's) stays."""
+    assert sync.library_source(["lecturelib.sync_example.Config"]) == CONFIG
+    assert sync.library_source(["lecturelib.sync_example.Config.wide"]) == (
+        "    def wide(self) -> int:\n        self.check_wide()\n        return self.width")
+
+
+def test_a_block_of_checks_alone_is_refused(example):
+    with pytest.raises(ValueError, match=r"lecturelib.sync_example.refuses: leaving out its "
+                       r"check calls would empty the block at line 3 of its source"):
+        sync.library_source(["lecturelib.sync_example.refuses"])
+
+
+def test_drift_and_fix_compare_the_copy_without_checks(example, tmp_path):
+    mark = "# Same code as lecturelib.sync_example.scaled\n"
+    full = inspect.getsource(example.scaled).rstrip()
+    nb = write_nb(tmp_path / "nb.ipynb", [code(mark + full)])
+    assert sync.drift(nb) == ["nb.ipynb cell 0 differs from lecturelib.sync_example.scaled"]
+    assert sync.fix(nb) == 1
+    assert "".join(json.loads(nb.read_text(encoding="utf-8"))["cells"][0]["source"]) == (
+        mark + SCALED)
+    assert sync.drift(nb) == []

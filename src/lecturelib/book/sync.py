@@ -5,8 +5,10 @@ A notebook cell that shows library code begins with one marker line per object::
     # Same code as lecturelib.recurrence.rnn.ElmanRNN
 
 and the rest of the cell must be exactly the source of those objects (in order, separated by one
-blank line). ``tests/test_sync.py`` fails when a cell and the library drift apart. From the
-repository root:
+blank line), less their argument checks: a bare statement that calls a ``check_*`` validator
+(``check_int(...)``, ``validate.check_int(...)``) is validation, and the copy leaves it out
+(:func:`strip_checks`); the library keeps refusing bad input. ``tests/test_sync.py`` fails when
+a cell and the library drift apart. From the repository root:
 
 - ``python -m lecturelib.book.sync notebooks/*.ipynb`` lists the drifted cells;
 - ``python -m lecturelib.book.sync --fix notebooks/*.ipynb`` rewrites the cells from the library;
@@ -21,11 +23,13 @@ repository root:
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import json
 import re
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,7 +64,109 @@ def resolve(name: str):
 
 
 def library_source(names: list[str]) -> str:
-    return "\n\n".join(inspect.getsource(resolve(n)).rstrip() for n in names)
+    """The copy of the objects ``names``: their source less their check calls."""
+    return "\n\n".join(_copy(n) for n in names)
+
+
+def _copy(name: str) -> str:
+    obj = resolve(name)
+    module = inspect.getmodule(obj)
+    return strip_checks(
+        inspect.getsource(obj).rstrip(), vars(module) if module else {}, name
+    )
+
+
+def _is_check_call(stmt: ast.stmt, namespace: dict) -> bool:
+    """``check_x(...)`` or ``module.check_x(...)`` as a statement of its own."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    func = stmt.value.func
+    if isinstance(func, ast.Name):
+        return func.id.startswith("check_")
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr.startswith("check_")
+        and isinstance(func.value, ast.Name)
+        and isinstance(namespace.get(func.value.id), types.ModuleType)
+    )
+
+
+def _is_def(node: ast.AST) -> bool:
+    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+
+
+class _Checks:
+    """The lines of ``source`` that are validation (see :func:`strip_checks`)."""
+
+    def __init__(self, source: str, namespace: dict, name: str):
+        self.lines = source.splitlines(keepends=True)
+        self.namespace, self.name = namespace, name
+        # an indented method is parsed inside a block: its line numbers move down one
+        self.shift = 1 if source[:1] in (" ", "\t") else 0
+        self.drop: set[int] = set()  # 0-based line indices
+        tree = ast.parse("if 1:\n" + source if self.shift else source)
+        self.visit(tree)
+
+    def whole(self, stmt: ast.stmt) -> bool:
+        """Whether ``stmt`` fills its lines (a trailing comment aside)."""
+        first = self.lines[stmt.lineno - self.shift - 1].encode()
+        last = self.lines[stmt.end_lineno - self.shift - 1].encode()
+        after = last[stmt.end_col_offset :].strip()
+        return not first[: stmt.col_offset].strip() and (
+            not after or after.startswith(b"#")
+        )
+
+    def is_validation(self, stmt: ast.stmt) -> bool:
+        if _is_def(stmt) and not stmt.name.startswith("check_"):
+            return all(self.is_validation(s) for s in stmt.body)
+        return _is_check_call(stmt, self.namespace) and self.whole(stmt)
+
+    def visit(self, node: ast.AST) -> None:
+        if _is_def(node) and node.name.startswith("check_"):
+            return  # a copied validator shows what it checks
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                self.visit_block(block)
+        for child in ast.iter_child_nodes(node):
+            if not (_is_def(child) and self.is_validation(child)):
+                self.visit(child)
+
+    def visit_block(self, block: list[ast.stmt]) -> None:
+        checks = [s for s in block if self.is_validation(s)]
+        if checks and len(checks) == len(block):
+            raise ValueError(
+                f"{self.name}: leaving out its check calls would empty the block at "
+                f"line {block[0].lineno - self.shift} of its source; the library code "
+                f"must hold more than validation there"
+            )
+        for s in checks:
+            first = min(
+                [s.lineno] + [d.lineno for d in getattr(s, "decorator_list", [])]
+            )
+            span = range(first - self.shift - 1, s.end_lineno - self.shift)
+            self.drop.update(span)
+            if _is_def(s):  # a method that only validates goes with its blank line
+                before, after = span.start - 1, span.stop
+                blank = before if self.blank(before) else after
+                if self.blank(blank):
+                    self.drop.add(blank)
+
+    def blank(self, i: int) -> bool:
+        return 0 <= i < len(self.lines) and not self.lines[i].strip()
+
+
+def strip_checks(source: str, namespace: dict | None = None, name: str = "code") -> str:
+    """``source`` less its validation, each statement removed with its whole lines and
+    every other line kept as it is. Validation is a bare statement that calls
+    ``check_*(...)`` (or ``module.check_*(...)`` where ``namespace`` maps ``module`` to a
+    module), and a function (not a ``check_*`` one) whose whole body is validation, with
+    its blank line (a dataclass's ``__post_init__`` that only checks). The bodies of
+    ``check_*`` functions stay. A block left empty raises ValueError naming ``name``."""
+    checks = _Checks(source, namespace or {}, name)
+    return "".join(
+        line for i, line in enumerate(checks.lines) if i not in checks.drop
+    ).rstrip()
 
 
 def _normalise(code: str) -> str:

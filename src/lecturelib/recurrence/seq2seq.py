@@ -43,6 +43,7 @@ from lecturelib.recurrence.bleu import BleuReport, ngrams  # noqa: F401 (ngrams:
 from lecturelib.recurrence.corpus import check_token_lists
 from lecturelib.recurrence.translation import BOS_ID, EOS_ID, PAD_ID, Batch
 from lecturelib.validate import (
+    check_bool,
     check_choice,
     check_number,
     check_tensor,
@@ -81,11 +82,12 @@ class Encoded(NamedTuple):
     context: torch.Tensor
 
 
-def check_encoder(vocab_size, d_emb, d_model, n_layers, context) -> None:
+def check_encoder(vocab_size, d_emb, d_model, n_layers, bidirectional, context) -> None:
     """The arguments of :class:`Encoder`."""
     validate.check_sizes(
         vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_layers=n_layers
     )
+    check_bool(bidirectional, "bidirectional")
     check_choice(context, "context", CONTEXTS)
 
 
@@ -111,7 +113,7 @@ class Encoder(nn.Module):
         context: str = "last",
     ):
         super().__init__()
-        check_encoder(vocab_size, d_emb, d_model, n_layers, context)
+        check_encoder(vocab_size, d_emb, d_model, n_layers, bidirectional, context)
         self.context, self.n_dirs = context, 2 if bidirectional else 1
         self.d_enc = self.n_dirs * d_model
         self.embed = nn.Embedding(vocab_size, d_emb, padding_idx=PAD_ID)
@@ -237,6 +239,7 @@ def check_seq2seq_config(c: Seq2SeqConfig) -> None:
         d_model=c.d_model,
         n_layers=c.n_layers,
     )
+    check_bool(c.bidirectional, "bidirectional")
     check_choice(c.context, "context", CONTEXTS)
 
 
