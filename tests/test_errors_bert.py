@@ -129,6 +129,28 @@ CASES = [
      r"batch must be a pair \(inputs, targets\) from mask_tokens"),
     (lambda: bert.mlm_loss("bert", (torch.ones(2, 3, dtype=torch.long),) * 2), TypeError,
      r"model must be a BERT; got str"),
+    # One sentence without its batch axis: refused by name, not an IndexError.
+    (lambda: model().encode(torch.zeros(6, dtype=torch.long)), ValueError,
+     r"ids must be \(b, t\) token ids, a batch \(one sentence \(t,\): ids\[None\]\); "
+     r"got shape \(6,\)"),
+    (lambda: model()(torch.zeros(6, dtype=torch.long)), ValueError,
+     r"ids must be \(b, t\) token ids, a batch .*got shape \(6,\)"),
+    (lambda: model()(torch.zeros(6, dtype=torch.long), torch.tensor([6])), ValueError,
+     r"ids must be \(b, t\) token ids, a batch .*got shape \(6,\)"),
+    (lambda: model().keys(torch.zeros(6, dtype=torch.long), None), ValueError,
+     r"ids must be \(b, t\) token ids, a batch .*got shape \(6,\)"),
+    (lambda: model().mlm_logits(torch.zeros(6)), TypeError,
+     r"ids must be an integer tensor \(b, t\) of token ids; got torch.float32"),
+    (lambda: bert.classify_loss(classifier(), (torch.zeros(6, dtype=torch.long),
+                                               torch.tensor([6]), torch.tensor([0]))),
+     ValueError, r"ids must be \(b, t\) token ids, a batch .*got shape \(6,\)"),
+    (lambda: bert.accuracy(classifier(), torch.zeros(6, dtype=torch.long),
+                           torch.tensor([6]), torch.tensor([0])),
+     ValueError, r"ids must be \(b, t\) token ids, a batch .*got shape \(6,\)"),
+    (lambda: bert.MLMHead("embedding"), TypeError,
+     r"embedding must be an nn.Embedding; got str 'embedding'"),
+    (lambda: bert.MLMHead(torch.nn.Embedding(5, 4))(torch.zeros(2, 3)), ValueError,
+     r"h must be \(\.\.\., d=4\); got shape \(2, 3\)"),
 ]
 
 

@@ -54,6 +54,16 @@ CASES = [
      r"z must be \(n, D=3\); got torch.float32 tensor of shape \(5, 2\)"),
     (lambda: dl.IAF(3).sample(0), ValueError, r"n must be an int >= 1; got int 0"),
     (lambda: dl.reverse_kl("flow", 10), TypeError, r"student must be an IAF; got str"),
+    (lambda: dl.gaussian_log_prob(torch.zeros(3), torch.zeros(2, 3), torch.zeros(3)),
+     ValueError, r"mu and log_sigma must broadcast to the shape of x \(3,\); got "
+     r"\(2, 3\) and \(3,\)"),
+    (lambda: dl.gaussian_log_prob(torch.zeros(3), torch.zeros(2), torch.zeros(3)),
+     ValueError, r"mu and log_sigma must broadcast to the shape of x \(3,\); got "
+     r"\(2,\) and \(3,\)"),
+    (lambda: dl.gaussian_log_prob(torch.zeros(3), torch.zeros(3), 0.0), TypeError,
+     r"log_sigma must be a float tensor \(\.\.\.\); got float 0.0"),
+    (lambda: dl.gaussian_log_prob(torch.arange(3), torch.zeros(3), torch.zeros(3)),
+     TypeError, r"x must be a float tensor \(\.\.\.\); got torch.int64"),
 ]
 
 

@@ -21,6 +21,9 @@ ACC = torch.zeros(1, 2, 6)
 
 NAN_SCORES = torch.tensor([[[0.5, 0.1, float("nan"), 0.2, 0.3, 0.4, 0.1, 0.2]]])
 
+X = torch.randn(2, 2, 5, 3)  # (b, h, s, e)
+
+
 CASES = [
     (lambda: eviction.stream(model().eval(), IDS, "window", "4"), ValueError,
      r"budget must be an int >= 1; got str '4'"),
@@ -92,6 +95,20 @@ CASES = [
     (lambda: eviction.keep("h2o", torch.zeros(6), 3), ValueError,
      r"scores must be a \(b, h, s\) tensor"),
     (lambda: eviction.keep("fifo", ACC, 3), ValueError, r"policy must be one of"),
+    (lambda: eviction.gather(X, torch.zeros(1, 2, 3, dtype=torch.long)), ValueError,
+     r"idx must be \(b, h, k\) = \(2, 2, k\) to match x \(2, 2, 5, 3\); got shape "
+     r"\(1, 2, 3\)"),
+    (lambda: eviction.gather(X, torch.zeros(2, 2, 3)), TypeError,
+     r"idx must be an int64 \(or int32\) tensor \(b, h, k\) of cache positions; got "
+     r"torch.float32"),
+    (lambda: eviction.gather(X, torch.full((2, 2, 3), 5)), ValueError,
+     r"idx must hold cache positions in 0..4; got positions from 5 to 5"),
+    (lambda: eviction.gather(X, torch.full((2, 2, 3), -1)), ValueError,
+     r"idx must hold cache positions in 0..4; got positions from -1 to -1"),
+    (lambda: eviction.gather(X[0, 0], torch.zeros(2, 2, 3, dtype=torch.long)),
+     ValueError, r"x must be \(b, h, s, \.\.\.\); got shape \(5, 3\)"),
+    (lambda: eviction.gather(X, torch.zeros(2, 2, 3, dtype=torch.long, device="meta")),
+     ValueError, r"idx must be on the device of x \(cpu\); got meta"),
 ]
 
 

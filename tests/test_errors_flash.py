@@ -138,6 +138,52 @@ CASES = [
         TypeError,
         r"backward must be a bool; got int 1",
     ),
+    (
+        lambda: flash.safe_softmax(torch.zeros(3, 0)),
+        ValueError,
+        r"x must be \(\.\.\., n\) with n >= 1 \(a softmax over no entry is no "
+        r"distribution\); got shape \(3, 0\)",
+    ),
+    (
+        lambda: flash.online_softmax(torch.zeros(3, 0)),
+        ValueError,
+        r"x must be \(\.\.\., n\) with n >= 1",
+    ),
+    (
+        lambda: flash.visible(2.5, 4, True, None, "cpu"),
+        ValueError,
+        r"t must be an int >= 0; got float 2.5",
+    ),
+    (
+        lambda: flash.visible(2, -4, True, None, "cpu"),
+        ValueError,
+        r"s must be an int >= 0; got int -4",
+    ),
+    (
+        lambda: flash.visible(2, 4, "no", None, "cpu"),
+        TypeError,
+        r"causal must be a bool; got str 'no'",
+    ),
+    (
+        lambda: flash.visible(2, 4, True, torch.ones(1, 4, dtype=torch.bool), "cpu"),
+        ValueError,
+        r"mask must end in \(t, s\) = \(2, 4\); got \(1, 4\)",
+    ),
+    (
+        lambda: flash.visible(2, 4, False, torch.ones(2, 4), "cpu"),
+        TypeError,
+        r"mask must be a bool tensor \(\.\.\., t, s\); got torch.float32",
+    ),
+    (
+        lambda: flash.visible(2, 4, True, None, "gpu0"),
+        ValueError,
+        r"device must name a device; got 'gpu0'",
+    ),
+    (
+        lambda: flash.visible(2, 4, True, None, 0.5),
+        TypeError,
+        r"device must be a torch.device or str; got float 0.5",
+    ),
 ]
 
 

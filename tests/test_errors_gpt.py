@@ -13,6 +13,14 @@ def model():
     return gpt.GPT(gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=1, n_heads=2))
 
 
+def changed(**fields):
+    """A config whose fields are changed after construction."""
+    c = gpt.GPTConfig(vocab_size=7, d_model=16, n_heads=2)
+    for name, value in fields.items():
+        setattr(c, name, value)
+    return c
+
+
 CASES = [
     (lambda: gpt.evaluate_loss(model(), torch.zeros(0), 4), TypeError,
      r"ids must be an integer \(long\) tensor of token ids; got torch.float32 tensor "
@@ -77,6 +85,14 @@ CASES = [
      r"the stream \(10 tokens\) must be longer than seq_len=10"),
     (lambda: gpt.evaluate_loss(model(), torch.arange(5), 8), ValueError,
      r"the stream \(5 tokens\) is shorter than one window \+ 1"),
+    (lambda: gpt.make_norm("rms"), TypeError,
+     r"config must be a GPTConfig \(with norm, d_model and bias\); got str 'rms'"),
+    (lambda: gpt.make_norm(changed(norm="batch")), ValueError,
+     r"config.norm must be one of \('rms', 'layer'\); got str 'batch'"),
+    (lambda: gpt.make_norm(changed(norm="layer", bias="yes")), TypeError,
+     r"config.bias must be a bool; got str 'yes'"),
+    (lambda: gpt.make_norm(changed(d_model=0)), ValueError,
+     r"config.d_model must be an int >= 1; got int 0"),
 ]
 
 

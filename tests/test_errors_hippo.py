@@ -28,6 +28,19 @@ CASES = [
      r"s must be a 1-D float tensor of relative times; got list"),
     (lambda: hippo.legs_reconstruct(torch.ones(3), torch.tensor([0.0, 1.5])), ValueError,
      r"s must lie in \[0, 1\] \(a fraction of the history\); got values from 0 to 1.5"),
+    (lambda: hippo.legs_matrices(3, torch.long), TypeError,
+     r"dtype must be a floating-point torch.dtype; got dtype torch.int64"),
+    (lambda: hippo.legs_matrices(3, "float64"), TypeError,
+     r"dtype must be a floating-point torch.dtype; got str 'float64'"),
+    (lambda: hippo.legs_nplr(3, torch.cfloat), TypeError,
+     r"dtype must be a floating-point torch.dtype; got dtype torch.complex64"),
+    (lambda: hippo.legendre(3, torch.tensor([1, 0])), TypeError,
+     r"x must be a float tensor \(P,\) of points in \[-1, 1\]; got torch.int64"),
+    (lambda: hippo.legs_reconstruct(torch.ones(0), torch.zeros(2)), ValueError,
+     r"c must hold at least one coefficient; got an empty tensor"),
+    (lambda: hippo.legs_reconstruct(torch.ones(3), torch.tensor([0.5, float("nan")])),
+     ValueError, r"s must lie in \[0, 1\] \(a fraction of the history\); got values "
+     r"from 0.5 to 0.5, 1 NaN"),
 ]
 
 

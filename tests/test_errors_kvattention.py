@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from lecturelib.efficiency import kvattention
+from lecturelib.pretraining import gpt
 
 
 def config(**kw):
@@ -22,6 +23,23 @@ def other_cache():
 def batch_mismatch():
     m = kvattention.CacheGPT(config(n_kv_heads=1))
     m(torch.zeros(2, 2, dtype=torch.long), m.new_cache(1, 4))
+
+
+def changed(**fields):
+    """A config whose fields are changed after construction."""
+    c = config(n_kv_heads=1)
+    for name, value in fields.items():
+        setattr(c, name, value)
+    return c
+
+
+def cache_gpt():
+    torch.manual_seed(0)
+    return kvattention.CacheGPT(config(n_kv_heads=1))
+
+
+X = torch.randint(0, 7, (2, 5), generator=torch.Generator().manual_seed(0))
+Y = torch.randint(0, 7, (2, 5), generator=torch.Generator().manual_seed(1))
 
 
 CASES = [
@@ -66,6 +84,83 @@ CASES = [
         ),
         ValueError,
         r"the cache is full: 0 of max_len = 2 positions used, 3 more asked",
+    ),
+    (
+        lambda: kvattention.GroupedQueryAttention(
+            config(attention="mla", n_kv_heads=1)
+        ),
+        ValueError,
+        r"config.attention must be 'gqa' for this layer; got 'mla'",
+    ),
+    (
+        lambda: kvattention.LatentAttention(config(n_kv_heads=1)),
+        ValueError,
+        r"config.attention must be 'mla' for this layer; got 'gqa'",
+    ),
+    (
+        lambda: kvattention.LatentAttention("config"),
+        TypeError,
+        r"config must be a CacheGPTConfig; got str 'config'",
+    ),
+    (
+        lambda: kvattention.CacheBlock(gpt.GPTConfig(vocab_size=7)),
+        TypeError,
+        r"config must be a CacheGPTConfig; got GPTConfig",
+    ),
+    (
+        lambda: kvattention.GroupedQueryAttention(changed(n_kv_heads=3)),
+        ValueError,
+        r"n_kv_heads \(3\) must divide n_heads \(2\)",
+    ),
+    (
+        lambda: kvattention.CacheGPT(changed(n_kv_heads=3)),
+        ValueError,
+        r"n_kv_heads \(3\) must divide n_heads \(2\)",
+    ),
+    (
+        lambda: kvattention.causal_softmax(torch.zeros(1, 1, 2, 3), -2),
+        ValueError,
+        r"start must be an int >= 0; got int -2",
+    ),
+    (
+        lambda: kvattention.causal_softmax(torch.zeros(1, 1, 2, 3), 5),
+        ValueError,
+        r"scores must have s = start \+ t keys; got s = 3 for start = 5, t = 2",
+    ),
+    (
+        lambda: kvattention.causal_softmax(torch.zeros(2, 3), 1),
+        ValueError,
+        r"scores must be \(b, h, t, s\); got shape \(2, 3\)",
+    ),
+    (
+        lambda: kvattention.causal_softmax(torch.zeros(1, 1, 2, 3).long(), 1),
+        TypeError,
+        r"scores must be a float tensor \(b, h, t, s\); got torch.int64",
+    ),
+    (
+        lambda: kvattention.loss(cache_gpt(), (X, Y.reshape(5, 2))),
+        ValueError,
+        r"y must have the shape of x \(2, 5\); got \(5, 2\)",
+    ),
+    (
+        lambda: kvattention.loss(cache_gpt(), (X, torch.full((2, 5), -100))),
+        ValueError,
+        r"y must hold token ids in 0..6; got ids from -100 to -100",
+    ),
+    (
+        lambda: kvattention.loss(cache_gpt(), (X, torch.full((2, 5), 9))),
+        ValueError,
+        r"y must hold token ids in 0..6; got ids from 9 to 9",
+    ),
+    (
+        lambda: kvattention.loss(cache_gpt(), X),
+        TypeError,
+        r"batch must be a pair \(x, y\) of \(b, t\) ids; got torch.int64 tensor",
+    ),
+    (
+        lambda: kvattention.loss(gpt.GPT(gpt.GPTConfig(vocab_size=7)), (X, Y)),
+        TypeError,
+        r"model must be a CacheGPT; got GPT",
     ),
 ]
 

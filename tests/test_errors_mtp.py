@@ -15,6 +15,14 @@ def model():
                                  n_heads=2))
 
 
+def heads():
+    return mtp.MTPHeads(model(), 3)
+
+
+X = torch.randint(0, 7, (2, 5), generator=torch.Generator().manual_seed(0))
+Y = torch.randint(0, 7, (2, 5), generator=torch.Generator().manual_seed(1))
+
+
 CASES = [
     (lambda: mtp.MTPHeads("gpt", 3), TypeError, r"model must be a gpt.GPT; got str"),
     (lambda: mtp.MTPHeads(model(), 1), ValueError,
@@ -47,6 +55,21 @@ CASES = [
      ValueError, r"ids must be 1-D \(t,\) token ids; got shape \(2, 9\)"),
     (lambda: mtp.head_accuracy(model(), torch.zeros(9).long(), 4),
      TypeError, r"heads must be an MTPHeads; got GPT"),
+    (lambda: mtp.mtp_loss(heads(), (X[:, :2], Y[:, :2])), ValueError,
+     r"x must hold at least n_future = 3 positions \(head k is scored on t - k \+ 1 of "
+     r"them\); got t = 2"),
+    (lambda: mtp.mtp_loss(heads(), (X, torch.full((2, 5), -100))), ValueError,
+     r"y must hold token ids in 0..6; got ids from -100 to -100"),
+    (lambda: mtp.mtp_loss(heads(), (X, torch.full((2, 5), 9))), ValueError,
+     r"y must hold token ids in 0..6; got ids from 9 to 9"),
+    (lambda: mtp.mtp_loss(heads(), (X, Y[:, :3])), ValueError,
+     r"y must have the shape of x \(2, 5\); got \(2, 3\)"),
+    (lambda: mtp.mtp_loss(heads(), (X, Y.float())), TypeError,
+     r"y must be an integer \(long\) tensor of token ids; got torch.float32"),
+    (lambda: mtp.mtp_loss(heads(), X), TypeError,
+     r"batch must be a pair \(x, y\) of \(b, t\) ids; got torch.int64 tensor"),
+    (lambda: mtp.mtp_loss(model(), (X, Y)), TypeError,
+     r"heads must be an MTPHeads; got GPT"),
 ]
 
 

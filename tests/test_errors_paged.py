@@ -26,6 +26,13 @@ def double_release():
     a.release(0)
 
 
+def holding():
+    """A cache whose sequence 0 holds one token."""
+    c = cache()
+    c.append(0, torch.zeros(2, 4), torch.ones(2, 4))
+    return c
+
+
 CASES = [
     (
         lambda: paged.PagedKVCache(100, 16, 2, 4),
@@ -161,6 +168,26 @@ CASES = [
         lambda: paged.simulate([9], [0], 4, 8, 16),
         ValueError,
         r"every length must be <= max_len = 8; got 9",
+    ),
+    (
+        lambda: paged.paged_attention(torch.zeros(2, 4), "cache", 0),
+        TypeError,
+        r"cache must be a PagedKVCache; got str 'cache'",
+    ),
+    (
+        lambda: paged.paged_attention(torch.zeros(2, 4).double(), holding(), 0),
+        TypeError,
+        r"q must have the cache's dtype torch.float32; got torch.float64",
+    ),
+    (
+        lambda: paged.paged_attention(torch.zeros(0, 4), holding(), 0),
+        ValueError,
+        r"q must hold h >= 1 query heads; got \(0, 4\)",
+    ),
+    (
+        lambda: paged.paged_attention(torch.zeros(2, 4, device="meta"), holding(), 0),
+        ValueError,
+        r"q must be on the cache's device cpu; got meta",
     ),
 ]
 

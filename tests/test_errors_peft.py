@@ -15,6 +15,9 @@ def model():
     return gpt.GPT(gpt.GPTConfig(vocab_size=7, seq_len=8, d_model=16, n_layers=1, n_heads=2))
 
 
+PAIR = (torch.zeros(2, 2, 8), torch.zeros(2, 2, 8))  # a prefix's (key, value) (h, p, e)
+
+
 CASES = [
     (lambda: peft.LoRALinear(nn.Conv1d(2, 2, 1), 2, 4.0), TypeError,
      r"base must be an nn.Linear; got Conv1d"),
@@ -82,6 +85,44 @@ CASES = [
     (lambda: peft.trainable([1]), TypeError, r"model must be an nn.Module; got list"),
     (lambda: peft.to_vocab(b"text", lm.Vocab("text")), TypeError,
      r"text must be a str; got bytes"),
+    (lambda: peft.run_blocks("gpt", torch.zeros(1, 3, 16)), TypeError,
+     r"model must be a gpt.GPT; got str 'gpt'"),
+    (lambda: peft.run_blocks(model(), torch.zeros(1, 3, dtype=torch.long)), TypeError,
+     r"x must be a float tensor \(b, t, d=16\); got torch.int64"),
+    (lambda: peft.run_blocks(model(), torch.zeros(1, 3, 8)), ValueError,
+     r"x must be \(b, t, d=16\) with t in 1..seq_len = 8; got shape \(1, 3, 8\)"),
+    (lambda: peft.run_blocks(model(), torch.zeros(1, 9, 16)), ValueError,
+     r"x must be \(b, t, d=16\) with t in 1..seq_len = 8; got shape \(1, 9, 16\)"),
+    (lambda: peft.run_blocks(model(), torch.zeros(1, 0, 16)), ValueError,
+     r"x must be \(b, t, d=16\) with t in 1..seq_len = 8; got shape \(1, 0, 16\)"),
+    (lambda: peft.run_blocks(model(), torch.zeros(1, 3, 16).double()), TypeError,
+     r"x must have the model's dtype torch.float32; got torch.float64"),
+    (lambda: peft.run_blocks(model(), torch.zeros(1, 3, 16, device="meta")), ValueError,
+     r"x must be on the model's device cpu; got meta"),
+    (lambda: peft.run_blocks(model(), torch.zeros(1, 3, 16), []), TypeError,
+     r"prefixes must be None or a list of n_layers = 1 \(key, value\) pairs; got "
+     r"list \[\]"),
+    (lambda: peft.run_blocks(model(), torch.zeros(1, 3, 16), [PAIR, PAIR]), TypeError,
+     r"prefixes must be None or a list of n_layers = 1 \(key, value\) pairs"),
+    (lambda: peft.run_blocks(model(), torch.zeros(1, 3, 16), [PAIR[:1]]), ValueError,
+     r"prefixes\[0\] must be a pair \(key, value\) of \(h=2, p, e=8\) tensors"),
+    (lambda: peft.run_blocks(model(), torch.zeros(1, 3, 16),
+                             [(PAIR[0], torch.zeros(2, 3, 8))]), ValueError,
+     r"prefixes\[0\] must be a pair \(key, value\) of \(h=2, p, e=8\) tensors"),
+    (lambda: peft.run_blocks(model(), torch.zeros(1, 3, 16),
+                             [(PAIR[0][:1], PAIR[1][:1])]), ValueError,
+     r"prefixes\[0\] must be a pair \(key, value\) of \(h=2, p, e=8\) tensors"),
+    (lambda: peft.run_blocks(model(), torch.zeros(1, 3, 16),
+                             [(PAIR[0][None], PAIR[1][None])]), ValueError,
+     r"prefixes\[0\]'s key must be \(h=2, p, e=8\); got shape \(1, 2, 2, 8\)"),
+    (lambda: peft.to_vocab("text", "text"), TypeError,
+     r"vocab must be an lm.Vocab \(a stoi dict of its characters\); got str 'text'"),
+    (lambda: peft.to_vocab("text", {"t"}), TypeError,
+     r"vocab must be an lm.Vocab \(a stoi dict of its characters\); got set"),
+    (lambda: peft.run_blocks(model(), torch.zeros(1, 3, 16),
+                             [(PAIR[0], PAIR[1].double())]), ValueError,
+     r"prefixes\[0\]'s value must have the dtype and device of x \(torch.float32 on "
+     r"cpu\); got torch.float64 on cpu"),
 ]
 
 

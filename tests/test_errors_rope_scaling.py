@@ -64,6 +64,21 @@ CASES = [
      r"ids must be an integer \(long\) tensor of token ids; got torch.float32"),
     (lambda: rope_scaling.loss_by_position(model(), torch.zeros(2, 20).long(), 8),
      ValueError, r"ids must be 1-D \(t,\) token ids; got shape \(2, 20\)"),
+    (lambda: rope_scaling.ramp(2.5, 0, 1), ValueError,
+     r"n_pairs must be an int >= 1; got float 2.5"),
+    (lambda: rope_scaling.ramp(4, 3, 1), ValueError,
+     r"high must be an int >= low = 3; got int 1"),
+    (lambda: rope_scaling.ramp(4, float("nan"), 1), ValueError,
+     r"low must be an int >= 0; got float nan"),
+    (lambda: rope_scaling.scaled_frequencies("ntk", 2, 2.0, 16), ValueError,
+     r"method 'ntk' needs an even d_head >= 4 \(its exponent is d/\(d-2\)\); got 2"),
+    (lambda: rope_scaling.correction_range(5, 16), ValueError,
+     r"d_head must be even \(RoPE rotates pairs\); got 5"),
+    (lambda: rope_scaling.loss_by_position(model(), torch.zeros(40, dtype=torch.long),
+                                           4, 0), ValueError,
+     r"batch_size must be an int >= 1; got int 0"),
+    (lambda: rope_scaling.loss_by_position("gpt", torch.zeros(40, dtype=torch.long), 4),
+     TypeError, r"model must be a torch.nn.Module \(a gpt.GPT\); got str 'gpt'"),
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.efficiency import kvattention, moe, ngram_draft, speculative
+from lecturelib.efficiency import kvattention, kvcache, moe, ngram_draft, speculative
 from lecturelib.long_context import rope_scaling
 from lecturelib.pretraining import gpt
 
@@ -27,6 +27,11 @@ def with_capacity():
 P = torch.tensor([[0.5, 0.5], [0.5, 0.5]])
 Q = torch.tensor([[0.9, 0.1]])
 PROMPT = torch.tensor([[1, 2]])
+
+def drafted(ids):
+    draft = model()
+    return speculative.draft_logits(draft, ids, kvcache.new_cache(draft, 1, 16))
+
 
 CASES = [
     (lambda: speculative.speculative_generate(model(), model(), PROMPT, 4, 0),
@@ -137,6 +142,68 @@ CASES = [
         kvattention.CacheGPT(kvattention.CacheGPTConfig(7, 16, 16, 1, 2, "gqa", 1)),
         model(), PROMPT, 4, 2),
      TypeError, r"target must be a gpt.GPT; got CacheGPT"),
+    # The per-token helpers: shapes and types everywhere, values on the CPU only.
+    (lambda: speculative.fallback(P[0], P[0], "resampled"), ValueError,
+     r"rule must be one of \('exact', 'resample_from_p'\); got 'resampled'"),
+    (lambda: speculative.fallback(P, P, "resample_from_p"), ValueError,
+     r"p must be \(v,\) of probabilities; got shape \(2, 2\)"),
+    (lambda: speculative.fallback(P[0], torch.ones(3) / 3, "resample_from_p"),
+     ValueError, r"p and q must have the same vocabulary; got 2 and 3 tokens"),
+    (lambda: speculative.fallback(torch.tensor([0.6, 0.6]), P[0], "resample_from_p"),
+     ValueError, r"p must be probabilities \(>= 0, each row summing to 1\); got row "
+     r"sums from 1.2 to 1.2"),
+    (lambda: speculative.probs_at(torch.tensor([1, 2]), 1.0), TypeError,
+     r"logits must be a float tensor \(v,\) or \(n, v\); got torch.int64"),
+    (lambda: speculative.probs_at(torch.zeros(0), 1.0), ValueError,
+     r"logits must be \(v,\) or \(n, v\) with v >= 1; got shape \(0,\)"),
+    (lambda: speculative.probs_at(torch.zeros(3), -1.0), ValueError,
+     r"temperature must be a finite number in \[0, inf\); got float -1.0"),
+    (lambda: speculative.probs_at(torch.zeros(3), float("nan")), ValueError,
+     r"temperature must be a finite number in \[0, inf\); got float nan"),
+    (lambda: speculative.draw(P, 0, None), ValueError,
+     r"probs must be one row \(v,\); got shape \(2, 2\)"),
+    (lambda: speculative.draw(torch.tensor([0.2, 0.2]), 1.0, None), ValueError,
+     r"probs must be probabilities \(>= 0, each row summing to 1\); got row sums from "
+     r"0.4 to 0.4"),
+    (lambda: speculative.draw(torch.tensor([1.5, -0.5]), 1.0, None), ValueError,
+     r"probs must be probabilities .* entries from -0.5"),
+    (lambda: speculative.draw(P[0], -1.0, None), ValueError,
+     r"temperature must be a finite number in \[0, inf\); got float -1.0"),
+    (lambda: speculative.draw(torch.zeros(0), 0, None), ValueError,
+     r"probs must be \(v,\) or \(n, v\) with v >= 1; got shape \(0,\)"),
+    (lambda: drafted([1, 9]), ValueError,
+     r"ids must be token ids in 0..6; got ids from 1 to 9 after the cached ones"),
+    (lambda: drafted([1, -2]), ValueError,
+     r"ids must be token ids in 0..6; got ids from -2 to 1"),
+    (lambda: speculative.draft_logits(model(), [1, 2], None), TypeError,
+     r"cache must be the draft's kvcache.KVCache; got NoneType None"),
+    (lambda: drafted([]), ValueError,
+     r"ids must hold more than the 0 positions the cache holds; got 0 ids"),
+    (lambda: drafted(torch.tensor([1, 2])),
+     TypeError, r"ids must be a list of int token ids; got torch.int64 tensor"),
+    (lambda: speculative.draft_logits("gpt", [1, 2], None), TypeError,
+     r"draft must be a gpt.GPT or an NGramDraft; got str 'gpt'"),
+    (lambda: speculative.accept(P, Q, [-1], None, "exact"), ValueError,
+     r"drafts must be ids in 0..1; got ids from -1 to -1"),
+    (lambda: speculative.accept(P, Q, [5], None, "exact"), ValueError,
+     r"drafts must be ids in 0..1; got ids from 5 to 5"),
+    (lambda: speculative.accept(P[:1], Q, [0], None, "exact"), ValueError,
+     r"K = 1 drafts need q of shape \(K, v\) and p of shape \(K \+ 1, v\) with the "
+     r"same v >= 1; got q \(1, 2\), p \(1, 2\)"),
+    (lambda: speculative.accept(P, torch.cat([Q, Q]), [0], None, "exact"), ValueError,
+     r"K = 1 drafts need q of shape \(K, v\) .*got q \(2, 2\), p \(2, 2\)"),
+    (lambda: speculative.accept(P, Q, [0], None, "x"), ValueError,
+     r"rule must be one of \('exact', 'resample_from_p'\); got 'x'"),
+    (lambda: speculative.accept(P, Q, [], None, "exact"), TypeError,
+     r"drafts must be a non-empty list of int token ids; got list \[\]"),
+    (lambda: speculative.accept(P, Q, torch.tensor([0]), None, "exact"), TypeError,
+     r"drafts must be a non-empty list of int token ids; got torch.int64 tensor"),
+    (lambda: speculative.accept(P[0], Q, [0], None, "exact"), ValueError,
+     r"p must be \(K \+ 1, v\) of probabilities; got shape \(2,\)"),
+    (lambda: speculative.accept(P, Q, [0], 5, "exact"), TypeError,
+     r"generator must be a torch.Generator or None; got int 5"),
+    (lambda: speculative.accept(P, Q.to("meta"), [0], None, "exact"), ValueError,
+     r"p and q must be on one device; got cpu, meta"),
 ]
 
 

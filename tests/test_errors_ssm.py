@@ -16,6 +16,11 @@ def layer():
     return s4d.S4D(4, 8)
 
 
+def token_net():
+    torch.manual_seed(0)
+    return s4d.S4DNet(3, d_model=8, d_state=4, vocab_size=5)
+
+
 CASES = [
     (lambda: layer().step(torch.randn(2, 4), torch.zeros(1, 4, 4, dtype=torch.cfloat)),
      ValueError, r"h must be a complex state \(2, 4, 4\); got shape \(1, 4, 4\)"),
@@ -93,6 +98,26 @@ CASES = [
     (lambda: s4d.S4DNet(3, d_model=8, d_state=4, d_in=2)(torch.randn(2, 4, 3)), ValueError,
      r"S4DNet with d_in=2 takes \(b, t, 2\) features; got torch.float32 tensor of shape "
      r"\(2, 4, 3\)"),
+    (lambda: s4d.S4DBlock(4, 8, dropout=1.0), ValueError,
+     r"dropout must be a number in \[0, 1\); got float 1.0"),
+    (lambda: s4d.S4DBlock(4, 8, dropout="0.1"), ValueError,
+     r"dropout must be a number in \[0, 1\); got str '0.1'"),
+    (lambda: s4d.S4DBlock(4, 7), ValueError,
+     r"d_state must be even \(d_state/2 complex conjugate pairs\); got 7"),
+    (lambda: s4d.S4DBlock(4, 8)(torch.zeros(2, 3, 5)), ValueError,
+     r"S4DBlock input must be \(b, t, d_model=4\); got shape \(2, 3, 5\)"),
+    (lambda: s4d.S4DNet(3, d_model=8, d_state=4, vocab_size=5, dropout=None),
+     ValueError, r"dropout must be a number in \[0, 1\); got NoneType None"),
+    (lambda: token_net()(torch.full((2, 4), 7)), ValueError,
+     r"S4DNet's input must hold token ids in 0..4; got ids from 7 to 7"),
+    (lambda: token_net()(torch.full((2, 4), -1)), ValueError,
+     r"S4DNet's input must hold token ids in 0..4; got ids from -1 to -1"),
+    (lambda: token_net()(torch.ones(2, 4, dtype=torch.bool)), TypeError,
+     r"S4DNet with vocab_size takes \(b, t\) token ids; got torch.bool"),
+    (lambda: token_net()(torch.zeros(2, 0, dtype=torch.long)), ValueError,
+     r"S4DNet's input must hold t >= 1 steps; got shape \(2, 0\)"),
+    (lambda: layer()(torch.zeros(2, 0, 4)), ValueError,
+     r"S4D input must hold t >= 1 steps; got shape \(2, 0, 4\)"),
 ]
 
 

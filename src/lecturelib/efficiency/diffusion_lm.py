@@ -41,7 +41,13 @@ from torch import nn
 from lecturelib import tasks
 from lecturelib.efficiency import kvcache
 from lecturelib.pretraining import bert, gpt
-from lecturelib.validate import check_int, check_sizes, check_type, describe
+from lecturelib.validate import (
+    check_int,
+    check_sizes,
+    check_tensor,
+    check_type,
+    describe,
+)
 
 ORDERS = ("confidence", "random")
 
@@ -224,8 +230,25 @@ def teacher_params(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return mu, log_sigma
 
 
+def check_gaussian(x, mu, log_sigma) -> None:
+    """The arguments of :func:`gaussian_log_prob`: float tensors, ``mu`` and
+    ``log_sigma`` broadcastable to the shape of ``x`` (the result's)."""
+    for name, value in (("x", x), ("mu", mu), ("log_sigma", log_sigma)):
+        check_tensor(value, name, "(...)")
+    try:
+        shape = torch.broadcast_shapes(x.shape, mu.shape, log_sigma.shape)
+    except RuntimeError:
+        shape = None
+    if shape != x.shape:
+        raise ValueError(
+            f"mu and log_sigma must broadcast to the shape of x {tuple(x.shape)}; "
+            f"got {tuple(mu.shape)} and {tuple(log_sigma.shape)}"
+        )
+
+
 def gaussian_log_prob(x, mu, log_sigma) -> torch.Tensor:
     """Elementwise ``log N(x; mu, exp(log_sigma)^2)``."""
+    check_gaussian(x, mu, log_sigma)
     return (
         -0.5 * ((x - mu) / log_sigma.exp()) ** 2
         - log_sigma

@@ -35,6 +35,7 @@ from lecturelib.validate import (
     check_int,
     check_sizes,
     check_tensor,
+    check_type,
     describe,
 )
 
@@ -57,6 +58,11 @@ def check_softmax(x, block: int = 1) -> None:
     check_tensor(x, "x", "(..., n)")
     if x.dim() < 1:
         raise ValueError("x must be (..., n); got a 0-d tensor")
+    if x.shape[-1] < 1:
+        raise ValueError(
+            f"x must be (..., n) with n >= 1 (a softmax over no entry is no "
+            f"distribution); got shape {tuple(x.shape)}"
+        )
     check_divisor(block, "block", x.shape[-1], "n")
 
 
@@ -118,9 +124,24 @@ def check_attention(q, k, v, mask=None, scale=None, block_q=None, block_k=None) 
         check_blocks(q.shape[-2], k.shape[-2], block_q, block_k)
 
 
+def check_visible(t, s, causal, mask, device) -> None:
+    """The arguments of :func:`visible`: sizes ``t, s >= 0``, a bool, a mask as
+    :func:`check_mask` wants it and a device."""
+    check_int(t, "t", 0)
+    check_int(s, "s", 0)
+    check_bool(causal, "causal")
+    check_mask(mask, t, s)
+    check_type(device, "device", (torch.device, str), "a torch.device or str")
+    try:
+        torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"device must name a device; got {device!r}") from None
+
+
 def visible(t: int, s: int, causal: bool, mask, device) -> torch.Tensor | None:
     """The boolean mask of the keys each query may attend, or None for all of them: the
     ``t`` queries are the last ``t`` of the ``s`` positions."""
+    check_visible(t, s, causal, mask, device)
     keep = None
     if causal:
         i = torch.arange(t, device=device)[:, None] + (s - t)

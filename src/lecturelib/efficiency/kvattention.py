@@ -30,7 +30,14 @@ from torch import nn
 
 from lecturelib.efficiency import kvcache
 from lecturelib.pretraining import gpt
-from lecturelib.validate import check_choice, check_ids, check_int, check_type
+from lecturelib.validate import (
+    check_choice,
+    check_ids,
+    check_int,
+    check_tensor,
+    check_type,
+    describe,
+)
 
 ATTENTIONS = ("gqa", "mla")
 
@@ -90,6 +97,18 @@ def check_cache_gpt_config(c: CacheGPTConfig) -> None:
         )
 
 
+def check_attention_config(config, attention: str) -> None:
+    """``config`` must be a :class:`CacheGPTConfig` (checked again: a field changed after
+    construction is caught here) whose ``attention`` is the layer's ``attention``."""
+    check_type(config, "config", CacheGPTConfig, "a CacheGPTConfig")
+    check_cache_gpt_config(config)
+    if config.attention != attention:
+        raise ValueError(
+            f"config.attention must be {attention!r} for this layer; got "
+            f"{config.attention!r}"
+        )
+
+
 class GroupedQueryAttention(nn.Module):
     """Causal attention with ``n_kv_heads`` key/value heads and RoPE.
 
@@ -99,6 +118,7 @@ class GroupedQueryAttention(nn.Module):
 
     def __init__(self, config: CacheGPTConfig):
         super().__init__()
+        check_attention_config(config, "gqa")
         c = config
         self.n_heads, self.n_kv_heads, self.d_head = c.n_heads, c.n_kv_heads, c.d_head
         self.q_proj = nn.Linear(c.d_model, c.n_heads * c.d_head, bias=False)
@@ -125,6 +145,7 @@ class LatentAttention(nn.Module):
 
     def __init__(self, config: CacheGPTConfig):
         super().__init__()
+        check_attention_config(config, "mla")
         c = config
         self.n_heads, self.d_head, self.d_rope = c.n_heads, c.d_head, c.d_rope
         self.down = nn.Linear(c.d_model, c.d_latent, bias=False)  # W_DKV
@@ -175,9 +196,23 @@ class LatentAttention(nn.Module):
         return einsum(y_latent, w_uv, "b h t c, h e c -> b h t e")
 
 
+def check_causal_softmax(scores, start) -> None:
+    """The arguments of :func:`causal_softmax`: float scores ``(b, h, t, s)`` of ``t``
+    new queries over ``s = start + t`` keys, ``start >= 0`` of them cached before."""
+    check_tensor(scores, "scores", "(b, h, t, s)", dims=4)
+    check_int(start, "start", 0)
+    t, s = scores.shape[-2:]
+    if start + t != s:
+        raise ValueError(
+            f"scores must have s = start + t keys; got s = {s} for start = {start}, "
+            f"t = {t}"
+        )
+
+
 def causal_softmax(scores: torch.Tensor, start: int) -> torch.Tensor:
     """Softmax over keys ``0..start+i`` for query ``i``. Shapes: ``(b, h, t, s)`` →
     same."""
+    check_causal_softmax(scores, start)
     t, s = scores.shape[-2:]
     future = (
         torch.arange(s, device=scores.device)
@@ -191,6 +226,7 @@ class CacheBlock(nn.Module):
 
     def __init__(self, config: CacheGPTConfig):
         super().__init__()
+        check_type(config, "config", CacheGPTConfig, "a CacheGPTConfig")
         mlp_config = gpt.GPTConfig(vocab_size=1, d_model=config.d_model, n_heads=1)
         self.norm1, self.norm2 = (
             nn.RMSNorm(config.d_model, eps=1e-6),
@@ -218,6 +254,7 @@ class CacheGPT(nn.Module):
     def __init__(self, config: CacheGPTConfig):
         super().__init__()
         check_type(config, "config", CacheGPTConfig, "a CacheGPTConfig")
+        check_cache_gpt_config(config)
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.blocks = nn.ModuleList(CacheBlock(config) for _ in range(config.n_layers))
@@ -270,7 +307,28 @@ def check_cache_gpt_forward(model: CacheGPT, ids, cache) -> None:
         )
 
 
+def check_loss(model, batch) -> None:
+    """The arguments of :func:`loss`: a :class:`CacheGPT` and a pair ``(x, y)`` of token
+    ids ``(b, t)`` of one shape, ``y`` in the model's vocabulary (read once per call:
+    an id out of range would stop a GPU with a device-side assert)."""
+    ddp = isinstance(model, nn.parallel.DistributedDataParallel)
+    net = model.module if ddp else model  # train.fit's model when distributed
+    check_type(net, "model", CacheGPT, "a CacheGPT")
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise TypeError(
+            f"batch must be a pair (x, y) of (b, t) ids; got {describe(batch)}"
+        )
+    x, y = batch
+    check_ids(y, "y", dims=2, vocab_size=net.config.vocab_size)
+    check_type(x, "x", torch.Tensor, "a (b, t) tensor of token ids")
+    if y.shape != x.shape:
+        raise ValueError(
+            f"y must have the shape of x {tuple(x.shape)}; got {tuple(y.shape)}"
+        )
+
+
 def loss(model: CacheGPT, batch) -> torch.Tensor:
     """Next-token cross-entropy of ``model`` on ``(x, y)``."""
+    check_loss(model, batch)
     x, y = batch
     return F.cross_entropy(model(x).flatten(0, 1), y.flatten())

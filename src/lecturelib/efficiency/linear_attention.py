@@ -28,6 +28,7 @@ from torch import nn
 
 from lecturelib.efficiency import flash
 from lecturelib.validate import (
+    check_bool,
     check_callable,
     check_choice,
     check_ids,
@@ -43,6 +44,12 @@ def check_linear_attention(q, k, v, feature, causal: bool = True) -> None:
     :func:`linear_attention_recurrent`."""
     flash.check_qkv(q, k, v)
     check_callable(feature, "feature")
+    check_bool(causal, "causal")
+    if k.shape[-2] < 1:
+        raise ValueError(
+            f"linear attention needs at least one key (with none its normaliser "
+            f"φ(q)·Σφ(k) is 0); got k of shape {tuple(k.shape)}"
+        )
     if causal and q.shape[-2] != k.shape[-2]:
         raise ValueError(
             f"causal linear attention needs t = s; got t={q.shape[-2]}, s={k.shape[-2]}"
@@ -51,6 +58,7 @@ def check_linear_attention(q, k, v, feature, causal: bool = True) -> None:
 
 def elu_feature(x: torch.Tensor) -> torch.Tensor:
     """The feature map of Katharopoulos et al.: ``φ(x) = elu(x) + 1 > 0``."""
+    check_tensor(x, "x", "(..., d)")
     return F.elu(x) + 1
 
 
@@ -115,6 +123,7 @@ def random_features(d: int, m: int, seed: int = 0) -> torch.Tensor:
     Shapes: → ``(m, d)``.
     """
     check_sizes(d=d, m=m)
+    check_int(seed, "seed", 0)
     return torch.randn(m, d, generator=torch.Generator().manual_seed(seed))
 
 
@@ -133,11 +142,13 @@ def performer_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 def check_performer_features(x, w) -> None:
     """The arguments of :func:`performer_features`: ``x (..., d)``, ``w (m, d)``."""
     check_tensor(x, "x", "(..., d)")
-    if x.dim() < 1:
-        raise ValueError("x must be (..., d); got a 0-d tensor")
+    if x.dim() < 1 or x.shape[-1] < 1:
+        raise ValueError(f"x must be (..., d) with d >= 1; got {describe(x)}")
     check_tensor(w, "w", f"(m, d) with d = {x.shape[-1]}")
     if w.dim() != 2 or w.shape[1] != x.shape[-1]:
         raise ValueError(f"w must be (m, d) with d = {x.shape[-1]}; got {describe(w)}")
+    if w.shape[0] < 1:
+        raise ValueError(f"w must hold m >= 1 random features; got {describe(w)}")
 
 
 def performer_attention(q, k, v, w: torch.Tensor, causal: bool = False) -> torch.Tensor:
@@ -162,11 +173,14 @@ def linformer_attention(q, k, v, e: torch.Tensor, f: torch.Tensor | None = None)
     flash.check_qkv(q, k, v)
     f = e if f is None else f
     for name, p in (("e", e), ("f", f)):
-        if not isinstance(p, torch.Tensor) or p.dim() != 2 or p.shape[1] != k.shape[-2]:
+        check_tensor(p, name, f"(r, s) with s = {k.shape[-2]}")
+        if p.dim() != 2 or p.shape[1] != k.shape[-2]:
             raise ValueError(
                 f"{name} must be an (r, s) projection with s = {k.shape[-2]}; "
                 f"got {describe(p)}"
             )
+        if p.shape[0] < 1:
+            raise ValueError(f"{name} must project to r >= 1 rows; got {describe(p)}")
     return flash.naive_attention(q, e.to(k) @ k, f.to(v) @ v)
 
 
@@ -177,6 +191,7 @@ def sliding_window_mask(t: int, window: int, causal: bool = True) -> torch.Tenso
     Shapes: → ``(t, t)`` bool.
     """
     check_sizes(t=t, window=window)
+    check_bool(causal, "causal")
     i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
     keep = (i - j).abs() < window
     return keep & (j <= i) if causal else keep
@@ -192,6 +207,7 @@ def bigbird_mask(t: int, window: int, n_global: int, n_random: int, seed: int = 
     check_sizes(t=t, window=window)
     check_int(n_global, "n_global", 0)
     check_int(n_random, "n_random", 0)
+    check_int(seed, "seed", 0)
     if n_global > t or n_random > t:
         raise ValueError(
             f"n_global and n_random must be <= t = {t}; got {n_global}, {n_random}"
@@ -240,6 +256,7 @@ class RecallModel(nn.Module):
             n_features=n_features,
             rank=rank,
         )
+        check_int(seed, "seed", 0)
         self.variant, self.n_items, self.window = variant, n_items, window
         self.key = nn.Embedding(n_keys, d_model)
         self.value = nn.Embedding(n_values, d_model)
@@ -269,16 +286,31 @@ class RecallModel(nn.Module):
         return linformer_attention(q, k, v, self.proj)
 
     def forward(self, items: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
-        check_ids(items, "items")
-        if items.dim() != 3 or items.shape[1:] != (self.n_items, 2):
-            raise ValueError(
-                f"items must be (b, {self.n_items}, 2) integer ids; got "
-                f"{describe(items)}"
-            )
+        check_recall_input(self, items, query)
         x = self.key(items[..., 0]) + self.value(items[..., 1])  # (b, n, d)
         x = torch.cat([x, self.key(query)[:, None]], 1)  # the query last
         out = self.attend(self.q_proj(x), self.k_proj(x), self.v_proj(x))
         return self.head(out[:, -1])  # (b, n_values)
+
+
+def check_recall_input(model: RecallModel, items, query) -> None:
+    """The input of :class:`RecallModel`: items ``(b, n_items, 2)``, each a key id and a
+    value id of the model's, and one query key id per row ``(b,)`` (ids read once per
+    call: an id out of range would stop a GPU with a device-side assert)."""
+    n_keys, n_values = model.key.num_embeddings, model.value.num_embeddings
+    check_ids(items, "items")
+    if items.dim() != 3 or items.shape[1:] != (model.n_items, 2):
+        raise ValueError(
+            f"items must be (b, {model.n_items}, 2) integer ids; got {describe(items)}"
+        )
+    check_ids(items[..., 0], "items' keys", vocab_size=n_keys)
+    check_ids(items[..., 1], "items' values", vocab_size=n_values)
+    check_ids(query, "query", vocab_size=n_keys)
+    if query.shape != items.shape[:1]:
+        raise ValueError(
+            f"query must be (b,) = ({len(items)},) key ids, one per row of items; got "
+            f"shape {tuple(query.shape)}"
+        )
 
 
 def recall_batch(n: int, n_items: int, n_keys: int, n_values: int, seed: int = 0):
@@ -290,6 +322,7 @@ def recall_batch(n: int, n_items: int, n_keys: int, n_values: int, seed: int = 0
     """
     check_sizes(n=n, n_items=n_items, n_values=n_values)
     check_int(n_keys, "n_keys", n_items)
+    check_int(seed, "seed", 0)
     g = torch.Generator().manual_seed(seed)
     keys = torch.rand(n, n_keys, generator=g).argsort(1)[:, :n_items]
     values = torch.randint(0, n_values, (n, n_items), generator=g)

@@ -65,9 +65,35 @@ class MTPHeads(nn.Module):
         return self.trunk.head(torch.stack(states, 2))  # (b, t, k, v)
 
 
+def check_mtp_loss(heads, batch) -> None:
+    """The arguments of :func:`mtp_loss`: heads on a GPT trunk and a pair ``(x, y)`` of
+    token ids ``(b, t)`` of one shape, ``y`` in the trunk's vocabulary (read once per
+    call: an id out of range would stop a GPU with a device-side assert), and ``t`` at
+    least the number of heads, so that every head is scored on one position or more (a
+    mean over none is NaN)."""
+    check_heads(heads)
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise TypeError(
+            f"batch must be a pair (x, y) of (b, t) ids; got {describe(batch)}"
+        )
+    x, y = batch
+    check_ids(y, "y", dims=2, vocab_size=heads.trunk.config.vocab_size)
+    check_type(x, "x", torch.Tensor, "a (b, t) tensor of token ids")
+    if y.shape != x.shape:
+        raise ValueError(
+            f"y must have the shape of x {tuple(x.shape)}; got {tuple(y.shape)}"
+        )
+    if x.shape[1] < heads.n_future:
+        raise ValueError(
+            f"x must hold at least n_future = {heads.n_future} positions (head k is "
+            f"scored on t - k + 1 of them); got t = {x.shape[1]}"
+        )
+
+
 def mtp_loss(heads: MTPHeads, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """Mean over the heads of the cross-entropy of ``x_{t+k}`` at every position that
     has one: ``y`` holds ``x_{t+1}``, so head ``k`` is scored on ``y[:, k-1:]``."""
+    check_mtp_loss(heads, batch)
     x, y = batch
     logits = heads(x)  # (b, t, k, v)
     losses = []

@@ -221,13 +221,23 @@ def contiguous_attention(
 
 def check_query(q, cache: PagedKVCache, seq) -> None:
     """The arguments of :func:`paged_attention`: a query ``(h, e)``, ``h`` a multiple
-    of ``g``, and a sequence of ``cache`` that holds at least one token."""
+    of ``g``, of the cache's dtype and device, and a sequence of ``cache`` that holds
+    at least one token."""
+    check_type(cache, "cache", PagedKVCache, "a PagedKVCache")
     check_seq(cache, seq)
     g, e = cache.shape
     check_tensor(q, "q", f"(h, {e})")
     if q.dim() != 2 or q.shape[1] != e or q.shape[0] % g:
         raise ValueError(
             f"q must be (h, {e}) with h a multiple of {g}; got {tuple(q.shape)}"
+        )
+    if q.shape[0] < 1:
+        raise ValueError(f"q must hold h >= 1 query heads; got {tuple(q.shape)}")
+    if q.dtype != cache.k.dtype:
+        raise TypeError(f"q must have the cache's dtype {cache.k.dtype}; got {q.dtype}")
+    if q.device != cache.k.device:
+        raise ValueError(
+            f"q must be on the cache's device {cache.k.device}; got {q.device}"
         )
     if cache.lengths[seq] == 0:
         raise ValueError(

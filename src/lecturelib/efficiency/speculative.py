@@ -41,7 +41,7 @@ import torch
 from lecturelib.efficiency import kvcache
 from lecturelib.efficiency.ngram_draft import NGramDraft
 from lecturelib.pretraining import gpt
-from lecturelib.transformers.sampling import multinomial
+from lecturelib.transformers.sampling import check_generator, multinomial
 from lecturelib.validate import (
     check_callable,
     check_int,
@@ -67,18 +67,23 @@ def check_probs(p, name: str, dims: int = 1) -> None:
         raise TypeError(message)
     if p.dim() != dims:
         raise ValueError(message)
+    if p.numel() == 0:
+        raise ValueError(
+            f"{name} must hold at least one row of v >= 1 probabilities; got "
+            f"{describe(p)}"
+        )
     sums = p.double().sum(-1)
     if (p < 0).any() or not torch.isfinite(p).all() or (sums - 1).abs().max() > 1e-4:
         raise ValueError(
             f"{name} must be probabilities (>= 0, each row summing to 1); "
             f"got row sums from {sums.min().item():.4g} to "
-            f"{sums.max().item():.4g}"
+            f"{sums.max().item():.4g}, entries from {p.min().item():.4g}"
         )
 
 
 def check_rule(rule: str) -> None:
     """``rule`` must be one of :data:`RULES`."""
-    if rule not in RULES:
+    if not isinstance(rule, str) or rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}; got {rule!r}")
 
 
@@ -104,9 +109,33 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return extra / extra.sum()
 
 
+def check_pair_of_rows(p, q) -> None:
+    """``p`` and ``q``: float tensors ``(v,)`` over one vocabulary, on one device (their
+    shapes only: a value check here would wait for the device at every token)."""
+    for name, x in (("p", p), ("q", q)):
+        check_tensor(x, name, "(v,) of probabilities", dims=1)
+    if p.shape != q.shape:
+        raise ValueError(
+            f"p and q must have the same vocabulary; got {len(p)} and {len(q)} tokens"
+        )
+    if p.device != q.device:
+        raise ValueError(f"p and q must be on one device; got {p.device}, {q.device}")
+
+
+def check_fallback(p, q, rule) -> None:
+    """The arguments of :func:`fallback`: two rows ``(v,)`` and a rule of
+    :data:`RULES`; on the CPU, ``p`` must be probabilities (the exact rule's
+    :func:`residual` checks both)."""
+    check_rule(rule)
+    check_pair_of_rows(p, q)
+    if rule != "exact" and p.device.type == "cpu":
+        check_probs(p, "p")
+
+
 def fallback(p: torch.Tensor, q: torch.Tensor, rule: str) -> torch.Tensor:
     """What a rejected position is resampled from: the residual (the exact rule), or
     ``p`` itself (the wrong one). Shapes: ``(v,)`` → ``(v,)``."""
+    check_fallback(p, q, rule)
     return residual(p, q) if rule == "exact" else p.double()
 
 
@@ -149,6 +178,36 @@ def verify(
     return accept(p, q, drafts.tolist(), generator, rule)
 
 
+def check_accept(p, q, drafts, generator, rule) -> None:
+    """The arguments of :func:`accept`: ``K >= 1`` drafts (a list of ints), ``q``
+    ``(K, v)`` and ``p`` ``(K + 1, v)`` float tensors on one device, a generator or
+    None and a rule of :data:`RULES`. Shapes and types only: the values of ``p`` and
+    ``q`` are the caller's softmax outputs, and reading them would wait for the device
+    at every round."""
+    check_tensor(p, "p", "(K + 1, v) of probabilities", dims=2)
+    check_tensor(q, "q", "(K, v) of probabilities", dims=2)
+    if not (isinstance(drafts, list) and drafts and all(map(is_int, drafts))):
+        raise TypeError(
+            f"drafts must be a non-empty list of int token ids; got {describe(drafts)}"
+        )
+    K, v = len(drafts), q.shape[1]
+    if q.shape[0] != K or p.shape[0] != K + 1 or p.shape[1] != v or v < 1:
+        raise ValueError(
+            f"K = {K} drafts need q of shape (K, v) and p of shape "
+            f"(K + 1, v) with the same v >= 1; got q {tuple(q.shape)}, "
+            f"p {tuple(p.shape)}"
+        )
+    if p.device != q.device:
+        raise ValueError(f"p and q must be on one device; got {p.device}, {q.device}")
+    if not all(0 <= x < v for x in drafts):
+        raise ValueError(
+            f"drafts must be ids in 0..{v - 1}; got ids from {min(drafts)} to "
+            f"{max(drafts)}"
+        )
+    check_generator(generator)
+    check_rule(rule)
+
+
 def accept(
     p: torch.Tensor,
     q: torch.Tensor,
@@ -156,8 +215,9 @@ def accept(
     generator: torch.Generator | None,
     rule: str,
 ) -> tuple[int, int]:
-    """:func:`verify` without its checks, for callers whose ``p`` and ``q`` are
-    softmax outputs already."""
+    """:func:`verify` for callers whose ``p`` and ``q`` are softmax outputs already: it
+    checks their shapes, not their values."""
+    check_accept(p, q, drafts, generator, rule)
     where = None if generator is None else generator.device  # draws are made there
     for i, x in enumerate(drafts):
         u = torch.rand((), generator=generator, dtype=torch.float64, device=where)
@@ -339,16 +399,73 @@ def check_cached_model(model, n: int, needs: str) -> None:
     kvcache.check_positions(model, n, needs)
 
 
+def check_logits_row(logits, name: str) -> None:
+    """``logits`` must be a float tensor ``(v,)`` or ``(n, v)`` with ``v >= 1``."""
+    check_tensor(logits, name, "(v,) or (n, v)")
+    if logits.dim() not in (1, 2) or logits.shape[-1] < 1:
+        raise ValueError(
+            f"{name} must be (v,) or (n, v) with v >= 1; got shape "
+            f"{tuple(logits.shape)}"
+        )
+
+
+def check_probs_at(logits, temperature) -> None:
+    """The arguments of :func:`probs_at`: logits ``(v,)`` or ``(n, v)`` and a
+    temperature >= 0."""
+    check_logits_row(logits, "logits")
+    check_number(temperature, "temperature", 0.0)
+
+
 def probs_at(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """``softmax(logits / T)`` in float64; the logits themselves at ``T = 0``."""
+    check_probs_at(logits, temperature)
     return logits if temperature == 0 else (logits.double() / temperature).softmax(-1)
+
+
+def check_draw(probs, temperature, generator) -> None:
+    """The arguments of :func:`draw`: one row ``(v,)`` (probabilities, or the logits
+    :func:`probs_at` returns at ``T = 0``), a temperature >= 0 and a generator or None.
+    The probabilities are read on the CPU only: a read of a GPU tensor would wait for
+    the device at every token."""
+    check_logits_row(probs, "probs")
+    if probs.dim() != 1:
+        raise ValueError(f"probs must be one row (v,); got shape {tuple(probs.shape)}")
+    check_number(temperature, "temperature", 0.0)
+    check_generator(generator)
+    if temperature > 0 and probs.device.type == "cpu":
+        check_probs(probs, "probs")
 
 
 def draw(probs: torch.Tensor, temperature: float, generator) -> int:
     """A token drawn from ``probs``; at ``T = 0`` the most likely one."""
+    check_draw(probs, temperature, generator)
     if temperature == 0:
         return probs.argmax().item()
     return multinomial(probs, 1, generator).item()
+
+
+def check_draft_logits(draft, ids, cache) -> None:
+    """The arguments of :func:`draft_logits`: a GPT or an :class:`NGramDraft`, the ids
+    so far (a list of ints) and, for a GPT, a cache holding fewer than ``len(ids)``
+    positions (:func:`kvcache.cached_forward` checks that the GPT built it); the ids it
+    has not read yet must be of its vocabulary."""
+    check_type(draft, "draft", (gpt.GPT, NGramDraft), "a gpt.GPT or an NGramDraft")
+    if not (isinstance(ids, list) and all(map(is_int, ids))):
+        raise TypeError(f"ids must be a list of int token ids; got {describe(ids)}")
+    if isinstance(draft, NGramDraft):
+        return
+    check_type(cache, "cache", kvcache.KVCache, "the draft's kvcache.KVCache")
+    new, v = ids[cache.length :], draft.config.vocab_size
+    if not new:
+        raise ValueError(
+            f"ids must hold more than the {cache.length} positions the cache holds; "
+            f"got {len(ids)} ids"
+        )
+    if not all(0 <= i < v for i in new):
+        raise ValueError(
+            f"ids must be token ids in 0..{v - 1}; got ids from {min(new)} to "
+            f"{max(new)} after the cached ones"
+        )
 
 
 def draft_logits(
@@ -356,6 +473,7 @@ def draft_logits(
 ) -> torch.Tensor:
     """The draft's logits for the token after ``ids``: a GPT reads the ids its cache
     does not hold yet; an n-gram table looks up the last ``order - 1``."""
+    check_draft_logits(draft, ids, cache)
     if isinstance(draft, NGramDraft):
         return draft.logits(ids)
     new = torch.tensor([ids[cache.length :]], device=cache.model.embed.weight.device)

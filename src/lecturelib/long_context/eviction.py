@@ -135,9 +135,40 @@ def keep(
     return idx.expand(b, h, len(idx))
 
 
+def check_gather(x, idx) -> None:
+    """The arguments of :func:`gather`: ``x`` ``(b, h, s, ...)`` and positions ``idx``
+    ``(b, h, k)`` (int64 or int32) of the same ``b, h`` on its device. The positions
+    are read (``0 <= idx < s``) only on the CPU: :func:`stream` gathers at every token,
+    and a read of a GPU tensor would wait for the device each time."""
+    check_type(x, "x", torch.Tensor, "a tensor (b, h, s, ...)")
+    if x.dim() < 3:
+        raise ValueError(f"x must be (b, h, s, ...); got shape {tuple(x.shape)}")
+    if not isinstance(idx, torch.Tensor) or idx.dtype not in (torch.long, torch.int):
+        raise TypeError(
+            f"idx must be an int64 (or int32) tensor (b, h, k) of cache positions; got "
+            f"{describe(idx)}"
+        )
+    if idx.dim() != 3 or idx.shape[:2] != x.shape[:2]:
+        raise ValueError(
+            f"idx must be (b, h, k) = ({x.shape[0]}, {x.shape[1]}, k) to match x "
+            f"{tuple(x.shape)}; got shape {tuple(idx.shape)}"
+        )
+    if idx.device != x.device:
+        raise ValueError(
+            f"idx must be on the device of x ({x.device}); got {idx.device}"
+        )
+    s = x.shape[2]
+    if idx.device.type == "cpu" and idx.numel() and (idx.min() < 0 or idx.max() >= s):
+        raise ValueError(
+            f"idx must hold cache positions in 0..{s - 1}; got positions from "
+            f"{int(idx.min())} to {int(idx.max())}"
+        )
+
+
 def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """The rows ``idx`` of ``x`` along the cache axis. Shapes: x ``(b, h, s, ...)``,
     idx ``(b, h, k)`` → ``(b, h, k, ...)``."""
+    check_gather(x, idx)
     extra = x.shape[3:]
     index = idx.view(*idx.shape, *([1] * len(extra))).expand(*idx.shape, *extra)
     return x.gather(2, index)

@@ -38,7 +38,14 @@ import torch
 from lecturelib.efficiency import kvcache
 from lecturelib.pretraining import gpt
 from lecturelib.transformers import positions
-from lecturelib.validate import check_ids, check_int, check_number
+from lecturelib.validate import (
+    check_ids,
+    check_int,
+    check_number,
+    check_type,
+    describe,
+    is_int,
+)
 
 METHODS = ("none", "pi", "ntk", "ntk_by_parts", "yarn")
 ALPHA, BETA = 1.0, 32.0  # NTK-by-parts / YaRN defaults for LLaMA (Peng et al., 2023)
@@ -76,16 +83,29 @@ def check_ramp(alpha, beta) -> None:
 
 
 def check_frequencies(method, scale, train_len, alpha=ALPHA, beta=BETA) -> None:
-    """The arguments of :func:`scaled_frequencies`."""
+    """The arguments of :func:`scaled_frequencies` (``d_head`` and ``base``: see
+    :func:`check_ntk_head`, and :func:`positions.frequencies` checks them too)."""
     check_method(method)
     check_scale(scale)
     check_int(train_len, "train_len", 1)
     check_ramp(alpha, beta)
 
 
+def check_ntk_head(method, d_head) -> None:
+    """NTK's base change ``b·s^{d/(d-2)}`` needs ``d_head >= 4`` (at 2 it divides by
+    zero)."""
+    if method == "ntk" and not (is_int(d_head) and d_head >= 4):
+        raise ValueError(
+            f"method 'ntk' needs an even d_head >= 4 (its exponent is d/(d-2)); got "
+            f"{d_head!r}"
+        )
+
+
 def check_correction_range(d_head, train_len, base, alpha, beta) -> None:
     """The arguments of :func:`correction_range`."""
     check_int(d_head, "d_head", 2)
+    if d_head % 2:
+        raise ValueError(f"d_head must be even (RoPE rotates pairs); got {d_head}")
     check_int(train_len, "train_len", 1)
     check_number(base, "base", 1.0, low_open=True)
     check_ramp(alpha, beta)
@@ -112,9 +132,19 @@ def correction_range(
     return max(math.floor(pair(beta)), 0), min(math.ceil(pair(alpha)), d_head - 1)
 
 
+def check_ramp_pairs(n_pairs, low, high) -> None:
+    """The arguments of :func:`ramp`: ``n_pairs >= 1`` and pairs ``0 <= low <= high``
+    (ints, as :func:`correction_range` returns them)."""
+    check_int(n_pairs, "n_pairs", 1)
+    check_int(low, "low", 0)
+    if not is_int(high) or high < low:
+        raise ValueError(f"high must be an int >= low = {low}; got {describe(high)}")
+
+
 def ramp(n_pairs: int, low: int, high: int) -> torch.Tensor:
     """The code's ``γ_i``: 1 (keep ``θ_i``) up to pair ``low``, 0 (interpolate) from
     pair ``high`` on, linear in ``i`` in between. Shapes: → ``(n_pairs,)``."""
+    check_ramp_pairs(n_pairs, low, high)
     i = torch.arange(n_pairs, dtype=torch.float64)
     return 1 - ((i - low) / ((high - low) or 1e-3)).clamp(0, 1)
 
@@ -131,6 +161,7 @@ def scaled_frequencies(
     """The frequencies ``θ'_i`` of ``method`` for a context ``scale`` times the trained
     ``train_len`` (float64). Shapes: → ``(d_head/2,)``."""
     check_frequencies(method, scale, train_len, alpha, beta)
+    check_ntk_head(method, d_head)
     theta = positions.frequencies(d_head, base)  # (d/2,)
     if method == "none":
         return theta
@@ -184,9 +215,11 @@ def check_model(model) -> None:
     kvcache.check_gpt(model, "RoPE scaling")
 
 
-def check_loss_by_position(ids, seq_len) -> None:
-    """The arguments of :func:`loss_by_position`: a 1-D token stream of at least one
-    window of ``seq_len`` + 1."""
+def check_loss_by_position(model, ids, seq_len, batch_size) -> None:
+    """The arguments of :func:`loss_by_position`: a model, a 1-D token stream of at
+    least one window of ``seq_len`` + 1 and a batch size >= 1."""
+    check_type(model, "model", torch.nn.Module, "a torch.nn.Module (a gpt.GPT)")
+    check_int(batch_size, "batch_size", 1)
     check_int(seq_len, "seq_len", 1)
     check_ids(ids, "ids", dims=1)
     if (len(ids) - 1) // seq_len < 1:
@@ -202,7 +235,7 @@ def loss_by_position(
 ) -> torch.Tensor:
     """Mean next-token loss at each position ``0..seq_len-1`` of consecutive windows of
     ``seq_len`` tokens cut from the stream ``ids``. Shapes: ``(n,)`` → ``(seq_len,)``."""
-    check_loss_by_position(ids, seq_len)
+    check_loss_by_position(model, ids, seq_len, batch_size)
     n = (len(ids) - 1) // seq_len
     device = next(model.parameters()).device
     x = ids[: n * seq_len].view(n, seq_len)

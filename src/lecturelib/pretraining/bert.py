@@ -36,6 +36,7 @@ from lecturelib.validate import (
     check_ids,
     check_int,
     check_number,
+    check_tensor,
     check_type,
     describe,
     is_int,
@@ -274,12 +275,34 @@ def check_bert_config(config: BERTConfig) -> None:
     check_choice(config.pool, "BERTConfig.pool", POOLS)
 
 
+def check_states(h, d_model: int) -> None:
+    """``h`` must be float states ``(..., d_model)``."""
+    check_tensor(h, "h", f"(..., d={d_model})")
+    if h.dim() < 1 or h.shape[-1] != d_model:
+        raise ValueError(f"h must be (..., d={d_model}); got shape {tuple(h.shape)}")
+
+
+def check_batch_ids(ids) -> None:
+    """``ids`` must be an integer tensor ``(b, t)``, a batch of sentences (one sentence
+    ``(t,)`` needs its batch axis: ``ids[None]``)."""
+    if not is_int_tensor(ids):
+        raise TypeError(
+            f"ids must be an integer tensor (b, t) of token ids; got {describe(ids)}"
+        )
+    if ids.dim() != 2:
+        raise ValueError(
+            f"ids must be (b, t) token ids, a batch (one sentence (t,): ids[None]); "
+            f"got shape {tuple(ids.shape)}"
+        )
+
+
 class MLMHead(nn.Module):
     """``LN(GELU(W h)) Eᵀ + b``: BERT's transform, then the token embeddings ``E``
     (tied) as the output matrix. Shapes: h ``(..., d)`` → logits ``(..., v)``."""
 
     def __init__(self, embedding: nn.Embedding):
         super().__init__()
+        check_type(embedding, "embedding", nn.Embedding, "an nn.Embedding")
         d_model = embedding.embedding_dim
         self.transform = nn.Sequential(
             nn.Linear(d_model, d_model), nn.GELU(), nn.LayerNorm(d_model)
@@ -288,6 +311,7 @@ class MLMHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(embedding.num_embeddings))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
+        check_states(h, self.embedding.embedding_dim)
         return self.transform(h) @ self.embedding.weight.T + self.bias
 
 
@@ -317,6 +341,7 @@ class BERT(nn.Module):
         """The padding mask of the keys, True at real tokens.
 
         Shapes: → ``(b, 1, t)``."""
+        check_batch_ids(ids)
         if lengths is None:
             return torch.ones(
                 ids.shape[0], 1, ids.shape[1], dtype=torch.bool, device=ids.device
@@ -468,6 +493,7 @@ def accuracy(
     """The fraction of sentences whose most likely class is the label (eval mode);
     labels must be integer class ids of the model's classes."""
     check_type(model, "model", nn.Module, "a torch.nn.Module (a BERT)")
+    check_batch_ids(ids)
     if len(ids) != len(labels) or len(ids) != len(lengths) or not len(ids):
         raise ValueError(
             f"ids, lengths and labels must have the same non-zero length; "

@@ -104,8 +104,24 @@ def check_gpt_config(config: GPTConfig) -> None:
     check_number(config.rope_base, "GPTConfig.rope_base", 1.0, low_open=True)
 
 
+def check_make_norm(config) -> None:
+    """The argument of :func:`make_norm`: a config (a :class:`GPTConfig`, or the
+    chapter's copy of it) whose ``norm`` is one of :data:`NORMS`, ``d_model`` an int
+    >= 1 and ``bias`` a bool (its fields are read again: one changed after
+    construction would otherwise pick LayerNorm for any name but "rms")."""
+    if not all(hasattr(config, f) for f in ("norm", "d_model", "bias")):
+        raise TypeError(
+            f"config must be a GPTConfig (with norm, d_model and bias); got "
+            f"{describe(config)}"
+        )
+    check_choice(config.norm, "config.norm", NORMS)
+    check_int(config.d_model, "config.d_model", 1)
+    check_bool(config.bias, "config.bias")
+
+
 def make_norm(config: GPTConfig) -> nn.Module:
     """torch's fused RMSNorm or LayerNorm (equal to chapter 8's written-out ones)."""
+    check_make_norm(config)
     if config.norm == "rms":
         return nn.RMSNorm(config.d_model, eps=1e-6)
     return nn.LayerNorm(config.d_model, bias=config.bias)

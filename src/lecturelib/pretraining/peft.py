@@ -40,6 +40,7 @@ from lecturelib.validate import (
     check_ids,
     check_int,
     check_number,
+    check_tensor,
     check_type,
     describe,
 )
@@ -250,12 +251,60 @@ def attend(
     return attn.out(rearrange(y, "b h t e -> b t (h e)"))
 
 
+def check_run_blocks(model, x, prefixes) -> None:
+    """The arguments of :func:`run_blocks`: a GPT, its first block's input ``(b, t, d)``
+    (``1 <= t <= seq_len``, the model's dtype and device) and None or one pair of
+    key and value tensors ``(h, p, e)`` per layer (shapes only)."""
+    gpt.check_gpt(model)
+    c, weight = model.config, model.embed.weight
+    check_tensor(x, "x", f"(b, t, d={c.d_model})", dims=3)
+    if x.shape[2] != c.d_model or not 1 <= x.shape[1] <= c.seq_len:
+        raise ValueError(
+            f"x must be (b, t, d={c.d_model}) with t in 1..seq_len = {c.seq_len}; got "
+            f"shape {tuple(x.shape)}"
+        )
+    if x.dtype != weight.dtype:
+        raise TypeError(f"x must have the model's dtype {weight.dtype}; got {x.dtype}")
+    if x.device != weight.device:
+        raise ValueError(
+            f"x must be on the model's device {weight.device}; got {x.device}"
+        )
+    if prefixes is None:
+        return
+    if not isinstance(prefixes, (list, tuple)) or len(prefixes) != c.n_layers:
+        raise TypeError(
+            f"prefixes must be None or a list of n_layers = {c.n_layers} (key, value) "
+            f"pairs; got {describe(prefixes)}"
+        )
+    for layer, prefix in enumerate(prefixes):
+        shape = f"(h={c.n_heads}, p, e={c.d_head})"
+        ok = isinstance(prefix, (list, tuple)) and len(prefix) == 2
+        for name, p in zip(("key", "value"), prefix if ok else ()):
+            check_tensor(p, f"prefixes[{layer}]'s {name}", shape, dims=3)
+        if not ok or not (
+            prefix[0].shape == prefix[1].shape
+            and prefix[0].shape[0] == c.n_heads
+            and prefix[0].shape[2] == c.d_head
+        ):
+            raise ValueError(
+                f"prefixes[{layer}] must be a pair (key, value) of {shape} tensors; "
+                f"got {describe(prefix)}"
+            )
+        for name, p in zip(("key", "value"), prefix):
+            if p.dtype != x.dtype or p.device != x.device:
+                raise ValueError(
+                    f"prefixes[{layer}]'s {name} must have the dtype and device of x "
+                    f"({x.dtype} on {x.device}); got {p.dtype} on {p.device}"
+                )
+
+
 def run_blocks(model: gpt.GPT, x: torch.Tensor, prefixes=None) -> torch.Tensor:
     """The GPT from the first block's input ``x`` to the logits, each block's attention
     given its ``prefixes[layer]`` (a pair of key and value tensors) when there are
     prefixes.
 
     Shapes: x ``(b, t, d)`` → logits ``(b, t, v)``."""
+    check_run_blocks(model, x, prefixes)
     for i, block in enumerate(model.blocks):
         prefix = None if prefixes is None else prefixes[i]
         x = (
@@ -355,12 +404,23 @@ def trainable(model: nn.Module) -> tuple[int, int]:
     return n_trainable, sum(p.numel() for p in params)
 
 
+def check_to_vocab(text, vocab) -> None:
+    """The arguments of :func:`to_vocab`: a str and a vocabulary with a ``stoi`` dict
+    (an :class:`lecturelib.recurrence.lm.Vocab`)."""
+    check_type(text, "text", str, "a str")
+    if not isinstance(getattr(vocab, "stoi", None), dict):
+        raise TypeError(
+            f"vocab must be an lm.Vocab (a stoi dict of its characters); got "
+            f"{describe(vocab)}"
+        )
+
+
 def to_vocab(text: str, vocab) -> tuple[str, dict[str, int]]:
     """``text`` with characters outside ``vocab`` mapped to ASCII (curly quotes to
     straight ones, double quotes to ``'`` when the vocabulary has no ``"``, dashes to
     ``-``, accented letters to plain ones) or dropped; returns the text and the count of
     every dropped character."""
-    check_type(text, "text", str, "a str")
+    check_to_vocab(text, vocab)
     known = set(vocab.stoi)
     table = {
         "\u2018": "'",

@@ -27,7 +27,16 @@ from __future__ import annotations
 
 import torch
 
-from lecturelib.validate import check_int, describe
+from lecturelib.validate import check_int, check_tensor, describe
+
+
+def check_float_dtype(dtype) -> None:
+    """``dtype`` must be a floating-point ``torch.dtype`` (an integer one would round
+    the square roots, or silently give float32)."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(
+            f"dtype must be a floating-point torch.dtype; got {describe(dtype)}"
+        )
 
 
 def legs_matrices(N: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -37,6 +46,7 @@ def legs_matrices(N: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tens
     Shapes: ``A (N, N)`` lower triangular, ``B (N,)``.
     """
     check_int(N, "N", 1)
+    check_float_dtype(dtype)
     q = torch.sqrt(2 * torch.arange(N, dtype=dtype) + 1)
     A = torch.tril(q[:, None] * q[None, :], diagonal=-1)
     A = A + torch.diag(torch.arange(N, dtype=dtype) + 1)
@@ -47,6 +57,8 @@ def legs_nplr(N: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
     """The normal plus low-rank form of S4: ``(S, P)`` with ``-A = S - P Pᵀ``,
     ``P_n = √(n + 1/2)`` and ``S + Sᵀ = -I`` (``S`` is normal). Shapes: ``S (N, N)``,
     ``P (N,)``."""
+    check_int(N, "N", 1)
+    check_float_dtype(dtype)
     A, _ = legs_matrices(N, dtype)
     P = torch.sqrt(torch.arange(N, dtype=dtype) + 0.5)
     return -A + P[:, None] * P[None, :], P
@@ -96,6 +108,7 @@ def legendre(n_max: int, x: torch.Tensor) -> torch.Tensor:
     """Legendre polynomials ``P_0 … P_{n_max-1}`` at ``x`` (Bonnet's recurrence
     ``(n+1)P_{n+1} = (2n+1)x P_n - n P_{n-1}``). Shapes: x ``(P,)`` → ``(n_max, P)``."""
     check_int(n_max, "n_max", 1)
+    check_tensor(x, "x", "(P,) of points in [-1, 1]")
     P = [torch.ones_like(x), x]
     for n in range(1, n_max - 1):
         P.append(((2 * n + 1) * x * P[n] - n * P[n - 1]) / (n + 1))
@@ -105,11 +118,16 @@ def legendre(n_max: int, x: torch.Tensor) -> torch.Tensor:
 def check_reconstruct(c, s) -> None:
     """The arguments of :func:`legs_reconstruct`."""
     check_vector(c, "c", "N coefficients")
+    if c.numel() < 1:
+        raise ValueError("c must hold at least one coefficient; got an empty tensor")
     check_vector(s, "s", "relative times")
-    if s.numel() and (s.min() < 0 or s.max() > 1):
+    if s.numel() and not ((s >= 0) & (s <= 1)).all():  # NaN is not in [0, 1] either
+        real, nan = s[~s.isnan()], int(s.isnan().sum())
+        got = [f"{nan} NaN"] if nan else []
+        if real.numel():
+            got.insert(0, f"values from {real.min().item():g} to {real.max().item():g}")
         raise ValueError(
-            f"s must lie in [0, 1] (a fraction of the history); got "
-            f"values from {s.min().item():g} to {s.max().item():g}"
+            f"s must lie in [0, 1] (a fraction of the history); got {', '.join(got)}"
         )
 
 

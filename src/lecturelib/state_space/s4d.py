@@ -25,7 +25,14 @@ from lecturelib.state_space.ssm import (
     ssm_kernel,
     ssm_recurrent,
 )
-from lecturelib.validate import check_int, check_number, describe
+from lecturelib.transformers.self_attention import check_dropout
+from lecturelib.validate import (
+    check_ids,
+    check_int,
+    check_number,
+    describe,
+    is_int_tensor,
+)
 
 INITS = ("lin", "inv")
 
@@ -75,6 +82,14 @@ def check_s4d_input(u, d_model: int, name: str = "S4D input", dims: int = 3) -> 
         raise ValueError(f"{name} must be a float tensor {shape}; got {describe(u)}")
     if u.shape[-1] != d_model:
         raise ValueError(f"{name} must be {shape}; got shape {tuple(u.shape)}")
+    if dims == 3:
+        check_steps(u, name)
+
+
+def check_steps(x, name: str) -> None:
+    """A sequence ``(b, t, ...)`` must hold ``t >= 1`` steps."""
+    if x.shape[1] < 1:
+        raise ValueError(f"{name} must hold t >= 1 steps; got shape {tuple(x.shape)}")
 
 
 def check_s4d_step(layer, u_t, h) -> None:
@@ -178,21 +193,24 @@ class S4DBlock(nn.Module):
         dropout: float = 0.0,
     ):
         super().__init__()
+        check_dropout(dropout)
         self.norm = nn.LayerNorm(d_model)
         self.ssm = S4D(d_model, d_state, init, dt_min, dt_max)
         self.out = nn.Linear(d_model, d_model)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_s4d_input(x, self.ssm.d_model, "S4DBlock input")
         return x + self.drop(self.out(F.gelu(self.ssm(self.norm(x)))))
 
 
-def check_s4d_net(d_out, d_model, n_layers, vocab_size, d_in) -> None:
-    """The arguments of :class:`S4DNet`: sizes, and exactly one of ``vocab_size`` and
-    ``d_in``."""
+def check_s4d_net(d_out, d_model, n_layers, vocab_size, d_in, dropout) -> None:
+    """The arguments of :class:`S4DNet`: sizes, a dropout in ``[0, 1)``, and exactly
+    one of ``vocab_size`` and ``d_in``."""
     check_int(d_out, "d_out", 1)
     check_int(d_model, "d_model", 1)
     check_int(n_layers, "n_layers", 1)
+    check_dropout(dropout)
     if (vocab_size is None) == (d_in is None):
         raise ValueError(
             f"give exactly one of vocab_size (token input) and d_in "
@@ -210,10 +228,12 @@ def check_s4d_net_input(x, vocab_size, d_in) -> None:
     """Token ids ``(b, t)`` (with ``vocab_size``) or features ``(b, t, d_in)``."""
     if vocab_size is not None:
         message = f"S4DNet with vocab_size takes (b, t) token ids; got {describe(x)}"
-        if not isinstance(x, torch.Tensor) or x.is_floating_point() or x.is_complex():
+        if not is_int_tensor(x):
             raise TypeError(message)
         if x.dim() != 2:
             raise ValueError(message)
+        check_ids(x, "S4DNet's input", vocab_size=vocab_size, min_len=0)
+        check_steps(x, "S4DNet's input")
         return
     message = (
         f"S4DNet with d_in={d_in} takes (b, t, {d_in}) features; got {describe(x)}"
@@ -222,6 +242,7 @@ def check_s4d_net_input(x, vocab_size, d_in) -> None:
         raise TypeError(message)
     if x.dim() != 3 or x.shape[-1] != d_in:
         raise ValueError(message)
+    check_steps(x, "S4DNet's input")
 
 
 class S4DNet(nn.Module):
@@ -247,7 +268,7 @@ class S4DNet(nn.Module):
         dropout: float = 0.0,
     ):
         super().__init__()
-        check_s4d_net(d_out, d_model, n_layers, vocab_size, d_in)
+        check_s4d_net(d_out, d_model, n_layers, vocab_size, d_in, dropout)
         self.vocab_size, self.d_in = vocab_size, d_in
         self.inp = (
             nn.Embedding(vocab_size, d_model)
