@@ -5,7 +5,8 @@ block by ``n_experts`` of them and a *router* that sends each token to ``top_k``
 (Shazeer et al., arXiv:1701.06538; GShard, arXiv:2006.16668; Switch Transformer,
 arXiv:2101.03961). The chosen experts' outputs are mixed with gates: for ``top_k = 1``
 the chosen expert's router probability (Switch Transformer), for ``top_k > 1`` the
-softmax of the router's logits over the chosen experts (Mixtral, arXiv:2401.04088);
+softmax of the router's logits over the chosen experts (Shazeer et al.'s gate, as
+GShard, GLaM and Mixtral use it);
 ``MoEConfig.renormalise`` overrides the choice.
 
 - :func:`top_k_gating`: the router's choice and weights;
@@ -69,7 +70,7 @@ class MoEConfig:
     balance_coef: float = 0.01  # weight of the balancing loss (Switch: 0.01)
     z_coef: float = 0.0  # weight of the router z-loss (ST-MoE: 0.001)
     dispatch: str = "sorted"
-    renormalise: bool | None = None  # gates sum to 1; None: when top_k > 1 (Mixtral)
+    renormalise: bool | None = None  # gates sum to 1; None: when top_k > 1
 
     def __post_init__(self):
         check_moe_config(self)
@@ -249,7 +250,7 @@ def top_k_gating(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` experts with the largest router logits per token, and their weights
     (gates): the chosen experts' softmax probabilities over all experts, or, when
-    ``renormalise``, the softmax of the chosen logits (Mixtral's gate, summing to 1).
+    ``renormalise``, the softmax of the chosen logits (Shazeer et al.'s gate, summing to 1).
     By default only ``k > 1`` renormalises: for ``k = 1`` the gate is the chosen
     expert's probability (Switch Transformer), because renormalising one probability
     gives a constant 1, which no gradient reaches the router through.
@@ -257,7 +258,7 @@ def top_k_gating(
     Shapes: logits ``(n, E)`` → weights ``(n, k)`` float, experts ``(n, k)`` long."""
     check_top_k_gating(logits, k, renormalise)
     if renormalise is None:
-        renormalise = k > 1  # Switch for k = 1, Mixtral for k > 1
+        renormalise = k > 1  # Switch for k = 1, Shazeer et al.'s gate for k > 1
     top, experts = logits.topk(k, dim=-1)  # (n, k) each
     if renormalise:  # the softmax of the chosen logits: the gates sum to 1
         return F.softmax(top, dim=-1), experts
