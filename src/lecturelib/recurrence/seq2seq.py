@@ -264,6 +264,11 @@ def check_logits_targets(logits, targets) -> None:
             f"logits (b, t, v) and targets (b, t) disagree: "
             f"{tuple(logits.shape)} vs {tuple(targets.shape)}"
         )
+    if targets.numel() and not bool((targets != PAD_ID).any()):
+        raise ValueError(
+            f"targets hold no real token: every position is <pad> (id {PAD_ID}), and a mean "
+            f"over no tokens is undefined"
+        )
 
 
 def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
