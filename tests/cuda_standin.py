@@ -37,6 +37,11 @@ Functions run Python there: their factories with ``device="cuda"`` work).
 
     install()     # e.g. in a Jupyter kernel's startup script; uninstall() undoes it
 
+``with count_syncs() as syncs:`` counts the host-device syncs of the code inside (every
+read of a cuda tensor's values by the host: ``.item()``, ``bool``/``float``/``int``,
+``.tolist()``, ``.cpu()``/``.to("cpu")``/``.numpy()``, printing and formatting,
+``torch.equal``, ``nonzero`` and boolean-mask indexing): ``syncs.n`` and ``syncs.where``.
+
 What it cannot see: code in C++ (it checks the arguments of each torch call, not what torch
 does inside), devices inside a backward pass (the engine's gradients carry no tag, so
 there results are tagged but nothing is refused), torch functions written in Python that
@@ -50,6 +55,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib.abc
+import os
 import sys
 import types
 
@@ -373,11 +379,103 @@ _SPECIAL = {
 _CONSTRUCTORS = {torch.tensor, torch.as_tensor}  # take data from any device
 
 
+# ---------------------------------------------------------------------------------------
+# Host-device syncs: what makes the CPU wait for the GPU
+
+
+# Torch functions that read a cuda tensor's values back to the host (the CPU waits for
+# every queued kernel): Python numbers and bools, lists, printing, comparing whole
+# tensors, and ops whose output size depends on the data (nonzero, boolean masks).
+SYNC_OPS = frozenset(
+    """__bool__ __float__ __int__ __index__ __complex__ item tolist equal nonzero
+    argwhere masked_select unique unique_consecutive __format__ __repr__ __str__ numpy
+    __array__""".split()
+)
+_TORCH_DIR = os.path.dirname(torch.__file__)
+
+
+class SyncCounter:
+    """Host-device syncs seen inside :func:`count_syncs`: ``n`` of them, and ``where``
+    each happened (``"file:line in function"`` of the innermost caller outside torch
+    and the stand-in)."""
+
+    def __init__(self):
+        self.n = 0
+        self.where: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"SyncCounter(n={self.n}, where={self.where})"
+
+
+_COUNTERS: list[SyncCounter] = []
+
+
+def _caller() -> str:
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if path != __file__ and not path.startswith(_TORCH_DIR):
+            return f"{path}:{frame.f_lineno} in {frame.f_code.co_name}"
+        frame = frame.f_back
+    return "?"
+
+
+def _note_sync() -> None:
+    if _COUNTERS:
+        where = _caller()
+        for counter in _COUNTERS:
+            counter.n += 1
+            counter.where.append(where)
+
+
+def _syncs(func, args, kwargs) -> bool:
+    """Whether calling ``func`` reads a cuda tensor back to the host."""
+    name = _name(func)
+    first = args[0] if args else None
+    if not is_cuda(first):
+        return False
+    if name in SYNC_OPS:
+        return True
+    if name == "where" and len(args) == 1 and not kwargs:  # torch.where(cond): nonzero
+        return True
+    if name == "__getitem__" and len(args) > 1:  # a boolean mask is a nonzero
+        return any(t.dtype == torch.bool and t.dim() > 0 for t in _tensors(args[1]))
+    if name in ("to", "cpu") and func in (torch.Tensor.to, torch.Tensor.cpu):
+        if name == "cpu":
+            return True
+        named = (*args[1:], kwargs.get("device"))
+        device = next((a for a in named if isinstance(a, (str, torch.device))), None)
+        if isinstance(device, str):
+            try:
+                device = torch.device(device)
+            except RuntimeError:  # a dtype's name, e.g. .to("float")? not a device
+                device = None
+        other = next((a for a in args[1:] if isinstance(a, torch.Tensor)), None)
+        if other is not None:
+            return not is_cuda(other)
+        return device is not None and device.type == "cpu"
+    return False
+
+
+@contextlib.contextmanager
+def count_syncs():
+    """``with count_syncs() as syncs:`` counts the host-device syncs of the code inside
+    (``syncs.n``, ``syncs.where``); the stand-in must be installed."""
+    counter = SyncCounter()
+    _COUNTERS.append(counter)
+    try:
+        yield counter
+    finally:
+        _COUNTERS.remove(counter)
+
+
 class _Mode(TorchFunctionMode):
     """Sees every torch call while the stand-in is installed."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
+        if _COUNTERS and _syncs(func, args, kwargs):
+            _note_sync()
         if func in _SPECIAL:
             return _SPECIAL[func](func, *args, **kwargs)
         inputs = _tensors((args, kwargs))
@@ -663,6 +761,23 @@ def _parameter_new(cls, data=None, requires_grad=True):
     return _PATCHES_ORIGINAL["Parameter.__new__"](cls, data, requires_grad)
 
 
+_CLIP_GRAD = sys.modules["torch.nn.utils.clip_grad"]
+
+
+def _group_by_device(tensorlistlist, with_indices=False):
+    """Torch's grouping of tensors by (device, dtype) for clipping, with the devices the
+    tensors say they are on (C++ sees the stand-in's cuda tensors on the CPU, and moving
+    the clip coefficient "to the CPU" would read as a sync)."""
+    groups = _PATCHES_ORIGINAL["clip_grad._group_tensors_by_device_and_dtype"](
+        tensorlistlist, with_indices
+    )
+    out = {}
+    for (device, dtype), value in groups.items():
+        first = next((t for ts in value[0] for t in ts if t is not None), None)
+        out[(CUDA if is_cuda(first) else device, dtype)] = value
+    return out
+
+
 def _patches() -> list[tuple[object, str, object, str]]:
     """(owner, attribute, stand-in, key): what :func:`install` replaces."""
     out = [(torch.cuda, k, v, f"cuda.{k}") for k, v in _cuda_functions().items()]
@@ -686,6 +801,12 @@ def _patches() -> list[tuple[object, str, object, str]]:
             "cudnn.is_acceptable",
         ),
         (nn.Parameter, "__new__", staticmethod(_parameter_new), "Parameter.__new__"),
+        (
+            _CLIP_GRAD,
+            "_group_tensors_by_device_and_dtype",
+            _group_by_device,
+            "clip_grad._group_tensors_by_device_and_dtype",
+        ),
     ]
     for name in ("is_autocast_enabled", "get_autocast_dtype"):
         out.append((torch, name, _cpu_for_cuda(getattr(torch, name)), f"torch.{name}"))

@@ -44,6 +44,8 @@ CASES = [
      r"ids must be 2-D \(b, t\) token ids; got shape \(3,\)"),
     (lambda: validate.check_ids(torch.tensor([0, 7]), "ids", vocab_size=5), ValueError,
      r"ids must hold token ids in 0\.\.4; got ids from 0 to 7"),
+    (lambda: validate.check_on_device(torch.tensor(False), "ids must hold token ids >= 0"),
+     ValueError, r"^ids must hold token ids >= 0$"),
     (lambda: validate.check_tensor(torch.zeros(2, dtype=torch.long), "x", "(b, d)"), TypeError,
      r"x must be a float tensor \(b, d\); got torch.int64 tensor of shape \(2,\)"),
     (lambda: validate.check_tensor(torch.zeros(2), "x", "(b, d)", dims=2), ValueError,

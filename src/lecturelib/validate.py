@@ -111,14 +111,32 @@ def check_ids(
             f"{name} must hold at least {min_len} token id(s); got shape "
             f"{tuple(ids.shape)}"
         )
-    if ids.numel() and (
-        ids.min() < 0 or (vocab_size is not None and ids.max() >= vocab_size)
-    ):
-        bound = ">= 0" if vocab_size is None else f"in 0..{vocab_size - 1}"
+    if not ids.numel():
+        return
+    bound = ">= 0" if vocab_size is None else f"in 0..{vocab_size - 1}"
+    if ids.device.type != "cpu":  # checked where the ids are, without waiting for them
+        ok = ids.min() >= 0
+        if vocab_size is not None:
+            ok = ok & (ids.max() < vocab_size)
+        check_on_device(ok, f"{name} must hold token ids {bound}")
+        return
+    if ids.min() < 0 or (vocab_size is not None and ids.max() >= vocab_size):
         raise ValueError(
             f"{name} must hold token ids {bound}; got ids from {ids.min().item()} "
             f"to {ids.max().item()}"
         )
+
+
+def check_on_device(ok: torch.Tensor, message: str) -> None:
+    """Refuse, with ``message``, data whose check ``ok`` (a bool tensor of one element,
+    computed where the data is) is false. On the CPU it raises ValueError at once; on an
+    accelerator the check is queued with the kernels (no read-back, so the host does not
+    wait) and fails as a device-side assertion carrying ``message``."""
+    if ok.device.type == "cpu":
+        if not bool(ok):
+            raise ValueError(message)
+    elif ok.device.type != "meta":  # a meta tensor has no values to check
+        torch._assert_async(ok, message)
 
 
 def check_sizes(**sizes) -> None:

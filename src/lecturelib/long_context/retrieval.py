@@ -138,6 +138,26 @@ def check_search(index, q, top=1) -> None:
     check_int(top, "top", 1, s)
 
 
+def _cell_means(
+    keys: torch.Tensor, cell: torch.Tensor, centres: torch.Tensor
+) -> torch.Tensor:
+    """One k-means update: each centre moves to the mean of its cell's keys (an empty
+    cell keeps its centre). On an accelerator the cells are summed at once, without
+    reading anything back; the CPU, which has nothing to wait for, takes them one by
+    one, as the mean of each cell's rows (the same centres up to float rounding)."""
+    if keys.device.type != "cpu":
+        ones = torch.ones_like(keys[:, 0])
+        counts = torch.zeros_like(centres[:, 0]).index_add_(0, cell, ones)  # (n,)
+        sums = torch.zeros_like(centres).index_add_(0, cell, keys)  # (n, e)
+        means = sums / counts.clamp(min=1)[:, None]
+        return torch.where(counts[:, None] > 0, means, centres)
+    centres = centres.clone()
+    for c in range(len(centres)):
+        if (cell == c).any():
+            centres[c] = keys[cell == c].mean(0)
+    return centres
+
+
 class IVFIndex:
     """An inverted-file index for inner-product search: the keys clustered into
     ``n_cells`` by k-means; a query scans the keys of its ``n_probe`` best cells only."""
@@ -155,9 +175,7 @@ class IVFIndex:
         centres = keys[torch.randperm(keys.shape[0], generator=g)[:n_cells]].clone()
         for _ in range(iters):
             cell = torch.cdist(keys, centres).argmin(1)  # (s,)
-            for c in range(n_cells):
-                if (cell == c).any():
-                    centres[c] = keys[cell == c].mean(0)
+            centres = _cell_means(keys, cell, centres)
         self.keys, self.centres, self.n_probe = keys, centres, n_probe
         self.cell = torch.cdist(keys, centres).argmin(1)
 

@@ -119,6 +119,9 @@ class Trainer:
         self.device = model_device(self.model)
         self.clock = time.perf_counter() - self.history.seconds
         self.train_clock = 0.0
+        self.pending: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        mps = getattr(self.device, "type", None) == "mps"
+        self.sum_dtype = torch.float32 if mps else torch.float64
 
     def micro_batch(self, i: int) -> Batch:
         """The shard of micro-batch ``i`` this process trains on, on the model's device."""
@@ -126,46 +129,78 @@ class Trainer:
         self.history.tokens += count_tokens(batch)
         return to_device(self.dist.shard(batch), self.device)
 
-    def train_step(self) -> tuple[float, float]:
+    def train_step(self) -> tuple[torch.Tensor, torch.Tensor]:
         """One optimisation step: average the gradients of ``accumulate`` micro-batches, clip
-        them, update the weights, advance the schedule. Returns the loss and the raw norm."""
+        them, update the weights, advance the schedule. Returns the loss and the raw norm as
+        tensors on the model's device: nothing waits for the device until :meth:`record`
+        reads them on a logging step."""
         started = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
-        total = 0.0
+        total = None
         for i in range(self.accumulate):
             with self.dist.sync_gradients(self.net, last=i == self.accumulate - 1):
                 with self.precision.autocast():
                     loss = self.loss_fn(self.net, self.micro_batch(i))
-                loss = _checked_loss(loss, self.step) / self.accumulate
+                loss = _checked_loss(loss) / self.accumulate
                 self.precision.backward(loss)
-            total += loss.item()
+            # float64, as a sum of Python floats (MPS has no float64: float32 there)
+            part = loss.detach().to(self.sum_dtype)
+            total = part if total is None else total + part
         norm = self.clip_gradients()
         self.precision.step(self.optimizer)
         if self.scheduler is not None:
             self.scheduler.step()
+        self.pending.append((self.step, total, norm))
         self.step += 1
         self.train_clock += time.perf_counter() - started
         return total, norm
 
-    def clip_gradients(self) -> float:
-        """Unscale (fp16), measure and clip the global gradient norm; returns the raw norm."""
+    def clip_gradients(self) -> torch.Tensor:
+        """Unscale (fp16), measure and clip the global gradient norm; returns the raw norm
+        (a tensor on the device: :meth:`check_pending` checks that it is finite)."""
         self.precision.unscale(self.optimizer)
-        norm = grad_norm(self.params).item()
-        if not math.isfinite(norm) and not self.precision.skips_bad_steps:
-            raise FloatingPointError(
-                f"the gradient norm became {norm} at step {self.step}; lower "
-                "the learning rate or clip gradients"
-            )
+        norm = grad_norm(self.params)
         if self.clip is not None:
             torch.nn.utils.clip_grad_norm_(self.params, self.clip)
         return norm
 
-    def record(self, loss: float, norm: float) -> None:
+    def check_pending(self) -> list[tuple[int, float, float]]:
+        """Read back, in one transfer, the losses and norms of the steps since the last
+        check, and refuse a non-finite one as soon as it is seen; returns ``(step, loss,
+        norm)`` per step."""
+        if not self.pending:
+            return []
+        steps = [s for s, _, _ in self.pending]
+        pairs = [
+            torch.stack([loss, norm.to(loss.device, loss.dtype)])
+            for _, loss, norm in self.pending
+        ]
+        values = torch.stack(pairs).tolist()  # the one read-back
+        self.pending = []
+        out = []
+        for step, (loss, norm) in zip(steps, values):
+            if not math.isfinite(loss):
+                raise FloatingPointError(
+                    f"loss became {loss} at step {step}; lower the "
+                    "learning rate or clip gradients"
+                )
+            if not math.isfinite(norm) and not self.precision.skips_bad_steps:
+                raise FloatingPointError(
+                    f"the gradient norm became {norm} at step {step}; lower "
+                    "the learning rate or clip gradients"
+                )
+            out.append((step, loss, norm))
+        return out
+
+    def record(self, loss: torch.Tensor, norm: torch.Tensor) -> None:
+        """On a logging step, read the losses and norms back (one transfer) and record
+        this step's; on any other step, read nothing."""
         h = self.history
         if self.step % self.log_every == 0 or self.step == self.steps:
+            _, loss_value, norm_value = self.check_pending()[-1]
             h.steps.append(self.step)
-            h.train_loss.append(self.dist.mean(loss))
-            h.grad_norm.append(norm)
+            h.train_loss.append(self.dist.mean(loss_value))
+            h.grad_norm.append(norm_value)
             h.lr.append(self.optimizer.param_groups[0]["lr"])
         h.train_seconds += self.train_clock
         self.train_clock = 0.0
@@ -189,6 +224,7 @@ class Trainer:
             or self.step == self.steps
         ):
             return
+        self.check_pending()
         for k, v in evaluate(self.model, self.eval_fn).items():
             self.history.evals.setdefault(k, []).append(v)
         self.history.eval_steps.append(self.step)
@@ -199,6 +235,7 @@ class Trainer:
             return
         every = self.checkpoint_every and self.step % self.checkpoint_every == 0
         if every or self.step == self.steps:
+            self.check_pending()
             self.history.seconds = time.perf_counter() - self.clock
             if self.dist.is_main:
                 ckpt.save(self.checkpoint, self.state_dict())
@@ -248,7 +285,8 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 
-def _checked_loss(loss, step: int) -> torch.Tensor:
+def _checked_loss(loss) -> torch.Tensor:
+    """A scalar tensor (its value is checked, with the gradient norm, when it is read)."""
     if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
         shape = (
             tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
@@ -256,10 +294,5 @@ def _checked_loss(loss, step: int) -> torch.Tensor:
         raise ValueError(
             f"loss_fn must return a scalar tensor (a mean over the batch); got "
             f"{shape}; reduce a per-example loss with .mean()"
-        )
-    if not torch.isfinite(loss):
-        raise FloatingPointError(
-            f"loss became {loss.item()} at step {step}; lower the "
-            "learning rate or clip gradients"
         )
     return loss

@@ -35,6 +35,7 @@ from lecturelib.validate import (
     check_callable,
     check_int,
     check_number,
+    check_on_device,
     check_sizes,
     describe,
 )
@@ -53,7 +54,9 @@ def check_logits(logits: torch.Tensor, what: str = "logits") -> None:
             f"{what} must be (..., v) with a non-empty vocabulary v >= 1; "
             f"got shape {tuple(logits.shape)}"
         )
-    if torch.isnan(logits).any():
+    if logits.device.type != "cpu":  # checked on the device, without a read-back
+        check_on_device(~torch.isnan(logits).any(), f"{what} must not hold nan")
+    elif torch.isnan(logits).any():
         n_nan = int(torch.isnan(logits).sum())
         raise ValueError(
             f"{what} must not hold nan; got {n_nan} nan of {logits.numel()}"
@@ -71,7 +74,9 @@ def check_prefixes(prefixes: torch.Tensor, what: str = "prefixes") -> None:
         raise ValueError(
             f"{what} must be (b, t) with b, t >= 1; got {tuple(prefixes.shape)}"
         )
-    if (prefixes < 0).any():
+    if prefixes.device.type != "cpu":  # checked on the device, without a read-back
+        check_on_device((prefixes >= 0).all(), f"{what} must hold token ids >= 0")
+    elif (prefixes < 0).any():
         raise ValueError(
             f"{what} must hold token ids >= 0; got {prefixes.min().item()}"
         )
@@ -129,7 +134,7 @@ def generate(
             token = token.masked_fill(done, eos)
             done = done | (token == eos)
         ids = torch.cat([ids, token[:, None]], dim=1)
-        if done.all():
+        if eos is not None and done.all():  # the one read-back: may the loop stop?
             break
     return ids
 
