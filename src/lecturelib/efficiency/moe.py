@@ -250,7 +250,8 @@ def top_k_gating(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` experts with the largest router logits per token, and their weights
     (gates): the chosen experts' softmax probabilities over all experts, or, when
-    ``renormalise``, the softmax of the chosen logits (Shazeer et al.'s gate, summing to 1).
+    ``renormalise``, the softmax of the chosen logits (Shazeer et al.'s gate, summing
+    to 1).
     By default only ``k > 1`` renormalises: for ``k = 1`` the gate is the chosen
     expert's probability (Switch Transformer), because renormalising one probability
     gives a constant 1, which no gradient reaches the router through.
