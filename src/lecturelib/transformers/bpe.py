@@ -289,8 +289,8 @@ def train_bpe_plain(
     (reference).
 
     Cost per merge: one pass over all distinct chunks. Stops early if no pair is left.
-    Types: ``text`` str, ``vocab_size`` int >= 256 (else ValueError) ->
-    :class:`Tokenizer`.
+    Types: ``text`` str, ``vocab_size`` int >= 256 (the library's ``n_merges`` raises
+    ValueError otherwise) -> :class:`Tokenizer`.
     """
     last_id = 256 + n_merges(vocab_size)
     words, freqs = word_counts(text, pattern)
@@ -409,7 +409,7 @@ def train_hf_bpe(text: str, vocab_size: int):
     from tokenizers import decoders, models, pre_tokenizers, trainers
 
     check_type(text, "text", str, "a str")
-    n_merges(vocab_size)  # checks vocab_size
+    n_merges(vocab_size)  # the library's n_merges refuses vocab_size < 256
     tok = HFTokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
