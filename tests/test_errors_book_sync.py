@@ -25,6 +25,17 @@ def tmp(tmp_path) -> Path:
 
 CASES = [
     # (id, call(tmp), exception, message pattern)
+    ("strip_checks: source not a str", lambda t: sync.strip_checks(5), TypeError,
+     r"source must be a str; got int"),
+    ("strip_checks: namespace not a dict", lambda t: sync.strip_checks("x = 1", "m"),
+     TypeError, r"namespace must be a dict of names to modules, or None; got str"),
+    ("strip_checks: name not a str", lambda t: sync.strip_checks("x = 1", None, 3),
+     TypeError, r"name must be a str; got int"),
+    ("strip_checks: not Python", lambda t: sync.strip_checks("def f(:", None, "g"),
+     ValueError, r"g: source must be valid Python; invalid syntax at line 1"),
+    ("strip_checks: only checks", lambda t: sync.strip_checks(
+        "def f(x):\n    check_a(x)\n", None, "f"), ValueError,
+     r"f: leaving out its check calls would empty the block"),
     ("resolve: missing attribute", lambda t: sync.resolve("lecturelib.metrics.no_such_thing"),
      ValueError, r"'lecturelib.metrics.no_such_thing': lecturelib.metrics has no attribute path"),
     ("resolve: missing module", lambda t: sync.resolve("lecturelib.no_such_module.f"),

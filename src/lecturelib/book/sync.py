@@ -156,6 +156,24 @@ class _Checks:
         return 0 <= i < len(self.lines) and not self.lines[i].strip()
 
 
+def check_strip_checks(source, namespace, name) -> None:
+    """The arguments of :func:`strip_checks`: Python source, a dict or None, a name."""
+    for arg, value, kind in (("source", source, str), ("name", name, str)):
+        if not isinstance(value, kind):
+            raise TypeError(f"{arg} must be a str; got {type(value).__name__}")
+    if namespace is not None and not isinstance(namespace, dict):
+        raise TypeError(
+            f"namespace must be a dict of names to modules, or None; got "
+            f"{type(namespace).__name__}"
+        )
+    try:
+        ast.parse("if 1:\n" + source if source[:1] in (" ", "\t") else source)
+    except SyntaxError as err:
+        raise ValueError(
+            f"{name}: source must be valid Python; {err.msg} at line {err.lineno}"
+        ) from None
+
+
 def strip_checks(source: str, namespace: dict | None = None, name: str = "code") -> str:
     """``source`` less its validation, each statement removed with its whole lines and
     every other line kept as it is. Validation is a bare statement that calls
@@ -163,6 +181,7 @@ def strip_checks(source: str, namespace: dict | None = None, name: str = "code")
     module), and a function (not a ``check_*`` one) whose whole body is validation, with
     its blank line (a dataclass's ``__post_init__`` that only checks). The bodies of
     ``check_*`` functions stay. A block left empty raises ValueError naming ``name``."""
+    check_strip_checks(source, namespace, name)
     checks = _Checks(source, namespace or {}, name)
     return "".join(
         line for i, line in enumerate(checks.lines) if i not in checks.drop
