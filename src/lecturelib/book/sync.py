@@ -104,7 +104,12 @@ class _Checks:
         # an indented method is parsed inside a block: its line numbers move down one
         self.shift = 1 if source[:1] in (" ", "\t") else 0
         self.drop: set[int] = set()  # 0-based line indices
-        tree = ast.parse("if 1:\n" + source if self.shift else source)
+        try:
+            tree = ast.parse("if 1:\n" + source if self.shift else source)
+        except SyntaxError as err:
+            raise ValueError(
+                f"{name}: source must be valid Python; {err.msg} at line {err.lineno}"
+            ) from None
         self.visit(tree)
 
     def whole(self, stmt: ast.stmt) -> bool:
@@ -157,7 +162,7 @@ class _Checks:
 
 
 def check_strip_checks(source, namespace, name) -> None:
-    """The arguments of :func:`strip_checks`: Python source, a dict or None, a name."""
+    """The arguments of :func:`strip_checks`: a str, a dict or None, a str."""
     for arg, value, kind in (("source", source, str), ("name", name, str)):
         if not isinstance(value, kind):
             raise TypeError(f"{arg} must be a str; got {type(value).__name__}")
@@ -166,12 +171,6 @@ def check_strip_checks(source, namespace, name) -> None:
             f"namespace must be a dict of names to modules, or None; got "
             f"{type(namespace).__name__}"
         )
-    try:
-        ast.parse("if 1:\n" + source if source[:1] in (" ", "\t") else source)
-    except SyntaxError as err:
-        raise ValueError(
-            f"{name}: source must be valid Python; {err.msg} at line {err.lineno}"
-        ) from None
 
 
 def strip_checks(source: str, namespace: dict | None = None, name: str = "code") -> str:
