@@ -56,6 +56,8 @@ CASES = [
      r"glue names must be non-empty strings; got \[3\]"),
     (lambda: lecturelib.glue_all({"": 1.0}), TypeError,
      r"glue names must be non-empty strings; got \[''\]"),
+    (lambda: lecturelib.glue("word", "its $L$ steps"), ValueError,
+     r"glued text 'word' is shown as plain text, so its TeX would stay untypeset"),
 ]
 
 

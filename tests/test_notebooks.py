@@ -154,3 +154,20 @@ def test_code_fits_the_book_column(nb):
     long = [(i, line) for i, c in enumerate(cells(nb)) if c["cell_type"] == "code"
             for line in source(c).split("\n") if len(line) > 88]
     assert not long, f"code lines over 88 characters: {long[:5]}"
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "book").glob("*.md")), ids=lambda p: p.stem)
+def test_book_page_code_fits_the_column(page):
+    """Fenced code on the book's own pages is held to the same 88 characters (a MyST
+    directive's fence, such as a figure's, is not code)."""
+    long, fence, code = [], None, False
+    for n, line in enumerate(page.read_text(encoding="utf-8").split("\n"), 1):
+        stripped = line.lstrip()
+        if fence is None and stripped.startswith(("```", "~~~")):
+            fence = stripped[:3]
+            code = not stripped[3:].lstrip("`~").startswith("{")
+        elif fence is not None and stripped.startswith(fence) and not stripped.strip("`~"):
+            fence = None
+        elif fence is not None and code and len(line) > 88:
+            long.append((n, line))
+    assert not long, f"code lines over 88 characters: {long[:5]}"

@@ -53,6 +53,11 @@ def glue(name: str, value, display: bool = False) -> None:
         value = (
             value.item()
         )  # numpy and 0-d torch scalars: glue formats plain Python numbers
+    if isinstance(value, str) and "$" in value:
+        raise ValueError(
+            f"glued text {name!r} is shown as plain text, so its TeX would stay untypeset; "
+            f"write it without '$' (got {value!r})"
+        )
     try:
         from myst_nb import glue as _glue
     except ImportError:
