@@ -51,8 +51,11 @@ TORCH ?=
 compat: env
 	$(PY) benchmarks/compat.py $(foreach v,$(TORCH),--torch $(v))
 
+# JOBS=2 executes two parts at once, each on its share of the cores (CI does).
+JOBS    ?= 1
 book: env
-	$(PY) -m lecturelib.book.build --profile $(PROFILE) $(if $(PART),--part $(PART))
+	$(PY) -m lecturelib.book.build --profile $(PROFILE) $(if $(PART),--part $(PART)) \
+	  --jobs $(JOBS)
 
 # Every page of the built site in headless Chromium: untypeset math, clipped equations, code
 # wider than the column, broken images and links, raw roles, MathJax errors.

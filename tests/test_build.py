@@ -399,6 +399,39 @@ def test_parts_built_separately_assemble_into_the_one_build(parted, tmp_path):
     assert sync.colab_install(repo / "_build/src/notebooks/02_second.ipynb") == (URL, "c" * 40)
 
 
+def test_two_jobs_build_the_same_book_each_part_on_its_share_of_the_cores(
+        parted, tmp_path, monkeypatch):
+    repo, ran = parted
+    whole = copy_book(repo, tmp_path / "whole")
+    build.build(whole, "cpu", render_site=False)
+    one = json.loads((whole / "_build/record.json").read_text())
+    threads = []
+    inner = build.subprocess.run
+
+    def run(cmd, **kw):
+        if "lecturelib.book.execute" in cmd:
+            threads.append(kw["env"].get("OMP_NUM_THREADS"))
+        return inner(cmd, **kw)
+
+    monkeypatch.setattr(build.subprocess, "run", run)
+    monkeypatch.setattr(build.os, "cpu_count", lambda: 4)
+    ran.clear()
+    build.build(repo, "cpu", render_site=False, jobs=2)
+    assert sorted(ran) == ["01_first.ipynb", "02_second.ipynb", "03_third.ipynb"]
+    assert threads == ["2", "2", "2"]
+    two = json.loads((repo / "_build/record.json").read_text())
+
+    def strip(record):  # (the machine's cpu_count is the patched one)
+        return {k: v for k, v in record.items()
+                if k not in ("created", "total_s", "parts", "machine")}
+
+    assert strip(two) == strip(one)
+    assert [p["number"] for p in two["parts"]] == [1, 2]
+    with pytest.raises(TypeError, match=r"jobs must be a positive int \(parts executed at "
+                                        r"once\); got 0"):
+        build.build(repo, "cpu", render_site=False, jobs=0)
+
+
 @pytest.mark.parametrize("change", ["commit", "modified", "profile", "notebooks", "failed"])
 def test_a_stale_part_is_executed_again(parted, monkeypatch, change):
     repo, ran = parted
