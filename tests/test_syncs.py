@@ -159,16 +159,12 @@ FAMILIES = {
 } | {f"hybrid-{kind}": forward_hybrid(kind) for kind in hybrid.KINDS}
 
 
-# Checks outside this file's reach that still read the device back in a forward pass
-# (module: what it reads), until they move to the CPU side of their data.
+# What still reads the device back in a forward pass (where: what it reads): the MoE's
+# data-dependent dispatch sizes, and torch's own unpacking of a packed sequence.
 STILL_SYNC = {
-    "bert": "attention.check_masked_softmax, rnn.check_pool: the mask's values",
-    "positional-lm": "attention.check_masked_softmax: the mask's values",
-    "translator": "seq2seq.Encoder.forward: the source lengths",
+    "translator": "torch's pad_packed_sequence (seq2seq.Encoder.forward) copies the "
+    "packed sequence's unsorted indices back to the host (.cpu())",
     "moe-gpt": "moe: expert counts and the sorted dispatch (data-dependent sizes)",
-    "hybrid-s4d": "ssm.check_dt: the step sizes' values",
-    "hybrid-mamba": "scan.check_inputs: the inputs' values",
-    "hybrid-hybrid": "scan.check_inputs: the inputs' values",
 }
 
 

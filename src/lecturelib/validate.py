@@ -127,14 +127,15 @@ def check_ids(
         )
 
 
-def check_on_device(ok: torch.Tensor, message: str) -> None:
+def check_on_device(ok: torch.Tensor, message: str, detail=None) -> None:
     """Refuse, with ``message``, data whose check ``ok`` (a bool tensor of one element,
-    computed where the data is) is false. On the CPU it raises ValueError at once; on an
+    computed where the data is) is false. On the CPU it raises ValueError at once, with
+    ``detail()`` appended when given (what was found: it may read the data); on an
     accelerator the check is queued with the kernels (no read-back, so the host does not
     wait) and fails as a device-side assertion carrying ``message``."""
     if ok.device.type == "cpu":
         if not bool(ok):
-            raise ValueError(message)
+            raise ValueError(message + (detail() if detail is not None else ""))
     elif ok.device.type != "meta":  # a meta tensor has no values to check
         torch._assert_async(ok, message)
 

@@ -39,7 +39,13 @@ from einops import einsum, rearrange, repeat
 from torch import nn
 
 from lecturelib.recurrence import seq2seq
-from lecturelib.validate import check_callable, check_ids, check_sizes, check_tensor
+from lecturelib.validate import (
+    check_callable,
+    check_ids,
+    check_on_device,
+    check_sizes,
+    check_tensor,
+)
 from lecturelib.recurrence.translation import PAD_ID
 
 SCORES = ("dot", "bilinear", "additive")
@@ -176,11 +182,11 @@ def check_masked_softmax(scores, mask) -> None:
             f"{tuple(scores.shape)}"
         )
     check_mask(mask, scores.shape[0], *scores.shape[-2:])
-    if not mask.any(-1).all():
-        raise ValueError(
-            "mask: every query needs at least one key that is not masked; "
-            "got a row of mask that is all False"
-        )
+    check_on_device(
+        mask.any(-1).all(),
+        "mask: every query needs at least one key that is not masked; "
+        "got a row of mask that is all False",
+    )
 
 
 def masked_softmax(

@@ -32,6 +32,7 @@ from torch import nn
 from lecturelib.validate import (
     check_ids,
     check_int,
+    check_on_device,
     check_number,
     check_sizes,
     check_tensor,
@@ -363,8 +364,9 @@ def check_pool(states, mask, how) -> None:
             f"mask must be bool (b, t) = {tuple(states.shape[:2])}; "
             f"got {mask.dtype} {tuple(mask.shape)}"
         )
-    if not mask.any(1).all():
-        raise ValueError("every sequence needs at least one real (unmasked) position")
+    check_on_device(
+        mask.any(1).all(), "every sequence needs at least one real (unmasked) position"
+    )
     if how not in POOLINGS:
         raise ValueError(f"how must be one of {POOLINGS}; got {how!r}")
 

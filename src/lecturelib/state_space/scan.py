@@ -33,7 +33,13 @@ import torch.nn.functional as F
 from einops import einsum
 
 from lecturelib.runtime import patch_triton_interpreter
-from lecturelib.validate import check_int, check_tensor, check_type, describe
+from lecturelib.validate import (
+    check_int,
+    check_on_device,
+    check_tensor,
+    check_type,
+    describe,
+)
 
 METHODS = ("loop", "parallel", "chunked")
 
@@ -71,11 +77,13 @@ def check_inputs(u, delta, A, B, C, D=None, z=None, h0=None) -> None:
             raise ValueError(
                 f"z must have u's shape {tuple(u.shape)} or be None; got {describe(z)}"
             )
-    if t and not bool(((delta > 0) & (delta < math.inf)).all()):
-        raise ValueError(
-            f"delta (Δ) must be > 0 and finite everywhere (an infinite step makes "
-            f"the states NaN); got a minimum of {delta.min().item():.3g} and a "
-            f"maximum of {delta.max().item():.3g}"
+    if delta.numel():
+        check_on_device(
+            ((delta > 0) & (delta < math.inf)).all(),
+            "delta (Δ) must be > 0 and finite everywhere (an infinite step makes "
+            "the states NaN)",
+            lambda: f"; got a minimum of {delta.min().item():.3g} and a "
+            f"maximum of {delta.max().item():.3g}",
         )
     check_state(h0, b, d, n)
 

@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from lecturelib.validate import check_int, check_number, describe
+from lecturelib.validate import check_int, check_number, check_on_device, describe
 
 
 def _check_tensor(value, name: str, what: str) -> None:
@@ -42,10 +42,11 @@ def check_dt(dt) -> None:
             raise TypeError(
                 f"dt must be a positive float or a float tensor; got {describe(dt)}"
             )
-        if not bool(torch.isfinite(dt).all()) or bool((dt <= 0).any()):
-            raise ValueError(
-                f"dt (the step Δ) must be > 0 and finite; got values from "
-                f"{dt.min().item():g} to {dt.max().item():g}"
+        if dt.numel():
+            check_on_device(
+                (torch.isfinite(dt) & (dt > 0)).all(),
+                "dt (the step Δ) must be > 0 and finite",
+                lambda: f"; got values from {dt.min().item():g} to {dt.max().item():g}",
             )
         return
     if isinstance(dt, bool) or not isinstance(dt, (int, float)):
