@@ -420,6 +420,9 @@ def test_two_jobs_build_the_same_book_each_part_on_its_share_of_the_cores(
     assert sorted(ran) == ["01_first.ipynb", "02_second.ipynb", "03_third.ipynb"]
     assert threads == ["2", "2", "2"]
     two = json.loads((repo / "_build/record.json").read_text())
+    assert two.pop("threads") == 2 and "threads" not in one
+    assert "parts executed side by side, 2 thread(s) per chapter" in build.times_table(
+        repo, [two | {"threads": 2}])
 
     def strip(record):  # (the machine's cpu_count is the patched one)
         return {k: v for k, v in record.items()

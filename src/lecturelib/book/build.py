@@ -105,6 +105,7 @@ def execute_notebooks(
         "profile_requested": profile,
         "source": source,
         "machine": machine(),
+        **({"threads": threads} if threads else {}),
         **extra,
         "notebooks": [],
     }
@@ -298,6 +299,7 @@ def merge_records(records: list[dict]) -> dict:
         "profile_requested": records[0]["profile_requested"],
         "source": records[0]["source"],
         "machine": records[0]["machine"],
+        **({"threads": records[0]["threads"]} if "threads" in records[0] else {}),
         "parts": [
             {
                 **r["part"],

@@ -62,6 +62,12 @@ def times_table(root: Path, records: list[dict]) -> str:
     notes = "\n".join(
         f"- {h}: measured {r['created'][:10]} with torch {r['machine']['torch']} "
         f"on {r['machine']['platform']}"
+        + (
+            f"; parts executed side by side, {r['threads']} thread(s) per chapter, so a "
+            f"chapter alone on the machine takes less (the whole book's time is the sum)"
+            if r.get("threads")
+            else ""
+        )
         for h, r in zip(heads, records)
     )
     return (
