@@ -255,8 +255,11 @@ def test_segment_losses_on_cuda(memory):
 @pytest.mark.parametrize("kind", longctx.KINDS)
 def test_segment_models_train_and_score_on_cuda(kind):
     model = longctx.SegmentModel(kind, 4, 12, 16, 2, 2, n_memory=2).to(CUDA)
+    seen = []
+    hook = model.register_forward_hook(lambda m, i, out: seen.append(out.dtype))
     losses = longctx.train_recall(model, 3, 4, 3)
-    assert len(losses) == 3
+    hook.remove()
+    assert len(losses) == 3 and set(seen) == {torch.float16}  # trained in fp16
     x, answer, distance = longctx.recall_task(16, 3, 4, vocab_size=12)
     assert len(longctx.recall_accuracy(model, x, answer, distance)) == 3
 
@@ -375,8 +378,12 @@ def test_every_family_trains_and_scores_on_cuda(kind):
         kind, 12, d_model=16, n_layers=2, seq_len=16, d_state=4, n_heads=2
     ).to(CUDA)
     x, y = tasks.copy_task(8, 6, vocab_size=8)
+    seen = []
+    hook = model.register_forward_hook(lambda m, i, out: seen.append(out.dtype))
     losses, seconds = hybrid.train_task(model, lambda step: (x, y), 3)
+    hook.remove()
     assert len(losses) == 3 and seconds > 0
+    assert set(seen) == {torch.float16}  # trained in fp16 with a gradient scaler
     acc = hybrid.accuracy(model, x, y)  # CPU batches, as the tasks make them
     assert 0 <= acc <= 1 and acc == hybrid.accuracy(model, x.to(CUDA), y.to(CUDA))
     assert hybrid.state_bytes(model, 16) > 0

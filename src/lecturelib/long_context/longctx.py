@@ -246,7 +246,7 @@ def train_recall(
 ) -> list[float]:
     """Train ``model`` on fresh :func:`recall_task` batches (cross-entropy of the
     answer) with :func:`lecturelib.train.fit` (AdamW without weight decay, gradients
-    clipped at 1); returns the losses."""
+    clipped at 1, mixed precision on CUDA); returns the losses."""
     check_type(model, "model", SegmentModel, "a SegmentModel")
     check_sizes(steps=steps, batch=batch)
     vocab = model.gpt.config.vocab_size
@@ -273,7 +273,6 @@ def train_recall(
         steps=steps,
         optimizer=opt,
         clip=1.0,
-        amp=False,
         progress=False,
     )
     model.eval()
