@@ -13,6 +13,8 @@ CASES = [
     (lambda: checkpoint.save(None, {}), TypeError,
      r"checkpoint must be a file path \(str or Path\); got NoneType"),
     (lambda: checkpoint.save("/", {}), ValueError, r"/ is a directory"),
+    (lambda: checkpoint.exclusive(None).__enter__(), TypeError,
+     r"checkpoint must be a file path \(str or Path\); got NoneType"),
     (lambda: checkpoint.check_path("/etc/hostname/c.pt"), ValueError,
      r"checkpoint folder /etc/hostname exists and is not a directory"),
 ]

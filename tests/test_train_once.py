@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import threading
+import time
 
 import pytest
 import torch
@@ -140,3 +142,29 @@ CASES = [
 def test_bad_input(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_a_run_being_trained_beside_is_waited_for_and_loaded(capsys):
+    """Two chapters executed side by side that need the same run: the second waits for
+    the first to cache it, then loads it (trained once, not twice)."""
+    calls, started = [], threading.Event()
+    first, second = make(), make()
+    slow = trainer(first, calls=calls)
+
+    def fit_slowly():
+        started.set()
+        time.sleep(0.5)  # still training when the other asks for the run
+        return slow()
+
+    other = threading.Thread(
+        target=train.fit_once, args=("toy", {"steps": 5}, first, fit_slowly))
+    other.start()
+    started.wait()
+    train.fit_once("toy", {"steps": 5}, second, trainer(second, calls=calls))
+    other.join()
+    assert calls == [1]
+    out = capsys.readouterr().out
+    assert "another process is training toy: waiting for it" in out
+    assert "toy: trained before from the same weights with the same recipe" in out
+    for a, b in zip(first.state_dict().values(), second.state_dict().values()):
+        assert torch.equal(a, b)

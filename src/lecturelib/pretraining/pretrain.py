@@ -270,33 +270,42 @@ def pretrained(
     check_profile(profile)
     check_bool(progress, "progress")
     path = model_path(profile)
-    vocab, train_ids, val_ids = shakespeare()
+    vocab, _, _ = shakespeare()
     r = recipe(profile)
-    if path.exists():
-        state = checkpoint.load(path)
-        check_cached_config(state, r.config(len(vocab)), profile, path)
-        model = gpt.GPT(gpt.GPTConfig(**state["config"]))
-        model.load_state_dict(state["model"])
-    else:
-        seconds = _estimate_seconds(r, len(vocab), train_ids, val_ids, device)
-        print(
-            f"No cached {profile} GPT at {path}: pretraining it on "
-            f"{torch.device(device)}, {r.steps:,} steps of "
-            f"{r.tokens // r.steps:,} tokens, about {_duration(seconds)}; "
-            f"later calls load it.",
-            flush=True,
-        )
-        model, hist = train_gpt(
-            r,
-            len(vocab),
-            train_ids,
-            val_ids,
-            device=device,
-            progress=progress,
-            desc=f"pretraining the {profile} GPT",
-        )
-        save_pretrained(profile, model, hist)
+    if not path.exists():  # chapter 11, executed beside this chapter, may be training it
+        with checkpoint.exclusive(path, f"the {profile} GPT"):
+            if not path.exists():
+                model = _pretrain(profile, device, progress, path, r, len(vocab))
+                return model.to(device).eval(), vocab
+    state = checkpoint.load(path)
+    check_cached_config(state, r.config(len(vocab)), profile, path)
+    model = gpt.GPT(gpt.GPTConfig(**state["config"]))
+    model.load_state_dict(state["model"])
     return model.to(device).eval(), vocab
+
+
+def _pretrain(profile, device, progress, path, r, vocab_size) -> gpt.GPT:
+    """Train the ``profile`` GPT (saying so, with an estimate of the time) and cache it."""
+    _, train_ids, val_ids = shakespeare()
+    seconds = _estimate_seconds(r, vocab_size, train_ids, val_ids, device)
+    print(
+        f"No cached {profile} GPT at {path}: pretraining it on "
+        f"{torch.device(device)}, {r.steps:,} steps of "
+        f"{r.tokens // r.steps:,} tokens, about {_duration(seconds)}; "
+        f"later calls load it.",
+        flush=True,
+    )
+    model, hist = train_gpt(
+        r,
+        vocab_size,
+        train_ids,
+        val_ids,
+        device=device,
+        progress=progress,
+        desc=f"pretraining the {profile} GPT",
+    )
+    save_pretrained(profile, model, hist)
+    return model
 
 
 def check_cached_config(state, expected: gpt.GPTConfig, profile: str, path) -> None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -41,6 +43,31 @@ def check_path(path: str | Path) -> Path:
             f"checkpoint folder {path.parent} exists and is not a directory"
         )
     return path
+
+
+@contextmanager
+def exclusive(path: str | Path, what: str = "it") -> Iterator[None]:
+    """Hold a lock beside ``path`` (``path.lock``) while this process makes the file: a
+    process that asks for the same file meanwhile (two chapters executed side by side
+    that train the same model) waits, saying so, and then finds the file made. POSIX
+    only (``fcntl``); elsewhere nothing is locked. The lock ends with the process."""
+    path = check_path(path)
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock, at worst a model is trained twice
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"another process is training {what}: waiting for it", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def save(path: str | Path, state: dict) -> None:

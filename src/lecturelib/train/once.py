@@ -88,14 +88,20 @@ def fit_once(
     (it trained a copy, say) is refused, and nothing is cached."""
     check_fit_once(name, recipe, model, fit)
     path = run_path(name, recipe, model)
-    if path.exists():
-        state = ckpt.load(path, map_location=model_device(model))
-        model.load_state_dict(state["model"])
-        print(
-            f"{name}: trained before from the same weights with the same recipe; "
-            f"loaded from the cache ({path.parent.name}/{path.name})"
-        )
-        return History.from_dict(state["history"])
+    if not path.exists():
+        with ckpt.exclusive(path, name):  # a chapter beside this one may be training it
+            if not path.exists():
+                return _fit_and_cache(name, model, fit, path)
+    state = ckpt.load(path, map_location=model_device(model))
+    model.load_state_dict(state["model"])
+    print(
+        f"{name}: trained before from the same weights with the same recipe; "
+        f"loaded from the cache ({path.parent.name}/{path.name})"
+    )
+    return History.from_dict(state["history"])
+
+
+def _fit_and_cache(name: str, model: nn.Module, fit, path: Path) -> History:
     start = weights_digest(model)
     hist = fit()
     if not isinstance(hist, History):
