@@ -239,8 +239,10 @@ def execute_parts(
     threads = max(1, (os.cpu_count() or 1) // jobs)
     records: dict[int, dict] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(execute_part, root, k, profile, source, threads): k
-                   for k in parts}
+        futures = {
+            pool.submit(execute_part, root, k, profile, source, threads): k
+            for k in parts
+        }
         try:
             for future in as_completed(futures):
                 records[futures[future]] = future.result()
@@ -368,7 +370,9 @@ def build(
     and render them with the others unexecuted (for writing a chapter). Otherwise execute
     every part that is not staged for this commit and profile, assemble, render."""
     if not is_int(jobs) or jobs < 1:
-        raise TypeError(f"jobs must be a positive int (parts executed at once); got {jobs!r}")
+        raise TypeError(
+            f"jobs must be a positive int (parts executed at once); got {jobs!r}"
+        )
     build_dir = root / "_build"
     stage = build_dir / "src"
     source = source_version(root)

@@ -272,7 +272,9 @@ def pretrained(
     path = model_path(profile)
     vocab, _, _ = shakespeare()
     r = recipe(profile)
-    if not path.exists():  # chapter 11, executed beside this chapter, may be training it
+    if (
+        not path.exists()
+    ):  # chapter 11, executed beside this chapter, may be training it
         with checkpoint.exclusive(path, f"the {profile} GPT"):
             if not path.exists():
                 model = _pretrain(profile, device, progress, path, r, len(vocab))

@@ -82,8 +82,10 @@ def check_inputs(u, delta, A, B, C, D=None, z=None, h0=None) -> None:
             ((delta > 0) & (delta < math.inf)).all(),
             "delta (Δ) must be > 0 and finite everywhere (an infinite step makes "
             "the states NaN)",
-            lambda: f"; got a minimum of {delta.min().item():.3g} and a "
-            f"maximum of {delta.max().item():.3g}",
+            lambda: (
+                f"; got a minimum of {delta.min().item():.3g} and a "
+                f"maximum of {delta.max().item():.3g}"
+            ),
         )
     check_state(h0, b, d, n)
 
