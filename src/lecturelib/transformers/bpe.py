@@ -48,6 +48,17 @@ GPT2_PATTERN = (
     r"""| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 )
 
+# GPT-4's pre-tokenizer, that of the cl100k_base encoding, as first published in
+# tiktoken (github.com/openai/tiktoken, tiktoken_ext/openai_public.py; later releases
+# write it differently). Against GPT2_PATTERN: contractions in any case; a letter run
+# takes one preceding character that is not a letter, digit or newline (" the", "_id",
+# "$x"); at most three digits per chunk, never with the space before them; punctuation
+# keeps the newlines after it; newlines gather with the whitespace before them.
+GPT4_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"""
+    r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
 Pair = tuple[int, int]
 
 
