@@ -259,7 +259,7 @@ def test_segment_models_train_and_score_on_cuda(kind):
     hook = model.register_forward_hook(lambda m, i, out: seen.append(out.dtype))
     losses = longctx.train_recall(model, 3, 4, 3)
     hook.remove()
-    assert len(losses) == 3 and set(seen) == {torch.float16}  # trained in fp16
+    assert len(losses) == 3 and set(seen) == {torch.float32}  # amp=False (see longctx)
     x, answer, distance = longctx.recall_task(16, 3, 4, vocab_size=12)
     assert len(longctx.recall_accuracy(model, x, answer, distance)) == 3
 
@@ -347,9 +347,16 @@ def test_quantize_a_cuda_model(method, bits):
     torch.testing.assert_close(q(tokens(8).to(CUDA)).cpu(), ref(tokens(8)), **TOL)
 
 
-def test_gptq_follows_its_inputs():
+def test_gptq_follows_its_inputs(monkeypatch):
     w, x = torch.randn(6, 8, device=CUDA), torch.randn(32, 8, device=CUDA)
-    assert on_cuda(quant.gptq(w, quant.hessian(x), 4, 4), quant.fake_quantize(w, 4, 4))
+    factored = []
+    cholesky = torch.linalg.cholesky
+    monkeypatch.setattr(torch.linalg, "cholesky",
+                        lambda a, **kw: factored.append(a.dtype) or cholesky(a, **kw))
+    h = quant.hessian(x)
+    assert on_cuda(quant.gptq(w, h, 4, 4), quant.fake_quantize(w, 4, 4))
+    # float32 on the device, as GPTQ's reference code (a GPU's float64 is slow)
+    assert h.dtype == torch.float32 and set(factored) == {torch.float32}
 
 
 # Chapter 12: fine-tuning a GPT -----------------------------------------------------------
