@@ -133,11 +133,17 @@ def check_fake_quantize(w, bits: int, group_size: int | None, scheme: str) -> No
     check_quant_args(bits, group_size, scheme, w.shape[1])
 
 
+def exact_dtype(t: torch.Tensor) -> torch.dtype:
+    """float64 on the CPU; float32 on an accelerator (as GPTQ's reference code), whose
+    float64 arithmetic is many times slower."""
+    return torch.float64 if t.device.type == "cpu" else torch.float32
+
+
 def hessian(x: torch.Tensor) -> torch.Tensor:
     """GPTQ's ``H = 2 X Xᵀ / n`` of calibration inputs. Shapes: ``(n, d_in)`` →
     ``(d_in, d_in)``."""
     check_matrix(x, "x")
-    x = x.double()
+    x = x.to(exact_dtype(x))
     return 2 * x.T @ x / len(x)
 
 
@@ -154,7 +160,7 @@ def gptq(
     h ``(d_in, d_in)`` → ``(d_out, d_in)``."""
     check_gptq(w, h, bits, group_size, scheme, damp)
     d_in = w.shape[1]
-    w, h = w.double().clone(), h.double().clone()
+    w, h = w.to(exact_dtype(w)).clone(), h.to(exact_dtype(w)).clone()
     dead = h.diagonal() == 0  # inputs that are always zero
     h[dead, dead] = 1
     w[:, dead] = 0
