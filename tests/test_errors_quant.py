@@ -17,6 +17,7 @@ W = torch.randn(4, 8)
 H = 2 * torch.eye(8)
 
 CASES = [
+    (lambda: quant.exact_dtype([1.0]), TypeError, r"exact_dtype takes a tensor; got list"),
     (lambda: quant.scale_zero(W, 0), ValueError, r"bits must be an int in 2\.\.16; got int 0"),
     (lambda: quant.scale_zero(W, 4, "nf4"), ValueError,
      r"scheme must be one of \('absmax', 'zeropoint'\); got 'nf4'"),

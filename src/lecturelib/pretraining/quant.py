@@ -136,6 +136,8 @@ def check_fake_quantize(w, bits: int, group_size: int | None, scheme: str) -> No
 def exact_dtype(t: torch.Tensor) -> torch.dtype:
     """float64 on the CPU; float32 on an accelerator (as GPTQ's reference code), whose
     float64 arithmetic is many times slower."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"exact_dtype takes a tensor; got {describe(t)}")
     return torch.float64 if t.device.type == "cpu" else torch.float32
 
 
