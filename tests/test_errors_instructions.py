@@ -109,6 +109,17 @@ CASES = [
      r"items must be a non-empty list of \(kind, prompt, answer\)"),
     (lambda: instructions.corpus(10, seed=-1), ValueError,
      r"seed must be an int >= 0; got int -1"),
+    (lambda: instructions.operands("sort", 2, exclude=["123"]), TypeError,
+     r"exclude must be a set of input strings; got list"),
+    (lambda: instructions.problems("add", 2, exclude={12}), TypeError,
+     r"exclude must hold input strings; got int 12"),
+    (lambda: instructions.mix(2, exclude=[("add", "1 + 2")]), TypeError,
+     r"exclude must be a dict from kind to a set of inputs; got list"),
+    (lambda: instructions.operands("add", 3, exclude={f"{a} + {b}" for a in range(100)
+                                                      for b in range(100)}),
+     ValueError, r"exclude leaves 0 problems of kind 'add' among \d+ drawn; n=3"),
+    (lambda: instructions.seen_operands(0, 1), ValueError,
+     r"n must be an int >= 1; got int 0"),
 ]
 
 

@@ -48,6 +48,26 @@ def test_the_checker_solves_every_problem(kind, held_out):
     assert used == set(phrasings)  # every phrasing of the set, and only those
 
 
+def test_excluded_inputs_are_left_out_and_the_sets_are_disjoint():
+    seen = instructions.seen_operands(300, 1)  # the SFT mix's inputs, as the chapter's
+    sft = instructions.mix(300, seed=1)
+    assert {k: {instructions.operand(k, p) for k2, p, _ in sft if k2 == k}
+            for k in instructions.KINDS} == seen
+    for kind in instructions.KINDS:
+        plain = instructions.operands(kind, 200, seed=1)  # the same seed as SFT: collides
+        assert {x for x, _ in plain} <= seen[kind]
+        kept = instructions.operands(kind, 200, seed=1, exclude=seen[kind])
+        assert len(kept) == 200 and not {x for x, _ in kept} & seen[kind]
+        assert kept == [xy for xy in instructions.operands(kind, 2000, seed=1)
+                        if xy[0] not in seen[kind]][:200]  # the same stream, filtered
+        held = instructions.problems(kind, 50, seed=2, held_out=True, exclude=seen[kind])
+        assert not {instructions.operand(kind, p) for p, _ in held} & seen[kind]
+    assert instructions.operands("sort", 30, seed=4, exclude=frozenset()) == (
+        instructions.operands("sort", 30, seed=4))  # nothing excluded: unchanged
+    items = instructions.mix(40, seed=3, held_out=True, exclude=seen)
+    assert not any(instructions.operand(k, p) in seen[k] for k, p, _ in items)
+
+
 def test_held_out_phrasings_are_new():
     for kind in instructions.KINDS:
         train, held = instructions.PHRASINGS[kind]

@@ -97,13 +97,42 @@ def _strings(task, n: int, alphabet: str, seed: int) -> list[tuple[str, str]]:
     return out
 
 
-def operands(kind: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
+def check_exclude(exclude) -> None:
+    """A set (or frozenset) of inputs ``x`` as :func:`operands` writes them."""
+    check_type(exclude, "exclude", (set, frozenset), "a set of input strings")
+    if not all(isinstance(x, str) for x in exclude):
+        bad = next(x for x in exclude if not isinstance(x, str))
+        raise TypeError(f"exclude must hold input strings; got {describe(bad)}")
+
+
+def operands(
+    kind: str, n: int, seed: int = 0, exclude: frozenset = frozenset()
+) -> list[tuple[str, str]]:
     """``n`` bare problems ``(x, answer)`` of ``kind``: ``("abc", "cba")`` for reverse,
     ``("312", "123")`` for sort, ``("3 Mar 1998", "1998-03-03")`` for date,
-    ``("37 + 45", "82")`` for add."""
+    ``("37 + 45", "82")`` for add. With ``exclude``, none whose input ``x`` is in it
+    (drawn from a longer stream of the same seed, those in ``exclude`` dropped), so
+    that held-out and RL problems can be kept apart from the training data."""
     check_kind(kind)
     check_int(n, "n", 1)
     check_int(seed, "seed", 0, 2**62)
+    check_exclude(exclude)
+    if not exclude:
+        return _operands(kind, n, seed)
+    m, most = 2 * n, 64 * (n + len(exclude))
+    while True:  # a longer stream until n are left: its start is the same problems
+        kept = [xy for xy in _operands(kind, m, seed) if xy[0] not in exclude]
+        if len(kept) >= n:
+            return kept[:n]
+        if m >= most:
+            raise ValueError(
+                f"exclude leaves {len(kept)} problems of kind {kind!r} among {m} "
+                f"drawn; n={n} were asked for"
+            )
+        m = min(4 * m, most)
+
+
+def _operands(kind: str, n: int, seed: int) -> list[tuple[str, str]]:
     if kind == "reverse":
         return _strings(tasks.reverse_task, n, "abcdefghijklmnopqrstuvwxyz", seed)
     if kind == "sort":
@@ -116,30 +145,45 @@ def operands(kind: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
 
 
 def problems(
-    kind: str, n: int, seed: int = 0, held_out: bool = False
+    kind: str,
+    n: int,
+    seed: int = 0,
+    held_out: bool = False,
+    exclude: frozenset = frozenset(),
 ) -> list[tuple[str, str]]:
     """``n`` instructions ``(prompt, answer)`` of ``kind``, each phrased with one of the
     training phrasings of :data:`PHRASINGS` (or, with ``held_out``, one of those kept
-    for evaluation).
+    for evaluation); with ``exclude``, none whose input is in it (:func:`operands`).
 
     >>> problems("reverse", 1, seed=3)
     [('Write ivua backwards.', 'auvi')]
     """
     check_bool(held_out, "held_out")
-    pairs = operands(kind, n, seed)
+    pairs = operands(kind, n, seed, exclude)
     rng = random.Random(_mix(seed, 101))
     phrasings = PHRASINGS[kind][held_out]
     return [(rng.choice(phrasings).format(x=x), y) for x, y in pairs]
 
 
 def mix(
-    n_per_kind: int, seed: int = 0, held_out: bool = False
+    n_per_kind: int, seed: int = 0, held_out: bool = False, exclude=None
 ) -> list[tuple[str, ...]]:
     """``(kind, prompt, answer)`` for ``n_per_kind`` problems of every kind of
-    :data:`KINDS`, kind after kind."""
+    :data:`KINDS`, kind after kind; ``exclude`` maps a kind to the inputs to leave out
+    (:func:`operands`)."""
+    exclude = {} if exclude is None else exclude
+    check_type(exclude, "exclude", dict, "a dict from kind to a set of inputs")
     return [
-        (k, p, a) for k in KINDS for p, a in problems(k, n_per_kind, seed, held_out)
+        (k, p, a)
+        for k in KINDS
+        for p, a in problems(k, n_per_kind, seed, held_out, exclude.get(k, frozenset()))
     ]
+
+
+def seen_operands(n_per_kind: int, seed: int) -> dict[str, frozenset]:
+    """The inputs of the training mix ``mix(n_per_kind, seed)`` (as SFT draws it), per
+    kind: what held-out and RL problems pass as ``exclude``."""
+    return {k: frozenset(x for x, _ in operands(k, n_per_kind, seed)) for k in KINDS}
 
 
 def _template_regex(phrasing: str) -> re.Pattern:
