@@ -53,6 +53,11 @@ CASES = [
         toc(t, "root: index\n"), 1, "cpu", SOURCE), build.BuildError,
      r"part must be a number from 1 to 0 \(the parts of _toc.yml that hold chapters: \); "
      r"got 1"),
+    ("build: no jobs", lambda t: build.build(one_part(t), "cpu", jobs=0), TypeError,
+     r"jobs must be a positive int \(parts executed at once\); got 0"),
+    ("execute_parts: jobs a string", lambda t: build.execute_parts(
+        one_part(t), [1], "cpu", SOURCE, "2"), TypeError,
+     r"jobs must be a positive int \(parts executed at once\); got '2'"),
     ("merge_records: mixed sources", lambda t: build.merge_records(
         [part_record(1, "v1"), part_record(2, "v2")]), build.BuildError,
      r"executed from different sources \(part 1: v1; part 2: v2\); run make book PART=k"),

@@ -228,12 +228,21 @@ def execute_part(
     )
 
 
+def check_jobs(jobs) -> None:
+    """``jobs``, the parts executed at once, must be an int >= 1."""
+    if not is_int(jobs) or jobs < 1:
+        raise TypeError(
+            f"jobs must be a positive int (parts executed at once); got {jobs!r}"
+        )
+
+
 def execute_parts(
     root: Path, parts: list[int], profile: str, source: dict, jobs: int = 1
 ) -> dict[int, dict]:
     """Execute the given parts, ``jobs`` of them at a time, each job with its share of the
     CPU cores (one notebook per job runs at a time); their records by part number. A failing
     part stops the parts not yet started, and its error is raised once the running ones end."""
+    check_jobs(jobs)
     if jobs == 1 or len(parts) < 2:
         return {k: execute_part(root, k, profile, source) for k in parts}
     threads = max(1, (os.cpu_count() or 1) // jobs)
@@ -369,10 +378,7 @@ def build(
     ``part``: execute that part only (no render). ``only``: execute the matching notebooks
     and render them with the others unexecuted (for writing a chapter). Otherwise execute
     every part that is not staged for this commit and profile, assemble, render."""
-    if not is_int(jobs) or jobs < 1:
-        raise TypeError(
-            f"jobs must be a positive int (parts executed at once); got {jobs!r}"
-        )
+    check_jobs(jobs)
     build_dir = root / "_build"
     stage = build_dir / "src"
     source = source_version(root)
