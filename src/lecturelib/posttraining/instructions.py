@@ -100,9 +100,9 @@ def _strings(task, n: int, alphabet: str, seed: int) -> list[tuple[str, str]]:
 def check_exclude(exclude) -> None:
     """A set (or frozenset) of inputs ``x`` as :func:`operands` writes them."""
     check_type(exclude, "exclude", (set, frozenset), "a set of input strings")
-    if not all(isinstance(x, str) for x in exclude):
-        bad = next(x for x in exclude if not isinstance(x, str))
-        raise TypeError(f"exclude must hold input strings; got {describe(bad)}")
+    for x in exclude:
+        if not isinstance(x, str):
+            raise TypeError(f"exclude must hold input strings; got {describe(x)}")
 
 
 def operands(

@@ -270,14 +270,15 @@ def pretrained(
     check_profile(profile)
     check_bool(progress, "progress")
     path = model_path(profile)
-    vocab, _, _ = shakespeare()
+    vocab, train_ids, val_ids = shakespeare()
     r = recipe(profile)
     if (
         not path.exists()
     ):  # chapter 11, executed beside this chapter, may be training it
         with checkpoint.exclusive(path, f"the {profile} GPT"):
             if not path.exists():
-                model = _pretrain(profile, device, progress, path, r, len(vocab))
+                data = (len(vocab), train_ids, val_ids)
+                model = _pretrain(profile, device, progress, path, r, data)
                 return model.to(device).eval(), vocab
     state = checkpoint.load(path)
     check_cached_config(state, r.config(len(vocab)), profile, path)
@@ -286,9 +287,10 @@ def pretrained(
     return model.to(device).eval(), vocab
 
 
-def _pretrain(profile, device, progress, path, r, vocab_size) -> gpt.GPT:
-    """Train the ``profile`` GPT (saying so, with an estimate of the time) and cache it."""
-    _, train_ids, val_ids = shakespeare()
+def _pretrain(profile, device, progress, path, r, data) -> gpt.GPT:
+    """Train the ``profile`` GPT on ``data`` (vocabulary size, training and validation
+    ids), saying so with an estimate of the time, and cache it."""
+    vocab_size, train_ids, val_ids = data
     seconds = _estimate_seconds(r, vocab_size, train_ids, val_ids, device)
     print(
         f"No cached {profile} GPT at {path}: pretraining it on "
