@@ -118,3 +118,16 @@ def test_a_constant_that_the_code_writes_is_not_a_typed_result():
     nb["cells"][0]["source"] = "x = 10.99 + 1_000"
     assert [t.text for t in gluecheck.typed_glued_numbers(nb)] == ["0.99"]
     assert gluecheck.code_literals(nb) == {"10.99", "1000"}
+
+
+def test_a_whole_float_literal_is_the_whole_number_typed_in_prose():
+    """``base=100.0`` in the code is the "base 100" of the prose, not a result that rounds to
+    100; ``100.5`` is not 100."""
+    markdown = "Use base 100 here; it took {glue:text}`seconds:.0f` s"
+    nb = notebook(markdown, [glued("seconds", 100.2)])
+    assert [t.text for t in gluecheck.typed_glued_numbers(nb)] == ["100"]
+    nb["cells"][0]["source"] = "pe = sinusoidal(400, 8, base=100.0)"
+    assert gluecheck.typed_glued_numbers(nb) == []
+    nb["cells"][0]["source"] = "pe = sinusoidal(400, 8, base=100.5)"
+    assert [t.text for t in gluecheck.typed_glued_numbers(nb)] == ["100"]
+    assert gluecheck.code_literals(nb) == {"400", "8", "100.5"}

@@ -156,11 +156,15 @@ LITERAL = re.compile(r"(?<![\w.])\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])")
 
 def code_literals(nb: dict) -> set[str]:
     """The numbers written as literals in the code cells of ``nb`` (``0.99``, ``1_000`` as
-    ``1000``), as they would be typed in prose."""
+    ``1000``, ``100.0`` as ``100.0`` and ``100``), as they would be typed in prose."""
     found = set()
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
-            found.update(m.replace("_", "") for m in LITERAL.findall(_source(cell)))
+            for literal in LITERAL.findall(_source(cell)):
+                literal = literal.replace("_", "")
+                found.add(literal)
+                if re.fullmatch(r"\d+\.0+", literal):
+                    found.add(literal.split(".")[0])
     return found
 
 
