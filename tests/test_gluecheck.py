@@ -123,11 +123,24 @@ def test_a_constant_that_the_code_writes_is_not_a_typed_result():
 def test_a_whole_float_literal_is_the_whole_number_typed_in_prose():
     """``base=100.0`` in the code is the "base 100" of the prose, not a result that rounds to
     100; ``100.5`` is not 100."""
-    markdown = "Use base 100 here; it took {glue:text}`seconds:.0f` s"
-    nb = notebook(markdown, [glued("seconds", 100.2)])
+    markdown = "Use base 100 here; the loss was {glue:text}`loss:.0f`"
+    nb = notebook(markdown, [glued("loss", 100.2)])
     assert [t.text for t in gluecheck.typed_glued_numbers(nb)] == ["100"]
     nb["cells"][0]["source"] = "pe = sinusoidal(400, 8, base=100.0)"
     assert gluecheck.typed_glued_numbers(nb) == []
     nb["cells"][0]["source"] = "pe = sinusoidal(400, 8, base=100.5)"
     assert [t.text for t in gluecheck.typed_glued_numbers(nb)] == ["100"]
     assert gluecheck.code_literals(nb) == {"400", "8", "100.5"}
+
+
+@pytest.mark.parametrize("name", ["train_seconds", "seconds_rnn", "ms_s4d", "loop_ms",
+                                  "bench_compile_s", "gpt_tokens_per_s"])
+def test_wall_clock_times_are_not_searched(name):
+    """A time changes from run to run: a typed 103 that meets it is a coincidence."""
+    assert typed(f"{{glue:text}}`{name}:.0f` s, on 103 lines", [glued(name, 103.2)]) == []
+
+
+@pytest.mark.parametrize("name", ["mse_tmax", "rms_ratio", "pk_exact_second", "n_steps"])
+def test_names_that_only_look_like_times_are_searched(name):
+    assert typed(f"{{glue:text}}`{name}:.0f`, on 103 lines", [glued(name, 103.2)]) == [
+        ("103", name, ".0f")]

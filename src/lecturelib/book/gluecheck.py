@@ -15,6 +15,9 @@ words"), which no check can tell apart from a rounded result; a measured value s
 ratio lands on one of them by chance, and the build would fail at random. For the same
 reason a number that the notebook's code writes as a literal (a threshold ``> 0.99``, a
 temperature ``0.7``) is a quoted constant where the prose types it, not a typed result.
+Wall-clock times (glued names with a ``seconds``, ``s`` or ``ms`` part, ``train_seconds``,
+``ms_s4d``, ``tokens_per_s``) are not searched: they change from run to run, so prose cannot
+have copied one, and a constant such as "base 100" would meet a time of 100 s by chance.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from lecturelib.validate import is_real
 
 ROLE = re.compile(r"\{(?P<role>[\w:-]+)\}`(?P<content>[^`]*)`")
 GLUE_TEXT = re.compile(r"^glue(?::text)?$")
+TIMING = re.compile(r"(?:^|_)(?:seconds|s|ms)(?:_|$)")
 NOT_PROSE = [
     re.compile(
         r"^(```|~~~).*?^\1", re.S | re.M
@@ -180,6 +184,8 @@ def typed_glued_numbers(nb: dict) -> list[TypedNumber]:
             continue
         text = prose(_source(cell))
         for name, value in sorted(values.items()):
+            if TIMING.search(name):
+                continue
             for spec in sorted(specs.get(name, ())):
                 rendering = render(value, spec)
                 if rendering is None or SMALL_WHOLE.match(rendering):
