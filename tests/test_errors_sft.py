@@ -72,6 +72,8 @@ CASES = [
     ),
     (lambda: sft.sft_model(None), ValueError, r"profile must be one of .*got NoneType"),
     (lambda: sft.sft_examples(0, 1), ValueError, r"n_per_kind must be an int >= 1"),
+    (lambda: sft.held_examples(0, 1), ValueError, r"n_per_kind must be an int >= 1"),
+    (lambda: sft.held_examples(3, "x"), ValueError, r"seed must be an int .*got str"),
     (
         lambda: sft.finetune(tiny(), {"steps": 3}),
         TypeError,

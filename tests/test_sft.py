@@ -114,3 +114,18 @@ def test_finetune_masked_unmasked_and_stopped(monkeypatch):
     _, unmasked = sft.finetune(model, recipe, masked=False, stop=3)
     assert unmasked.train_loss[0] != half_hist.train_loss[0]  # more targets
     assert unmasked.eval_steps == half_hist.eval_steps
+
+
+def test_held_out_responses_share_no_input_with_the_sft_examples():
+    """The responses whose loss SFT records are held out: no input of them is one the
+    mix trained on (drawn at their own seed alone, a few were)."""
+    n, seed = 2000, 5
+    seen = instructions.seen_operands(n, seed)
+    held = sft.held_examples(n, seed)
+    assert len(held) == 16 * len(instructions.KINDS)
+    for i, (ids, mask) in enumerate(held):
+        kind = instructions.KINDS[i // 16]
+        prompt = chat.VOCAB.decode(ids[1 : int((~mask).sum()) - 1])
+        assert instructions.operand(kind, prompt) not in seen[kind]
+    drawn = {k: instructions.operands(k, 16, sft.HELD) for k in instructions.KINDS}
+    assert any(x in seen[k] for k, pairs in drawn.items() for x, _ in pairs)

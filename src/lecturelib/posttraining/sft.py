@@ -32,7 +32,7 @@ from lecturelib.posttraining.chat import (
     pack,
     shifted,
 )
-from lecturelib.posttraining.instructions import KINDS, corpus, problems
+from lecturelib.posttraining.instructions import KINDS, corpus, problems, seen_operands
 from lecturelib.pretraining import gpt, pretrain
 from lecturelib.pretraining.finetune import copy_model
 from lecturelib.train import checkpoint
@@ -264,6 +264,21 @@ def sft_examples(n_per_kind: int, seed: int) -> list[tuple[torch.Tensor, torch.T
     return [chat(p, a) for p, a in pairs]
 
 
+def held_examples(
+    n_per_kind: int, seed: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Sixteen problems of every kind (training phrasings) whose inputs are not in
+    :func:`sft_examples` ``(n_per_kind, seed)``: the held-out responses whose loss SFT
+    records."""
+    check_int(n_per_kind, "n_per_kind", 1)
+    seen = seen_operands(n_per_kind, seed)
+    return [
+        chat(p, a)
+        for kind in KINDS
+        for p, a in problems(kind, 16, seed=HELD, exclude=seen[kind])
+    ]
+
+
 def finetune(
     model: gpt.GPT,
     recipe: SFTRecipe,
@@ -303,8 +318,7 @@ def finetune(
         ]
         return ids[rows], targets[rows], segments[rows], mask[rows]
 
-    held = [chat(p, a) for kind in KINDS for p, a in problems(kind, 16, seed=HELD)]
-    held_batch = shifted(*collate(held))
+    held_batch = shifted(*collate(held_examples(recipe.n_per_kind, recipe.seed)))
 
     def response_loss(m):
         return {
