@@ -280,6 +280,28 @@ CASES = [
     (lambda: chat.VOCAB.encode("a", specials=1), TypeError,
      r"specials must be a bool; got int 1"),
     (lambda: chat.VOCAB.special("x"), ValueError, r"token must be one of \('<\|pad\|>'"),
+    # ChatVocab: encode, special, decode
+    (lambda: chat.ChatVocab().encode(3), TypeError, r"text must be str; got int 3"),
+    (lambda: chat.ChatVocab().encode("hi", 1), TypeError, r"specials must be a bool; got int 1"),
+    (lambda: chat.ChatVocab().encode("caf\u00e9"), ValueError,
+     r"text holds '\u00e9', which is not in the chat vocabulary \(newline and printable "
+     r"ASCII\)"),
+    (lambda: chat.ChatVocab().special("<|system|>"), ValueError,
+     r"token must be one of \('<\|pad\|>', '<\|user\|>', '<\|assistant\|>', '<\|end\|>'\); "
+     r"got str '<\|system\|>'"),
+    (lambda: chat.ChatVocab().special(0), ValueError, r"token must be one of .*got int 0"),
+    (lambda: chat.ChatVocab().decode("abc"), TypeError,
+     r"ids must be a 1-D tensor or a list of ids; got str 'abc'"),
+    (lambda: chat.ChatVocab().decode([1.0]), TypeError,
+     r"ids must be a list of int token ids; got \[1.0\]"),
+    (lambda: chat.ChatVocab().decode([-1]), ValueError,
+     r"ids must hold token ids in 0..99; got ids from -1 to -1"),
+    (lambda: chat.ChatVocab().decode(torch.tensor([1000])), ValueError,
+     r"ids must hold token ids in 0..99; got ids from 1000 to 1000"),
+    (lambda: chat.ChatVocab().decode(torch.zeros(2, 2).long()), ValueError,
+     r"ids must be 1-D \(t,\) token ids; got shape \(2, 2\)"),
+    (lambda: chat.ChatVocab().decode(torch.zeros(2)), TypeError,
+     r"ids must be an integer \(long\) tensor of token ids; got torch.float32"),
 ]
 
 

@@ -84,6 +84,11 @@ CASES = [
      r"targets must start with a sentinel"),
     (lambda: t5.span_restore([1, 91], [90, 2, 92], [90, 91, 92]), ValueError,
      r"sentinel 91 of the inputs is not in the targets"),
+    # copy_model
+    (lambda: finetune.copy_model("model"), TypeError,
+     r"model must be an nn.Module; got str 'model'"),
+    (lambda: finetune.copy_model(None), TypeError,
+     r"model must be an nn.Module; got NoneType None"),
 ]
 
 

@@ -93,6 +93,20 @@ CASES = [
      r"config.bias must be a bool; got str 'yes'"),
     (lambda: gpt.make_norm(changed(d_model=0)), ValueError,
      r"config.d_model must be an int >= 1; got int 0"),
+    # segment_positions_and_mask
+    (lambda: gpt.segment_positions_and_mask(torch.zeros(2, 4), torch.zeros(2, 4).long()),
+     TypeError, r"segments must be an integer tensor \(b, t\) of example ids; got "
+     r"torch.float32 tensor of shape \(2, 4\)"),
+    (lambda: gpt.segment_positions_and_mask(torch.zeros(4).long(), torch.zeros(4).long()),
+     ValueError, r"ids must be 2-D \(b, t\) token ids; got shape \(4,\)"),
+    (lambda: gpt.segment_positions_and_mask(torch.zeros(2, 3).long(),
+                                            torch.zeros(2, 4).long()),
+     ValueError, r"segments must have the shape of ids \(2, 4\); got shape \(2, 3\)"),
+    (lambda: gpt.segment_positions_and_mask(torch.tensor([[1, 0]]), torch.tensor([[1, 0]])),
+     ValueError, r"segments must be non-decreasing along each row \(each example one run "
+     r"of equal ids\)"),
+    (lambda: gpt.segment_positions_and_mask(torch.zeros(1, 2).long(), [[1, 2]]), TypeError,
+     r"ids must be an integer \(long\) tensor of token ids; got list"),
 ]
 
 

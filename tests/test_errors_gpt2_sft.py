@@ -44,6 +44,16 @@ CASES = [
     (lambda: gpt2_sft.respond(MODEL, WORDS, ["a", "a a a a"]), ValueError,
      r"prompts\[1\] is 8 tokens with its template, which leaves no room to answer in "
      r"the model's seq_len = 8"),
+    # text_ids
+    (lambda: gpt2_sft.text_ids("tok", "a"), TypeError,
+     r"tokenizer must be a tokenizers.Tokenizer \(with encode, decode and token_to_id\); "
+     r"got str 'tok'"),
+    (lambda: gpt2_sft.text_ids(NO_EOS, "a"), ValueError,
+     r"the tokenizer has no <\|endoftext\|> token, which ends a response"),
+    (lambda: gpt2_sft.text_ids(TOK, 3), TypeError, r"text must be str; got int 3"),
+    (lambda: gpt2_sft.text_ids(TOK, b"a"), TypeError, r"text must be str; got bytes"),
+    (lambda: gpt2_sft.text_ids(TOK, "<|endoftext|>"), ValueError,
+     r"the tokenizer read <\|endoftext\|> in the text '<\|endoftext\|>' as its special id"),
 ]
 
 

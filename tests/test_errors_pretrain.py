@@ -55,6 +55,9 @@ CASES = [
      r"progress must be a bool; got int 1"),
     (lambda: pretrain.save_pretrained("cpu", tiny(), None), ValueError,
      r"model's config is not the cpu recipe's"),
+    # shakespeare takes no argument: Python's own TypeError names it
+    (lambda: pretrain.shakespeare("tinyshakespeare"), TypeError,
+     r"shakespeare\(\) takes 0 positional arguments but 1 was given"),
 ]
 
 

@@ -200,15 +200,29 @@ def check_gptq(
 
 def block_linears(model: gpt.GPT) -> dict[str, nn.Linear]:
     """The Linear layers of the blocks by name (the embedding and tied head stay)."""
+    gpt.check_gpt(model)
     return {
         name: m for name, m in model.blocks.named_modules() if isinstance(m, nn.Linear)
     }
+
+
+def check_calibration(model, ids) -> None:
+    """A GPT and at least one window of ids that it reads (no window records no input
+    of any layer)."""
+    gpt.check_gpt(model)
+    gpt.check_gpt_ids(ids, model.config)
+    if ids.shape[0] < 1:
+        raise ValueError(
+            f"ids must hold at least one calibration window (b >= 1); got shape "
+            f"{tuple(ids.shape)}"
+        )
 
 
 @torch.no_grad()
 def calibration_inputs(model: gpt.GPT, ids: torch.Tensor) -> dict[str, torch.Tensor]:
     """The inputs of every block Linear when ``model`` reads the windows ``ids``.
     Shapes: ids ``(b, t)`` → ``(b·t, d_in)`` per layer name."""
+    check_calibration(model, ids)
     inputs, hooks = {}, []
 
     def record(name: str):
