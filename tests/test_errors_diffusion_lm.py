@@ -6,13 +6,19 @@ import pytest
 import torch
 
 from lecturelib.efficiency import diffusion_lm as dl
-from lecturelib.pretraining import bert
+from lecturelib.pretraining import bert, gpt
 
 
 def denoiser():
     torch.manual_seed(0)
     return bert.BERT(bert.BERTConfig(vocab_size=11, max_len=9, d_model=16, n_heads=2,
                                      n_layers=1))
+
+
+def decoder():
+    torch.manual_seed(0)
+    return gpt.GPT(gpt.GPTConfig(vocab_size=11, seq_len=9, d_model=16, n_heads=2,
+                                 n_layers=1))
 
 
 PROMPT = torch.tensor([[2, 3, 4, 5, 1]])
@@ -64,6 +70,40 @@ CASES = [
      r"log_sigma must be a float tensor \(\.\.\.\); got float 0.0"),
     (lambda: dl.gaussian_log_prob(torch.arange(3), torch.zeros(3), torch.zeros(3)),
      TypeError, r"x must be a float tensor \(\.\.\.\); got torch.int64"),
+    # sorting_pairs, mask_id, ar_loss, timed, teacher_log_prob
+    (lambda: dl.sorting_pairs(0, 3), ValueError,
+     r"sorting_pairs\(\): n must be an int >= 1; got int 0"),
+    (lambda: dl.sorting_pairs(2, 0), ValueError,
+     r"sorting_pairs\(\): length must be an int >= 1; got int 0"),
+    (lambda: dl.sorting_pairs(2, 3.0), ValueError,
+     r"sorting_pairs\(\): length must be an int >= 1; got float 3.0"),
+    (lambda: dl.sorting_pairs(2, 3, 2), ValueError,
+     r"sorting_pairs\(\): vocab_size must be an int >= 3; got int 2"),
+    (lambda: dl.sorting_pairs(2, 3, 10, "0"), ValueError,
+     r"sorting_pairs\(\): seed must be an int in .*; got str '0'"),
+    (lambda: dl.mask_id(decoder()), TypeError, r"model must be a bert.BERT; got GPT"),
+    (lambda: dl.mask_id("bert"), TypeError, r"model must be a bert.BERT; got str"),
+    (lambda: dl.ar_loss("model", (PROMPT, PROMPT[:, :2])), TypeError,
+     r"model must be a gpt.GPT; got str"),
+    (lambda: dl.ar_loss(denoiser(), (PROMPT, PROMPT[:, :2])), TypeError,
+     r"model must be a gpt.GPT; got BERT"),
+    (lambda: dl.ar_loss(decoder(), PROMPT), TypeError,
+     r"batch must be \(prompt \(b, P\), answer \(b, L\)\) id tensors; got torch.int64"),
+    (lambda: dl.ar_loss(decoder(), (PROMPT, PROMPT[:, :0])), ValueError,
+     r"batch must be .* with b >= 1 rows and L >= 1 answer tokens \(a mean over none is "
+     r"NaN\); got answer of shape \(1, 0\)"),
+    (lambda: dl.ar_loss(decoder(), (PROMPT[:, :0], PROMPT)), ValueError,
+     r"batch's prompt must be \(b, P\) with P >= 1 \(the first answer token is predicted "
+     r"from the prompt's last\); got shape \(1, 0\)"),
+    (lambda: dl.ar_loss(decoder(), (PROMPT, PROMPT + 10)), ValueError,
+     r"ids must hold token ids in 0..10; got ids from 1 to 15"),
+    (lambda: dl.timed(3), TypeError, r"fn must be callable; got int 3"),
+    (lambda: dl.teacher_log_prob([1.0]), TypeError,
+     r"x must be a float tensor \(n, D\); got list"),
+    (lambda: dl.teacher_log_prob(torch.zeros(3)), ValueError,
+     r"x must be a float tensor \(n, D\); got torch.float32 tensor of shape \(3,\)"),
+    (lambda: dl.teacher_log_prob(torch.zeros(3, 2).long()), TypeError,
+     r"x must be a float tensor \(n, D\); got torch.int64"),
 ]
 
 

@@ -10,6 +10,7 @@ from lecturelib.efficiency import flash
 Q = torch.zeros(1, 2, 8, 4)
 K = torch.zeros(1, 2, 6, 4)
 V = torch.zeros(1, 2, 6, 3)
+FORWARD = flash.tiled_forward(Q, K, V, block_q=4, block_k=2)  # out, lse
 
 CASES = [
     (
@@ -183,6 +184,92 @@ CASES = [
         lambda: flash.visible(2, 4, True, None, 0.5),
         TypeError,
         r"device must be a torch.device or str; got float 0.5",
+    ),
+    # tile_mask, tiled_backward, TiledAttention
+    (
+        lambda: flash.tile_mask(0, 0, 4, 4, 2, 2, True, None, "cpu"),
+        ValueError,
+        r"bq must be a positive int that divides t = 2; got 4",
+    ),
+    (
+        lambda: flash.tile_mask(8, 0, 4, 4, 8, 8, True, None, "cpu"),
+        ValueError,
+        r"i must be an int multiple of 4 in 0..7 \(where a tile starts\); got int 8",
+    ),
+    (
+        lambda: flash.tile_mask(0, -4, 4, 4, 8, 8, True, None, "cpu"),
+        ValueError,
+        r"j must be an int multiple of 4 in 0..7 \(where a tile starts\); got int -4",
+    ),
+    (
+        lambda: flash.tile_mask(0, 2, 4, 4, 8, 8, True, None, "cpu"),
+        ValueError,
+        r"j must be an int multiple of 4 in 0..7 \(where a tile starts\); got int 2",
+    ),
+    (
+        lambda: flash.tile_mask(0, 4, 4, 4, 8, 8, "no", None, "cpu"),
+        TypeError,
+        r"causal must be a bool; got str 'no'",
+    ),
+    (
+        lambda: flash.tile_mask(0, 0, 4, 4, 8, 8, False, torch.ones(3, 3).bool(), "cpu"),
+        ValueError,
+        r"mask must end in \(t, s\) = \(8, 8\); got \(3, 3\)",
+    ),
+    (
+        lambda: flash.tile_mask(0, 0, 4, 4, 8, 8, False, None, "gpu0"),
+        ValueError,
+        r"device must name a device; got 'gpu0'",
+    ),
+    (
+        lambda: flash.tiled_backward([1.0], K, V, *FORWARD, FORWARD[0]),
+        TypeError,
+        r"q must be a float tensor \(\.\.\., t, d\); got list",
+    ),
+    (
+        lambda: flash.tiled_backward(Q, K, V, *FORWARD, FORWARD[0][..., :2],
+                                     block_q=4, block_k=2),
+        ValueError,
+        r"dout must be \(\.\.\., t, d_v\) = \(1, 2, 8, 3\) of q's dtype torch.float32, "
+        r"as tiled_forward gives it; got torch.float32 tensor of shape \(1, 2, 8, 2\)",
+    ),
+    (
+        lambda: flash.tiled_backward(Q, K, V, FORWARD[0], FORWARD[1][..., :3],
+                                     FORWARD[0], block_q=4, block_k=2),
+        ValueError,
+        r"lse must be \(\.\.\., t\) = \(1, 2, 8\) of q's dtype",
+    ),
+    (
+        lambda: flash.tiled_backward(Q, K, V, *FORWARD, FORWARD[0].long(),
+                                     block_q=4, block_k=2),
+        TypeError,
+        r"dout must be a float tensor \(\.\.\., t, d_v\); got torch.int64",
+    ),
+    (
+        lambda: flash.tiled_backward(Q, K, V, *FORWARD, FORWARD[0], block_q=3, block_k=2),
+        ValueError,
+        r"block_q must be a positive int that divides t = 8; got 3",
+    ),
+    (
+        lambda: flash.tiled_backward(Q, K, V, *FORWARD, FORWARD[0], "yes",
+                                     block_q=4, block_k=2),
+        TypeError,
+        r"causal must be a bool; got str 'yes'",
+    ),
+    (
+        lambda: flash.TiledAttention.apply(Q, K, V, "no", None, None, 4, 2),
+        TypeError,
+        r"causal must be a bool; got str 'no'",
+    ),
+    (
+        lambda: flash.TiledAttention.apply(Q, K, V, False, None, None, 3, 2),
+        ValueError,
+        r"block_q must be a positive int that divides t = 8; got 3",
+    ),
+    (
+        lambda: flash.TiledAttention.apply(Q, [1.0], V, False, None, None, 4, 2),
+        TypeError,
+        r"k must be a float tensor \(\.\.\., t, d\); got list",
     ),
 ]
 

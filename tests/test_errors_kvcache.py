@@ -300,6 +300,21 @@ CASES = [
         r"scale must be \(..., 1\) for q \(..., e\), one scale per row; got q "
         r"\(2, 3\) and scale \(2, 3\)",
     ),
+    # published, kvmodel.other_model
+    (lambda: kvcache.published(3, n_layers=12), TypeError,
+     r"repo must be a str 'owner/name'; got int 3"),
+    (lambda: kvcache.published("gpt2", n_layers=12), ValueError,
+     r"repo must be a Hub repository 'owner/name'; got str 'gpt2'"),
+    (lambda: kvcache.published("openai-community/gpt2"), ValueError,
+     r"published needs at least one size \(n_layers=\.\.\., \.\.\.\); got none"),
+    (lambda: kvcache.published("openai-community/gpt2", n_layers=0), ValueError,
+     r"n_layers must be an int >= 1; got int 0"),
+    (lambda: kvcache.published("openai-community/gpt2", d_head="64"), ValueError,
+     r"d_head must be an int >= 1; got str '64'"),
+    (lambda: kvmodel.other_model(model(), "model"), TypeError,
+     r"model must be a gpt.GPT; got str"),
+    (lambda: kvmodel.other_model(model(), None), TypeError,
+     r"model must be a gpt.GPT; got NoneType"),
 ]
 
 

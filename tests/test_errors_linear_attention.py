@@ -200,6 +200,43 @@ CASES = [
         ValueError,
         r"items' values must hold token ids in 0..4; got ids from",
     ),
+    # performer_attention
+    (
+        lambda: la.performer_attention(Q, K, V, [1.0]),
+        TypeError,
+        r"w must be a float tensor \(m, d\) with d = 4; got list",
+    ),
+    (
+        lambda: la.performer_attention(Q, K, V, torch.randn(6, 3)),
+        ValueError,
+        r"w must be \(m, d\) with d = 4; got torch.float32 tensor of shape \(6, 3\)",
+    ),
+    (
+        lambda: la.performer_attention(Q, K, V, torch.randn(0, 4)),
+        ValueError,
+        r"w must hold m >= 1 random features; got torch.float32 tensor of shape \(0, 4\)",
+    ),
+    (
+        lambda: la.performer_attention(Q, K, V, la.random_features(4, 6), causal="yes"),
+        TypeError,
+        r"causal must be a bool; got str 'yes'",
+    ),
+    (
+        lambda: la.performer_attention(Q, K, V, la.random_features(4, 6), causal=True),
+        ValueError,
+        r"causal linear attention needs t = s; got t=8, s=6",
+    ),
+    (
+        lambda: la.performer_attention(Q[..., :0], K[..., :0], V, torch.randn(6, 0)),
+        ValueError,
+        r"q and k must have d >= 1 features \(the scale is d\^\(-1/4\)\); got q of shape "
+        r"\(1, 8, 0\)",
+    ),
+    (
+        lambda: la.performer_attention(Q[..., :2], K, V, la.random_features(4, 6)),
+        ValueError,
+        r"q, k, v must be \(\.\.\., t, d\), \(\.\.\., s, d\), \(\.\.\., s, d_v\)",
+    ),
 ]
 
 

@@ -204,6 +204,15 @@ CASES = [
      r"generator must be a torch.Generator or None; got int 5"),
     (lambda: speculative.accept(P, Q.to("meta"), [0], None, "exact"), ValueError,
      r"p and q must be on one device; got cpu, meta"),
+    # checked_dist
+    (lambda: speculative.checked_dist(3, "p_fn"), TypeError,
+     r"p_fn must be callable; got int 3"),
+    (lambda: speculative.checked_dist(lambda prefix: P[0], 3), TypeError,
+     r"name must be a str \(the name of fn in messages\); got int 3"),
+    (lambda: speculative.checked_dist(lambda prefix: torch.tensor([0.5, 0.6]), "p_fn")((1,)),
+     ValueError, r"p_fn\(\(1,\)\) must be probabilities \(>= 0, each row summing to 1\)"),
+    (lambda: speculative.checked_dist(lambda prefix: [0.5, 0.5], "p_fn")((1,)), TypeError,
+     r"p_fn\(\(1,\)\) must be a float tensor \(v,\) of probabilities; got list"),
 ]
 
 

@@ -41,7 +41,9 @@ from torch import nn
 from lecturelib import tasks
 from lecturelib.efficiency import kvcache
 from lecturelib.pretraining import bert, gpt
+from lecturelib.runtime import SEEDS
 from lecturelib.validate import (
+    check_callable,
     check_int,
     check_sizes,
     check_tensor,
@@ -55,6 +57,8 @@ ORDERS = ("confidence", "random")
 def sorting_pairs(n: int, length: int, vocab_size: int = 10, seed: int = 0):
     """The sorting task as ``(prompt, answer)``: ``n`` rows of ``length`` symbols then
     ``SEP``, and the symbols sorted. Shapes: ``(n, length + 1)``, ``(n, length)``."""
+    tasks.check_task("sorting_pairs", n, length, vocab_size, length="length")
+    check_int(seed, "sorting_pairs(): seed", *SEEDS)
     x, y = tasks.sorting_task(n, length, vocab_size, seed)
     return x[:, : length + 1], y[:, length:]
 
@@ -96,6 +100,23 @@ def check_batch(batch) -> None:
     if any(t.dim() != 2 for t in batch) or batch[0].shape[0] != batch[1].shape[0]:
         raise ValueError(
             f"{message}; got shapes {tuple(batch[0].shape)} and {tuple(batch[1].shape)}"
+        )
+    if batch[1].numel() < 1:
+        raise ValueError(
+            f"{message} with b >= 1 rows and L >= 1 answer tokens (a mean over none is "
+            f"NaN); got answer of shape {tuple(batch[1].shape)}"
+        )
+
+
+def check_ar_loss(model, batch) -> None:
+    """The arguments of :func:`ar_loss`: a GPT and a batch whose prompt has ``P >= 1``
+    tokens (the first answer token is predicted from the prompt's last)."""
+    gpt.check_gpt(model)
+    check_batch(batch)
+    if batch[0].shape[1] < 1:
+        raise ValueError(
+            f"batch's prompt must be (b, P) with P >= 1 (the first answer token is "
+            f"predicted from the prompt's last); got shape {tuple(batch[0].shape)}"
         )
 
 
@@ -172,7 +193,7 @@ def unmask(
 
 def ar_loss(model: gpt.GPT, batch) -> torch.Tensor:
     """Next-token cross-entropy on the answer of ``prompt answer`` only."""
-    check_batch(batch)
+    check_ar_loss(model, batch)
     prompt, answer = batch
     ids = torch.cat([prompt, answer], 1)
     logits = model(ids[:, :-1])[:, prompt.shape[1] - 1 :]  # (b, L, v)
@@ -201,6 +222,7 @@ def exact_match(answer: torch.Tensor, truth: torch.Tensor) -> float:
 
 def timed(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` and the seconds it took."""
+    check_callable(fn, "fn")
     tic = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - tic

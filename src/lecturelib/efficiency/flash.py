@@ -37,6 +37,7 @@ from lecturelib.validate import (
     check_tensor,
     check_type,
     describe,
+    is_int,
 )
 
 
@@ -247,8 +248,25 @@ def tiled_forward(q, k, v, causal=False, mask=None, scale=None, block_q=64, bloc
     return out, lse
 
 
+def check_tile(i, j, bq, bk, t, s, causal, mask, device) -> None:
+    """The arguments of :func:`tile_mask`: the tile of ``bq`` queries from ``i`` and
+    ``bk`` keys from ``j`` of the ``(t, s)`` scores, as :func:`tiled_forward` walks them
+    (blocks that divide t and s, tiles that start on a block), and the arguments of
+    :func:`visible` (a tile outside the scores would get a mask of the wrong size)."""
+    check_visible(t, s, causal, mask, device)
+    check_divisor(bq, "bq", t, "t")
+    check_divisor(bk, "bk", s, "s")
+    for name, start, block, n in (("i", i, bq, t), ("j", j, bk, s)):
+        if not (is_int(start) and 0 <= start < n and start % block == 0):
+            raise ValueError(
+                f"{name} must be an int multiple of {block} in 0..{n - 1} (where a "
+                f"tile starts); got {describe(start)}"
+            )
+
+
 def tile_mask(i, j, bq, bk, t, s, causal, mask, device):
     """The mask of one tile, or None when every key of the tile is visible."""
+    check_tile(i, j, bq, bk, t, s, causal, mask, device)
     keep = None
     if causal and j + bk - 1 > i + (s - t):  # crosses the diagonal
         rows = torch.arange(i, i + bq, device=device)[:, None] + (s - t)
@@ -257,6 +275,29 @@ def tile_mask(i, j, bq, bk, t, s, causal, mask, device):
         tile = mask[..., i : i + bq, j : j + bk]
         keep = tile if keep is None else keep & tile
     return keep
+
+
+def check_tiled_backward(
+    q, k, v, out, lse, dout, causal, mask, scale, block_q, block_k
+) -> None:
+    """The arguments of :func:`tiled_backward`: those of :func:`tiled_forward`, and its
+    results ``out (..., t, d_v)`` and ``lse (..., t)`` with ``dout`` shaped like
+    ``out``, float tensors of q's dtype."""
+    check_attention(q, k, v, mask, scale, block_q, block_k)
+    check_bool(causal, "causal")
+    want = {
+        "out": q.shape[:-1] + v.shape[-1:],
+        "lse": q.shape[:-1],
+        "dout": q.shape[:-1] + v.shape[-1:],
+    }
+    for name, value in (("out", out), ("lse", lse), ("dout", dout)):
+        shape = "(..., t)" if name == "lse" else "(..., t, d_v)"
+        check_tensor(value, name, shape)
+        if value.shape != want[name] or value.dtype != q.dtype:
+            raise ValueError(
+                f"{name} must be {shape} = {tuple(want[name])} of q's dtype {q.dtype}, "
+                f"as tiled_forward gives it; got {describe(value)}"
+            )
 
 
 def tiled_backward(
@@ -269,6 +310,7 @@ def tiled_backward(
     Shapes: as :func:`tiled_forward`; dout (the gradient of out) like out → dq, dk, dv
     like q, k, v.
     """
+    check_tiled_backward(q, k, v, out, lse, dout, causal, mask, scale, block_q, block_k)
     t, s = q.shape[-2], k.shape[-2]
     c = q.shape[-1] ** -0.5 if scale is None else scale
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
@@ -299,6 +341,7 @@ class TiledAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, causal, mask, scale, block_q, block_k):
+        check_bool(causal, "causal")
         out, lse = tiled_forward(q, k, v, causal, mask, scale, block_q, block_k)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.options = (causal, mask, scale, block_q, block_k)

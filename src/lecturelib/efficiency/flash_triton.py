@@ -25,7 +25,7 @@ import torch
 
 from lecturelib.efficiency import flash
 from lecturelib.runtime import patch_triton_interpreter
-from lecturelib.validate import check_number, check_sizes
+from lecturelib.validate import check_bool, check_number, check_sizes
 
 _KERNEL: dict[bool, object] = {}
 
@@ -201,5 +201,6 @@ def tflops(
     """The attention forward's throughput in TFLOP/s (``4 b h t² d``, halved when
     causal)."""
     check_sizes(t=t, d=d, heads=heads, batch=batch)
+    check_bool(causal, "causal")
     check_number(seconds, "seconds", 0, low_open=True)
     return 4 * batch * heads * t * t * d * (0.5 if causal else 1.0) / seconds / 1e12

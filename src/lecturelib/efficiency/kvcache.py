@@ -55,8 +55,24 @@ from lecturelib.validate import (
 )
 
 
+def check_published(repo, sizes: dict) -> None:
+    """The arguments of :func:`published`: a Hub repository ``"owner/name"`` and at
+    least one size, each an int >= 1."""
+    check_type(repo, "repo", str, "a str 'owner/name'")
+    if len(repo.split("/")) != 2 or not all(repo.split("/")):
+        raise ValueError(
+            f"repo must be a Hub repository 'owner/name'; got {describe(repo)}"
+        )
+    if not sizes:
+        raise ValueError(
+            "published needs at least one size (n_layers=..., ...); got none"
+        )
+    check_sizes(**sizes)
+
+
 def published(repo: str, **sizes: int) -> dict:
     """A published model's attention ``sizes``, with its config.json on the Hub."""
+    check_published(repo, sizes)
     return dict(sizes, source=f"https://huggingface.co/{repo}/blob/main/config.json")
 
 

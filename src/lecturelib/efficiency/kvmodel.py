@@ -135,6 +135,7 @@ def check_positions(model, n: int, needs: str) -> None:
 
 def other_model(built, model) -> str:
     """How the model a cache was built for differs from ``model``, in words."""
+    gpt.check_gpt(model)
     if not isinstance(built, gpt.GPT):
         return type(built).__name__
     a, b = built.config, model.config

@@ -158,9 +158,21 @@ def performer_attention(q, k, v, w: torch.Tensor, causal: bool = False) -> torch
     Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)``, w ``(m, d)`` →
     ``(..., t, d_v)``.
     """
-    flash.check_qkv(q, k, v)
+    check_performer_attention(q, k, v, w, causal)
     c = q.shape[-1] ** -0.25
     return linear_attention(q, k, v, causal, lambda x: performer_features(x * c, w))
+
+
+def check_performer_attention(q, k, v, w, causal) -> None:
+    """The arguments of :func:`performer_attention`: those of :func:`linear_attention`
+    with ``d >= 1`` (the scale ``d^{-1/4}``) and features ``w (m, d)``."""
+    check_linear_attention(q, k, v, performer_features, causal)
+    if q.shape[-1] < 1:
+        raise ValueError(
+            f"q and k must have d >= 1 features (the scale is d^(-1/4)); got q of shape "
+            f"{tuple(q.shape)}"
+        )
+    check_performer_features(q, w)
 
 
 def linformer_attention(q, k, v, e: torch.Tensor, f: torch.Tensor | None = None):

@@ -305,6 +305,7 @@ def checked_dist(fn, name: str) -> Dist:
     """``fn`` (a prefix → next-token distribution), checking each distribution it
     returns: a row that is not one (negative, or not summing to 1) would make the
     enumerated probabilities wrong without a sign."""
+    check_type(name, "name", str, "a str (the name of fn in messages)")
     check_callable(fn, name)
 
     def dist(prefix: tuple[int, ...]) -> torch.Tensor:
