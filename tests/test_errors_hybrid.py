@@ -72,6 +72,19 @@ CASES = [
      r"got dtype torch.float32"),
     (lambda: hybrid.accuracy(hybrid.build("rnn", 5, d_model=4), X + 5, X), ValueError,
      r"ids must hold token ids in 0..4; got ids from 5 to 5"),
+    # S4DLM
+    (lambda: hybrid.S4DLM(0, 8, 1), ValueError, r"vocab_size must be an int >= 1; got int 0"),
+    (lambda: hybrid.S4DLM(5, 8.0, 1), ValueError,
+     r"d_model must be an int >= 1; got float 8.0"),
+    (lambda: hybrid.S4DLM(5, 8, 0), ValueError, r"n_layers must be an int >= 1; got int 0"),
+    (lambda: hybrid.S4DLM("5", 8, 1), ValueError,
+     r"vocab_size must be an int >= 1; got str '5'"),
+    (lambda: hybrid.S4DLM(5, 8, 1, d_state=0), ValueError,
+     r"d_state must be an int >= 2; got int 0"),
+    (lambda: hybrid.S4DLM(5, 8, 1, d_state=4)(X.float()), TypeError,
+     r"ids must be an integer \(long\) tensor of token ids; got torch.float32"),
+    (lambda: hybrid.S4DLM(5, 8, 1, d_state=4)(X + 5), ValueError,
+     r"ids must hold token ids in 0..4; got ids from 5 to 5"),
 ]
 
 

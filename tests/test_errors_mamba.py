@@ -72,6 +72,26 @@ CASES = [
     (lambda: mamba.generate(model(), torch.zeros(1, 2, dtype=torch.long), -1), ValueError,
      r"n_new must be an int >= 0; got int -1"),
     (lambda: mamba.state_bytes(["a"]), TypeError, r"states must hold tensors; got str 'a'"),
+    # Residual
+    (lambda: mamba.Residual(0, torch.nn.Linear(4, 4)), ValueError,
+     r"d_model must be an int >= 1; got int 0"),
+    (lambda: mamba.Residual("4", torch.nn.Linear(4, 4)), ValueError,
+     r"d_model must be an int >= 1; got str '4'"),
+    (lambda: mamba.Residual(4, lambda x: x), TypeError,
+     r"layer must be an nn.Module; got function"),
+    (lambda: mamba.Residual(4, torch.nn.Linear(4, 4))(torch.zeros(2, 3, 5)), ValueError,
+     r"x must be \(\.\.\., d_model\) with d_model = 4; got shape \(2, 3, 5\)"),
+    (lambda: mamba.Residual(4, torch.nn.Linear(4, 4))(torch.zeros(2, 3, 4).long()),
+     TypeError, r"x must be a float tensor \(\.\.\., d_model\); got torch.int64"),
+    (lambda: mamba.Residual(4, torch.nn.Linear(4, 4))(torch.tensor(1.0)), ValueError,
+     r"x must be \(\.\.\., d_model\) with d_model = 4; got shape \(\)"),
+    (lambda: mamba.Residual(4, torch.nn.Linear(4, 4)).step(torch.zeros(2, 4), None),
+     TypeError, r"Residual.step needs a layer with a step method \(a MambaBlock\); got "
+     r"Linear"),
+    (lambda: mamba.Residual(8, block()).step(torch.zeros(2, 7), block().init_state(2)),
+     ValueError, r"x_t must be \(b, d_model\) with d_model = 8; got shape \(2, 7\)"),
+    (lambda: mamba.Residual(8, block()).step(torch.zeros(2, 3, 8), block().init_state(2)),
+     ValueError, r"x_t must be \(b, d_model\); got shape \(2, 3, 8\)"),
 ]
 
 

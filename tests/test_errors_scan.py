@@ -87,6 +87,13 @@ CASES = [
                       torch.randn(2, 5, 4)), ValueError,
      r"mismatched lengths: x must be \(b, l, d\) with \(b, l\) = \(2, 5\) from a; "
      r"got \(2, 4, 3\)"),
+    # segsum
+    (lambda: scan.segsum([0.0, 1.0]), TypeError,
+     r"log_a must be a float tensor \(\.\.\., l\); got list"),
+    (lambda: scan.segsum(torch.tensor(0.0)), ValueError,
+     r"log_a must be \(\.\.\., l\) with at least one axis; got shape \(\)"),
+    (lambda: scan.segsum(torch.zeros(2, 3).long()), TypeError,
+     r"log_a must be a float tensor \(\.\.\., l\); got torch.int64 tensor of shape \(2, 3\)"),
 ]
 
 

@@ -118,6 +118,35 @@ CASES = [
      r"S4DNet's input must hold t >= 1 steps; got shape \(2, 0\)"),
     (lambda: layer()(torch.zeros(2, 0, 4)), ValueError,
      r"S4D input must hold t >= 1 steps; got shape \(2, 0, 4\)"),
+    # is_diagonal, skip
+    (lambda: ssm.is_diagonal([1.0], torch.ones(2)), TypeError,
+     r"A must be a float or complex tensor \(N, N\) or a diagonal \(\.\.\., N\); got list"),
+    (lambda: ssm.is_diagonal(torch.ones(2).long(), torch.ones(2)), TypeError,
+     r"A must be a float or complex tensor .*got torch.int64"),
+    (lambda: ssm.is_diagonal(torch.ones(3), torch.ones(2)), ValueError,
+     r"state sizes do not match: A must be \(N, N\) with B \(N,\), or a diagonal "
+     r"\(\.\.\., N\) with B of the same shape; got A \(3,\) and B \(2,\)"),
+    (lambda: ssm.is_diagonal(torch.eye(2), torch.ones(3)), ValueError,
+     r"state sizes do not match: .*got A \(2, 2\) and B \(3,\)"),
+    (lambda: ssm.is_diagonal(torch.tensor(1.0), torch.tensor(1.0)), ValueError,
+     r"state sizes do not match: .*got A \(\) and B \(\)"),
+    (lambda: ssm.skip("2", x), ValueError, r"D must be a finite number in .*got str '2'"),
+    (lambda: ssm.skip(float("nan"), x), ValueError,
+     r"D must be a finite number in .*got float nan"),
+    (lambda: ssm.skip(torch.ones(5), torch.randn(5)), ValueError,
+     r"D must be a number or one value per sequence of x, a tensor broadcasting to x's "
+     r"\(\); got shape \(5,\)"),
+    (lambda: ssm.skip(torch.ones(4), torch.randn(3, 5)), ValueError,
+     r"D must be a number or one value per sequence of x, .*x's \(3,\); got shape \(4,\)"),
+    (lambda: ssm.skip(torch.ones(2, 3), torch.randn(3, 5)), ValueError,
+     r"D must be a number or one value per sequence of x, .*x's \(3,\); got shape \(2, 3\)"),
+    (lambda: ssm.skip(torch.ones(3).long(), torch.randn(3, 5)), TypeError,
+     r"D must be a float or complex tensor \(\.\.\.\) of one value per sequence of x; got "
+     r"torch.int64"),
+    (lambda: ssm.skip(2.0, [1.0]), TypeError, r"x must be a real float tensor \(\.\.\., L\); "
+     r"got list"),
+    (lambda: ssm.skip(2.0, torch.ones(3).long()), TypeError,
+     r"x must be a real float tensor \(\.\.\., L\); got torch.int64"),
 ]
 
 

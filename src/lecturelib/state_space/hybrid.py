@@ -113,6 +113,7 @@ class S4DLM(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, n_layers: int, d_state: int = 64):
         super().__init__()
+        check_sizes(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers)
         self.vocab_size = vocab_size
         self.embed = nn.Embedding(vocab_size, d_model)
         self.layers = nn.ModuleList(

@@ -32,6 +32,7 @@ from lecturelib.validate import (
     check_ids,
     check_int,
     check_number,
+    check_tensor,
     check_type,
     describe,
 )
@@ -227,14 +228,42 @@ class Residual(nn.Module):
 
     def __init__(self, d_model: int, layer: nn.Module):
         super().__init__()
+        check_int(d_model, "d_model", 1)
+        check_type(layer, "layer", nn.Module, "an nn.Module")
         self.norm, self.layer = nn.RMSNorm(d_model), layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_residual_input(x, "x", "(..., d_model)", self.norm.normalized_shape[0])
         return x + self.layer(self.norm(x))
 
     def step(self, x_t: torch.Tensor, state):
+        check_residual_step(self.layer, x_t, self.norm.normalized_shape[0])
         y_t, state = self.layer.step(self.norm(x_t), state)
         return x_t + y_t, state
+
+
+def check_residual_input(x, name: str, shape: str, d_model: int) -> None:
+    """The input of a :class:`Residual`: a float tensor ``shape`` whose last axis is
+    ``d_model`` (the width of its RMSNorm)."""
+    check_tensor(x, name, shape)
+    if x.dim() < 1 or x.shape[-1] != d_model:
+        raise ValueError(
+            f"{name} must be {shape} with d_model = {d_model}; got shape "
+            f"{tuple(x.shape)}"
+        )
+
+
+def check_residual_step(layer, x_t, d_model: int) -> None:
+    """The arguments of :meth:`Residual.step`: a wrapped layer with a ``step`` (a
+    :class:`MambaBlock`) and one token ``x_t (b, d_model)``."""
+    if not callable(getattr(layer, "step", None)):
+        raise TypeError(
+            f"Residual.step needs a layer with a step method (a MambaBlock); got "
+            f"{type(layer).__name__}"
+        )
+    check_residual_input(x_t, "x_t", "(b, d_model)", d_model)
+    if x_t.dim() != 2:
+        raise ValueError(f"x_t must be (b, d_model); got shape {tuple(x_t.shape)}")
 
 
 def check_step(ids_t, states, vocab_size: int, n_layers: int) -> None:

@@ -276,11 +276,19 @@ def check_ssd(a, B, C, x=None) -> None:
         )
 
 
+def check_segsum(log_a) -> None:
+    """``log_a`` must be a float tensor ``(..., l)`` (a 0-d one has no sequence)."""
+    check_tensor(log_a, "log_a", "(..., l)")
+    if log_a.dim() < 1:
+        raise ValueError("log_a must be (..., l) with at least one axis; got shape ()")
+
+
 def segsum(log_a):
     """``S[..., i, j] = log a_{j+1} + ... + log a_i`` for ``j <= i``, else ``-inf``.
 
     Shapes: log_a ``(b, l)`` → ``(b, l, l)``.
     """
+    check_segsum(log_a)
     t = log_a.shape[-1]
     x = log_a[..., :, None].expand(*log_a.shape, t)  # x[..., k, j] = log a_k
     below = torch.tril(torch.ones(t, t, dtype=torch.bool, device=log_a.device), -1)

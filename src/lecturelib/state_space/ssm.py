@@ -167,10 +167,30 @@ def check_x(x) -> None:
 
 def skip(D, x: torch.Tensor) -> torch.Tensor:
     """The skip term ``D x``: ``D`` a number, or one value per sequence of ``x``."""
+    check_skip(D, x)
     if isinstance(D, torch.Tensor):
         return D.unsqueeze(-1) * x if D.dim() else D * x
-    check_number(D, "D", -math.inf)
     return D * x
+
+
+def check_skip(D, x) -> None:
+    """``x`` a real float tensor ``(..., L)``; ``D`` a finite number or a tensor of one
+    value per sequence, ``(...)`` with a trailing axis added broadcasting to ``x``'s
+    shape (a ``D`` that broadcast past it would give a result of another shape)."""
+    check_x(x)
+    if not isinstance(D, torch.Tensor):
+        check_number(D, "D", -math.inf)
+        return
+    _check_tensor(D, "D", "(...) of one value per sequence of x")
+    try:
+        shape = torch.broadcast_shapes(D.shape + (1,), x.shape)
+    except RuntimeError:
+        shape = None
+    if D.dim() and shape != x.shape:
+        raise ValueError(
+            f"D must be a number or one value per sequence of x, a tensor broadcasting "
+            f"to x's {tuple(x.shape[:-1])}; got shape {tuple(D.shape)}"
+        )
 
 
 def check_ssm(Abar, Bbar, C, x, h0=None) -> None:
