@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from lecturelib import runtime
+from lecturelib import runtime, sizes
 from lecturelib.runtime import PROFILE_ENV, RECORD_ENV, STEPS_CAP_ENV, setup
 
 SIZES = {"smoke": {"n": 1}, "cpu": {"n": 2}, "gpu": {"n": 3}}
@@ -44,6 +44,15 @@ CASES = [
      r"got int 18446744073709551616"),
     (lambda: setup("smoke", 0.5, quiet=True), ValueError, r"seed must be an int in .*; got float 0.5"),
     (lambda: setup("gpux", quiet=True), ValueError, r"profile must be one of .*got 'gpux'"),
+    (lambda: setup("smoke", chapter="11", quiet=True), TypeError,
+     r"chapter must be an int, a chapter number; got str '11'"),
+    (lambda: setup("smoke", chapter=3.0, quiet=True), TypeError, r"chapter must be an int"),
+    (lambda: setup("smoke", chapter=True, quiet=True), TypeError, r"got bool True"),
+    (lambda: setup("smoke", chapter=22, quiet=True), ValueError,
+     r"chapter must be a chapter number, one of 1\.\.21; got int 22"),
+    (lambda: setup("smoke", sizes=SIZES, chapter=1, quiet=True), ValueError,
+     r"give setup\(\) the sizes or a chapter, not both"),
+    (lambda: sizes.table(0), ValueError, r"one of 1\.\.21; got int 0"),
     (lambda: setup("smoke", sizes=[1, 2, 3], quiet=True), TypeError,
      r"sizes must be a dict of profile -> dict; got list"),
     (lambda: setup("smoke", sizes={"smoke": {}, "cpu": {}}, quiet=True), ValueError,

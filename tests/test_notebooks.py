@@ -70,6 +70,25 @@ def test_opening_cells(nb):
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_front_matter_is_imports_parameters_and_one_setup_line(nb):
+    """At most 12 visible code lines before the first section: the imports the page needs,
+    the parameters and one setup line; the sizes are a table, not a dictionary on screen."""
+    visible, seen_title = [], False
+    for c in cells(nb):
+        if c["cell_type"] == "markdown":
+            if seen_title and re.search(r"^## ", source(c), re.M):
+                break
+            seen_title |= bool(re.search(r"^# ", source(c), re.M))
+        elif not {"remove-cell", "remove-input"} & set(tags(c)):
+            visible += [line for line in source(c).splitlines() if line.strip()]
+    assert len(visible) <= 12, f"{len(visible)} visible lines before the first section"
+    assert re.fullmatch(r"run = lecturelib\.setup\(PROFILE, SEED, chapter=\d+[^\n]*\)",
+                        visible[-1])
+    code = "\n".join(source(c) for c in cells(nb, "code"))
+    assert 'run.profile != "smoke" and not run.capped' not in code, "write run.trained"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_citations_exist(nb):
     text = "\n".join(source(c) for c in cells(nb, "markdown"))
     cited = {k.strip() for group in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", text)

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lecturelib.sizes import chapter_sizes
 from lecturelib.validate import (
     check_bool,
     check_callable,
@@ -271,7 +272,7 @@ def _report_to_build(run: Run) -> None:
 
 def environment_line(run: Run) -> str:
     """One line that says where and how a chapter runs."""
-    from lecturelib import __version__
+    from lecturelib.version import __version__
 
     if not isinstance(run, Run):
         raise TypeError(
@@ -293,10 +294,14 @@ def setup(
     seed: int = 0,
     sizes: dict[str, dict[str, Any]] | None = None,
     *,
+    chapter: int | None = None,
     cpu_threads: int | None = None,
     quiet: bool = False,
 ) -> Run:
     """Resolve the profile, pick the device, seed everything, set threads and plot style.
+
+    The chapter's sizes per profile are ``sizes``, or the book's table of chapter
+    ``chapter`` (:data:`lecturelib.sizes.SIZES`; :func:`lecturelib.sizes.table` shows it).
 
     ``cpu_threads`` caps PyTorch's CPU threads (default: :func:`cpu_cores`). Small models that run one
     time step after another are often faster on one thread, where synchronising threads costs
@@ -306,6 +311,10 @@ def setup(
     include the chapter's sizes for the resolved profile, their step counts capped at
     ``$LECTURELIB_STEPS_CAP`` when it is set (:func:`capped_sizes`).
     """
+    if chapter is not None:
+        if sizes is not None:
+            raise ValueError("give setup() the sizes or a chapter, not both")
+        sizes = chapter_sizes(chapter)
     check_profile_sizes(sizes)
     cap = steps_cap()
     if cpu_threads is not None:
