@@ -90,3 +90,25 @@ def test_the_package_has_one_format():
     result = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", str(SRC)],
                             cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+
+
+def test_train_package_only_reexports():
+    """``lecturelib.train``'s ``__init__`` defines nothing: ``fit`` lives in ``train.loop``."""
+    import ast
+
+    from lecturelib import train
+
+    tree = ast.parse(Path(train.__file__).read_text(encoding="utf-8"))
+    defined = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    assert defined == []
+
+
+def test_no_module_imports_the_package_init_for_its_version():
+    """The version sits on the ground floor (``lecturelib.version``)."""
+    src = Path(__file__).resolve().parents[1] / "src" / "lecturelib"
+    offenders = [
+        str(p.relative_to(src))
+        for p in src.rglob("*.py")
+        if re.search(r"from lecturelib import [^\n]*__version__", p.read_text("utf-8"))
+    ]
+    assert offenders == []

@@ -27,7 +27,8 @@ subpackage ``lecturelib.book``, which no chapter imports.
 # and beside a busy process it loses less than unbounded spinning (ACTIVE) does. The numbers:
 # benchmarks/results/omp_wait_policy.json. A reader may still set the variable before starting.
 
-__version__ = "0.1.0"
+from lecturelib.version import __version__
+
 _FROM_RUNTIME = ("Run", "setup")
 
 

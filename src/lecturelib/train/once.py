@@ -50,7 +50,8 @@ def weights_digest(model: nn.Module) -> str:
 
 def run_key(name: str, recipe: dict, model: nn.Module) -> str:
     """A hash of everything a training run of ``model`` with ``recipe`` depends on."""
-    from lecturelib import __version__, runtime
+    from lecturelib import runtime
+    from lecturelib.version import __version__
 
     described = {
         "name": name,
