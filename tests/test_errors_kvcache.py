@@ -198,7 +198,15 @@ CASES = [
             model(), torch.zeros(1, 2, dtype=torch.long), None
         ),
         TypeError,
-        r"cache must come from kvcache.new_cache; got NoneType",
+        r"cache must come from kvcache.new_cache \(a KVCache with a rope table and a "
+        r"model\); got NoneType",
+    ),
+    (
+        lambda: kvcache.cached_forward(
+            model(), torch.zeros(1, 2, dtype=torch.long), kvcache.kv_cache(2, 1, 8, 2, 8)
+        ),
+        TypeError,
+        r"cache must come from kvcache.new_cache .*; got KVCache",
     ),
     (
         batch_unlike_the_cache,

@@ -271,13 +271,18 @@ class CacheGPT(nn.Module):
         """An empty cache of ``max_len`` positions, with the RoPE table it needs."""
         c = self.config
         p = self.embed.weight
-        cache = kvcache.KVCache(
-            c.n_layers, batch, max_len, c.cache_entries(), p.dtype, p.device
-        )
         width = c.d_rope if c.attention == "mla" else c.d_head
-        cache.rope = kvcache.Rope(width, max_len, c.rope_base, p.device)
-        cache.model = self  # a cache serves the model that built it
-        return cache
+        rope = kvcache.Rope(width, max_len, c.rope_base, p.device)
+        return kvcache.KVCache(
+            c.n_layers,
+            batch,
+            max_len,
+            c.cache_entries(),
+            p.dtype,
+            p.device,
+            rope=rope,
+            model=self,  # a cache serves the model that built it
+        )
 
     def forward(
         self, ids: torch.Tensor, cache: kvcache.KVCache | None = None, **options

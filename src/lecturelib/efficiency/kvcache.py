@@ -148,6 +148,9 @@ class KVCache:
     ``entries`` maps a name to ``(heads, width)``: ``{"k": (g, e), "v": (g, e)}`` for a
     Transformer, ``{"c": (1, d_c), "k_rope": (1, d_R)}`` for MLA.
 
+    A cache made for a model (:func:`new_cache`) holds its ``rope`` table and the
+    ``model`` it serves; a bare cache has None for both.
+
     Shapes: each entry of each layer ``(b, heads, max_len, width)``.
     """
 
@@ -159,9 +162,13 @@ class KVCache:
         entries: dict,
         dtype: torch.dtype = torch.float32,
         device=None,
+        *,
+        rope: Rope | None = None,
+        model: torch.nn.Module | None = None,
     ):
         check_kv_cache(n_layers, batch, max_len, entries)
         self.entries, self.batch, self.max_len = dict(entries), batch, max_len
+        self.rope, self.model = rope, model
         self.length = 0
         self.layers = [
             {
@@ -256,15 +263,14 @@ def kv_cache(
     d_head: int,
     dtype: torch.dtype = torch.float32,
     device=None,
+    *,
+    rope: Rope | None = None,
+    model: torch.nn.Module | None = None,
 ) -> KVCache:
     """A Transformer's cache: a key and a value of ``n_kv_heads × d_head`` per layer."""
+    entries = {"k": (n_kv_heads, d_head), "v": (n_kv_heads, d_head)}
     return KVCache(
-        n_layers,
-        batch,
-        max_len,
-        {"k": (n_kv_heads, d_head), "v": (n_kv_heads, d_head)},
-        dtype,
-        device,
+        n_layers, batch, max_len, entries, dtype, device, rope=rope, model=model
     )
 
 
@@ -339,10 +345,9 @@ def new_cache(model: gpt.GPT, batch: int, max_len: int) -> KVCache:
     check_new_cache(model, batch, max_len)
     c = model.config
     p = next(model.parameters())
-    cache = kv_cache(c.n_layers, batch, max_len, c.n_heads, c.d_head, p.dtype, p.device)
-    cache.rope = Rope.of_model(model, max_len)
-    cache.model = model  # cached_forward refuses any other
-    return cache
+    sizes = (c.n_layers, batch, max_len, c.n_heads, c.d_head)
+    rope = Rope.of_model(model, max_len)
+    return kv_cache(*sizes, p.dtype, p.device, rope=rope, model=model)
 
 
 def cached_forward(model: gpt.GPT, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
@@ -382,9 +387,10 @@ def check_cached_forward(model, ids, cache) -> None:
     if not isinstance(model, gpt.GPT):
         raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
     check_ids(ids, "ids", dims=2)
-    if not all(hasattr(cache, a) for a in ("rope", "model", "write", "length")):
+    if not isinstance(cache, KVCache) or cache.rope is None or cache.model is None:
         raise TypeError(
-            f"cache must come from kvcache.new_cache; got {type(cache).__name__}"
+            f"cache must come from kvcache.new_cache (a KVCache with a rope table and "
+            f"a model); got {type(cache).__name__}"
         )
     if cache.model is not model:
         raise ValueError(
