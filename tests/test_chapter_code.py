@@ -20,7 +20,7 @@ GLUE = re.compile(r"^\s*glue(_all)?\(", re.M)
 # in one piece.
 LONG_COPIES = {
     "lecturelib.pretraining.gpt.GPT", "lecturelib.pretraining.bert.BERT",
-    "lecturelib.efficiency.kvcache.KVCache", "lecturelib.efficiency.kvattention.LatentAttention",
+    "lecturelib.efficiency.kvcache.KVCache", "lecturelib.efficiency.attention_variants.LatentAttention",
     "lecturelib.efficiency.paged.PagedKVCache", "lecturelib.efficiency.moe.MoE",
     "lecturelib.efficiency.speculative.speculative_generate",
     "lecturelib.efficiency.diffusion_lm.IAF",

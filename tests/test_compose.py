@@ -3,7 +3,7 @@ variant the chapters build, either gives what the variant's own plain forward gi
 (logits to 1e-5, the same greedy tokens) or refuses the variant with a named error.
 
 Paths: the KV cache (``kvcache.cached_forward``, ``recompute_logits``, ``generate``;
-``kvattention.CacheGPT``'s own cache for its attentions), speculative decoding (greedy ==
+``attention_variants.CacheGPT``'s own cache for its attentions), speculative decoding (greedy ==
 greedy decoding), KV eviction (a budget that keeps everything == full attention) and
 ``finetune.extend_vocab``. The paged cache (``paged``) takes keys, values and queries,
 never a model, so no variant reaches it. Variants: the plain GPT, LoRA, adapters, prompt
@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lecturelib.efficiency import kvattention, kvcache, moe, speculative
+from lecturelib.efficiency import attention_variants, kvcache, moe, speculative
 from lecturelib.long_context import eviction, rope_scaling
 from lecturelib.pretraining import finetune, gpt, peft
 
@@ -70,9 +70,9 @@ def mixture(capacity_factor=None) -> gpt.GPT:
 
 def cache_gpt(attention: str, n_kv_heads: int = 4):
     torch.manual_seed(0)
-    config = kvattention.CacheGPTConfig(V, seq_len=L, d_model=16, n_layers=2, n_heads=4,
+    config = attention_variants.CacheGPTConfig(V, seq_len=L, d_model=16, n_layers=2, n_heads=4,
                                         attention=attention, n_kv_heads=n_kv_heads)
-    return sharp(kvattention.CacheGPT(config))
+    return sharp(attention_variants.CacheGPT(config))
 
 
 VARIANTS = {

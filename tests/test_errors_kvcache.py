@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.efficiency import kvcache, kvmodel, moe
+from lecturelib.efficiency import kvcache, served_model, moe
 from lecturelib.long_context import rope_scaling
 from lecturelib.pretraining import gpt, peft
 
@@ -69,7 +69,7 @@ def training_with_dropout():
 
 
 def rope_at(start, t: int = 1, e: int = 4):
-    return lambda: kvmodel.Rope(4, 8)(torch.randn(1, t, e), start)
+    return lambda: served_model.Rope(4, 8)(torch.randn(1, t, e), start)
 
 
 CASES = [
@@ -83,7 +83,7 @@ CASES = [
      r"positions 7..8 exceed the RoPE table's max_len = 8"),
     (rope_at(0, e=6), ValueError,
      r"x must be \(..., t, d_head\) with d_head = 4; got shape \(1, 1, 6\)"),
-    (lambda: kvmodel.Rope(4, 8)(torch.zeros(1, 2, 4, dtype=torch.long), 0), TypeError,
+    (lambda: served_model.Rope(4, 8)(torch.zeros(1, 2, 4, dtype=torch.long), 0), TypeError,
      r"x must be a float tensor \(..., t, d_head = 4\); got torch.int64"),
     (
         lambda: kvcache.cache_bytes_per_token(0, 8, 128),
@@ -308,7 +308,7 @@ CASES = [
         r"scale must be \(..., 1\) for q \(..., e\), one scale per row; got q "
         r"\(2, 3\) and scale \(2, 3\)",
     ),
-    # published, kvmodel.other_model
+    # published, served_model.other_model
     (lambda: kvcache.published(3, n_layers=12), TypeError,
      r"repo must be a str 'owner/name'; got int 3"),
     (lambda: kvcache.published("gpt2", n_layers=12), ValueError,
@@ -319,9 +319,9 @@ CASES = [
      r"n_layers must be an int >= 1; got int 0"),
     (lambda: kvcache.published("openai-community/gpt2", d_head="64"), ValueError,
      r"d_head must be an int >= 1; got str '64'"),
-    (lambda: kvmodel.other_model(model(), "model"), TypeError,
+    (lambda: served_model.other_model(model(), "model"), TypeError,
      r"model must be a gpt.GPT; got str"),
-    (lambda: kvmodel.other_model(model(), None), TypeError,
+    (lambda: served_model.other_model(model(), None), TypeError,
      r"model must be a gpt.GPT; got NoneType"),
 ]
 

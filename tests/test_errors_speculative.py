@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.efficiency import kvattention, kvcache, moe, ngram_draft, speculative
+from lecturelib.efficiency import attention_variants, kvcache, moe, ngram_draft, speculative
 from lecturelib.long_context import rope_scaling
 from lecturelib.pretraining import gpt
 
@@ -139,7 +139,7 @@ CASES = [
      r"autoregressive_generate reads 33 positions, past the model's RoPE tables "
      r"\(32 positions\)"),
     (lambda: speculative.speculative_generate(
-        kvattention.CacheGPT(kvattention.CacheGPTConfig(7, 16, 16, 1, 2, "gqa", 1)),
+        attention_variants.CacheGPT(attention_variants.CacheGPTConfig(7, 16, 16, 1, 2, "gqa", 1)),
         model(), PROMPT, 4, 2),
      TypeError, r"target must be a gpt.GPT; got CacheGPT"),
     # The per-token helpers: shapes and types everywhere, values on the CPU only.

@@ -16,10 +16,10 @@ import torch.nn.functional as F
 
 from cuda_standin import cuda_standin, is_cuda, real_cuda
 from lecturelib import tasks, train
-from lecturelib.efficiency import diffusion_lm, kvattention, kvcache, linear_attention
+from lecturelib.efficiency import diffusion_lm, attention_variants, kvcache, linear_attention
 from lecturelib.efficiency import moe, mtp, paged, speculative
 from lecturelib.efficiency.ngram_draft import NGramDraft
-from lecturelib.long_context import eviction, longctx, retrieval, rope_scaling
+from lecturelib.long_context import eviction, segment_memory, retrieval, rope_scaling
 from lecturelib.pretraining import bert, finetune, gpt, peft, pretrain, quant
 from lecturelib.recurrence import attention, gradients, lm, lstm_gru, rnn, seq2seq
 from lecturelib.recurrence import word2vec
@@ -88,7 +88,7 @@ def test_every_variant_runs_on_cuda_and_its_cache_gives_its_logits(name):
 @pytest.mark.parametrize("attention", ["gqa", "mla"])
 def test_cache_gpt_trains_and_decodes_on_cuda(attention):
     torch.manual_seed(0)
-    config = kvattention.CacheGPTConfig(
+    config = attention_variants.CacheGPTConfig(
         13,
         seq_len=24,
         d_model=16,
@@ -97,9 +97,9 @@ def test_cache_gpt_trains_and_decodes_on_cuda(attention):
         attention=attention,
         n_kv_heads=2,
     )
-    model = kvattention.CacheGPT(config).to(CUDA)
+    model = attention_variants.CacheGPT(config).to(CUDA)
     x = tokens(10).to(CUDA)
-    loss = kvattention.loss(model, (x[:, :-1], x[:, 1:]))
+    loss = attention_variants.loss(model, (x[:, :-1], x[:, 1:]))
     loss.backward()
     assert on_cuda(loss) and all(on_cuda(p.grad) for p in model.parameters())
     cache = model.new_cache(2, 10)
@@ -249,19 +249,19 @@ def test_rope_scaling_extends_a_cuda_model(method):
 def test_segment_losses_on_cuda(memory):
     model = long_model().to(CUDA)
     ids = torch.randint(0, 11, (2, 33), device=CUDA)
-    assert on_cuda(longctx.segment_losses(model, ids, 8, memory))
+    assert on_cuda(segment_memory.segment_losses(model, ids, 8, memory))
 
 
-@pytest.mark.parametrize("kind", longctx.KINDS)
+@pytest.mark.parametrize("kind", segment_memory.KINDS)
 def test_segment_models_train_and_score_on_cuda(kind):
-    model = longctx.SegmentModel(kind, 4, 12, 16, 2, 2, n_memory=2).to(CUDA)
+    model = segment_memory.SegmentModel(kind, 4, 12, 16, 2, 2, n_memory=2).to(CUDA)
     seen = []
     hook = model.register_forward_hook(lambda m, i, out: seen.append(out.dtype))
-    losses = longctx.train_recall(model, 3, 4, 3)
+    losses = segment_memory.train_recall(model, 3, 4, 3)
     hook.remove()
-    assert len(losses) == 3 and set(seen) == {torch.float32}  # amp=False (see longctx)
-    x, answer, distance = longctx.recall_task(16, 3, 4, vocab_size=12)
-    assert len(longctx.recall_accuracy(model, x, answer, distance)) == 3
+    assert len(losses) == 3 and set(seen) == {torch.float32}  # amp=False (see segment_memory)
+    x, answer, distance = segment_memory.recall_task(16, 3, 4, vocab_size=12)
+    assert len(segment_memory.recall_accuracy(model, x, answer, distance)) == 3
 
 
 @pytest.mark.parametrize("policy", ["full", "window", "sinks", "h2o", "knn"])

@@ -1,4 +1,4 @@
-"""lecturelib.efficiency.kvcache, kvattention and paged: cache vs recomputation, fast vs reference.
+"""lecturelib.efficiency.kvcache, attention_variants and paged: cache vs recomputation, fast vs reference.
 """
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lecturelib.efficiency import kvattention, kvcache, paged
+from lecturelib.efficiency import attention_variants, kvcache, paged
 from lecturelib.pretraining import gpt
 
 
@@ -105,10 +105,10 @@ def test_cache_allocation_matches_the_formula():
 
 def variant(attention, **kw):
     torch.manual_seed(0)
-    config = kvattention.CacheGPTConfig(
+    config = attention_variants.CacheGPTConfig(
         vocab_size=11, d_model=32, n_layers=2, n_heads=4, attention=attention, **kw
     )
-    return kvattention.CacheGPT(config).eval()
+    return attention_variants.CacheGPT(config).eval()
 
 
 @pytest.mark.parametrize(
@@ -149,7 +149,7 @@ def test_the_variant_overfits_one_batch():
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(60):
         opt.zero_grad()
-        loss = kvattention.loss(model, (x[:, :-1], x[:, 1:]))
+        loss = attention_variants.loss(model, (x[:, :-1], x[:, 1:]))
         loss.backward()
         opt.step()
     assert loss.item() < 0.3

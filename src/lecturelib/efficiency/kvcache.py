@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from einops import repeat
 
-from lecturelib.efficiency.kvmodel import (
+from lecturelib.efficiency.served_model import (
     Rope,
     check_gpt,
     check_positions,

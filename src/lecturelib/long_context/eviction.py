@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from einops import rearrange
 
 from lecturelib.efficiency import kvcache
-from lecturelib.long_context.longctx import check_stream
+from lecturelib.long_context.segment_memory import check_stream
 from lecturelib.validate import (
     check_int,
     check_sizes,

@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.long_context.longctx and retrieval: the error and its message."""
+"""Bad input to lecturelib.long_context.segment_memory and retrieval: the error and its message."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lecturelib.long_context import longctx, retrieval
+from lecturelib.long_context import segment_memory, retrieval
 from lecturelib.pretraining import gpt
 
 
@@ -49,20 +49,20 @@ CASES = [
      r"top must be an int in 1..10; got int 11"),
     (lambda: OTHER.scanned(torch.randn(4)), ValueError,
      r"q must be \(t, e\) with e = 4; got shape \(4,\)"),
-    (lambda: longctx.segment_losses(model(), IDS, 5), ValueError,
+    (lambda: segment_memory.segment_losses(model(), IDS, 5), ValueError,
      r"the window \(memory \+ segment = 10 tokens\) must fit the model's trained "
      r"context of 8"),
-    (lambda: longctx.segment_losses(model(), IDS, 9, memory=False), ValueError,
+    (lambda: segment_memory.segment_losses(model(), IDS, 9, memory=False), ValueError,
      r"the window \(memory \+ segment = 9 tokens\) must fit"),
-    (lambda: longctx.segment_losses(model(), IDS, 0), ValueError,
+    (lambda: segment_memory.segment_losses(model(), IDS, 0), ValueError,
      r"segment must be an int >= 1; got int 0"),
-    (lambda: longctx.segment_losses(model(), torch.zeros(20, dtype=torch.long), 4),
+    (lambda: segment_memory.segment_losses(model(), torch.zeros(20, dtype=torch.long), 4),
      ValueError, r"ids must be a \(b, T\) tensor of token ids with T >= 2"),
-    (lambda: longctx.segment_losses(model(), IDS.float(), 4), TypeError,
+    (lambda: segment_memory.segment_losses(model(), IDS.float(), 4), TypeError,
      r"ids must be an integer \(long\) tensor of token ids; got torch.float32"),
     (lambda: retrieval.knn_attention(Q.tolist(), K, V, 2), TypeError,
      r"q, keys and values must be tensors; got list"),
-    (lambda: longctx.segment_losses(torch.nn.Linear(2, 2), IDS, 4), TypeError,
+    (lambda: segment_memory.segment_losses(torch.nn.Linear(2, 2), IDS, 4), TypeError,
      r"model must be a gpt.GPT; got Linear"),
     (lambda: retrieval.knn_attention(Q, K, V, 11), ValueError,
      r"top \(11\) must be at most the 10 stored keys"),
@@ -85,24 +85,24 @@ CASES = [
      ValueError, r"h_d must be \(t, d\) and W_q, W_k \(d, e\)"),
     (lambda: retrieval.unlimiformer_query(Q, torch.zeros(5, 2), torch.zeros(5, 2)),
      ValueError, r"h_d must be \(t, d\) and W_q, W_k \(d, e\)"),
-    (lambda: longctx.recall_task(0, 4, 8), ValueError,
+    (lambda: segment_memory.recall_task(0, 4, 8), ValueError,
      r"n must be an int >= 1; got int 0"),
-    (lambda: longctx.recall_task(5, 1, 1), ValueError,
+    (lambda: segment_memory.recall_task(5, 1, 1), ValueError,
      r"need n_segments \* segment >= 2 \(a value and the query\)"),
-    (lambda: longctx.recall_task(5, 2, 4, n_values=4, vocab_size=6), ValueError,
+    (lambda: segment_memory.recall_task(5, 2, 4, n_values=4, vocab_size=6), ValueError,
      r"vocab_size must be at least n_values \+ 3 = 7 \(SEP, values, filler\); got 6"),
-    (lambda: longctx.SegmentModel("lstm", 4, 10, 16, 1, 2), ValueError,
+    (lambda: segment_memory.SegmentModel("lstm", 4, 10, 16, 1, 2), ValueError,
      r"kind must be one of \('window', 'xl', 'rmt'\); got 'lstm'"),
-    (lambda: longctx.SegmentModel("rmt", 4, 10, 16, 1, 2, n_memory=0), ValueError,
+    (lambda: segment_memory.SegmentModel("rmt", 4, 10, 16, 1, 2, n_memory=0), ValueError,
      r"n_memory must be an int >= 1; got int 0"),
-    (lambda: longctx.SegmentModel("xl", 4, 10, 16, 1, 2)(torch.zeros(2, 10).long()),
+    (lambda: segment_memory.SegmentModel("xl", 4, 10, 16, 1, 2)(torch.zeros(2, 10).long()),
      ValueError, r"x must be \(b, T\) token ids with T a multiple of the segment "
      r"\(4\); got \(2, 10\)"),
-    (lambda: longctx.train_recall(model(), 10, 4, 2), TypeError,
+    (lambda: segment_memory.train_recall(model(), 10, 4, 2), TypeError,
      r"model must be a SegmentModel; got GPT"),
-    (lambda: longctx.train_recall(longctx.SegmentModel("xl", 4, 10, 16, 1, 2), 0, 4, 2),
+    (lambda: segment_memory.train_recall(segment_memory.SegmentModel("xl", 4, 10, 16, 1, 2), 0, 4, 2),
      ValueError, r"steps must be an int >= 1; got int 0"),
-    (lambda: longctx.recall_accuracy(model(), IDS, IDS[0], IDS[0]), TypeError,
+    (lambda: segment_memory.recall_accuracy(model(), IDS, IDS[0], IDS[0]), TypeError,
      r"model must be a SegmentModel; got GPT"),
     (lambda: retrieval.window_qkv(model(), torch.zeros(1, 12).long()), ValueError,
      r"ids must be \(b, T\) with T a multiple of seq_len = 8"),

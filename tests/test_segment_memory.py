@@ -1,4 +1,4 @@
-"""lecturelib.long_context.longctx and retrieval: segment recurrence against recomputation,
+"""lecturelib.long_context.segment_memory and retrieval: segment recurrence against recomputation,
 kNN attention against full attention, the IVF index against exact search, Unlimiformer's identity."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from lecturelib import tasks
-from lecturelib.long_context import longctx, retrieval
+from lecturelib.long_context import segment_memory, retrieval
 from lecturelib.pretraining import gpt
 
 
@@ -29,7 +29,7 @@ def ce(logits, target):
 
 def test_segments_alone_equal_the_model_on_each_segment():
     m, x = model(), ids()
-    losses = longctx.segment_losses(m, x, 8, memory=False)
+    losses = segment_memory.segment_losses(m, x, 8, memory=False)
     assert losses.shape == (2, 32)
     for s in range(0, 32, 8):
         torch.testing.assert_close(losses[:, s:s + 8],
@@ -39,7 +39,7 @@ def test_segments_alone_equal_the_model_on_each_segment():
 
 def test_one_layer_memory_equals_reading_previous_and_current_segment_together():
     m, x = model(n_layers=1), ids()   # one layer: the cached keys depend on tokens only
-    losses = longctx.segment_losses(m, x, 8, memory=True)
+    losses = segment_memory.segment_losses(m, x, 8, memory=True)
     torch.testing.assert_close(losses[:, :8], ce(m(x[:, :8]), x[:, 1:9]))
     for s in range(8, 32, 8):
         both = m(x[:, s - 8:s + 8])[:, 8:]
@@ -49,8 +49,8 @@ def test_one_layer_memory_equals_reading_previous_and_current_segment_together()
 
 def test_memory_changes_deeper_layers_and_leaves_the_first_segment():
     m, x = model(), ids()
-    alone = longctx.segment_losses(m, x, 8, memory=False)
-    xl = longctx.segment_losses(m, x, 8, memory=True)
+    alone = segment_memory.segment_losses(m, x, 8, memory=False)
+    xl = segment_memory.segment_losses(m, x, 8, memory=True)
     torch.testing.assert_close(alone[:, :8], xl[:, :8])
     assert not torch.allclose(alone[:, 8:], xl[:, 8:])
 
@@ -96,7 +96,7 @@ def test_unlimiformer_query_scores_raw_states_like_projected_keys():
 
 
 def test_recall_task_places_the_value_d_back_and_nowhere_else():
-    x, answer, distance = longctx.recall_task(50, 4, 8, n_values=4, vocab_size=16,
+    x, answer, distance = segment_memory.recall_task(50, 4, 8, n_values=4, vocab_size=16,
                                               seed=3)
     assert x.shape == (50, 32) and answer.shape == distance.shape == (50,)
     assert (x[:, -1] == tasks.SEP).all()
@@ -104,13 +104,13 @@ def test_recall_task_places_the_value_d_back_and_nowhere_else():
     is_value = (x >= 2) & (x < 6)
     assert (is_value.sum(1) == 1).all()
     assert distance.min() >= 1 and distance.max() <= 31
-    again = longctx.recall_task(50, 4, 8, n_values=4, vocab_size=16,
+    again = segment_memory.recall_task(50, 4, 8, n_values=4, vocab_size=16,
                                               seed=3)
     assert torch.equal(again[0], x)
 
 
 def segment_model(kind, n_layers=2):
-    return longctx.SegmentModel(kind, 4, vocab_size=10, d_model=16, n_layers=n_layers,
+    return segment_memory.SegmentModel(kind, 4, vocab_size=10, d_model=16, n_layers=n_layers,
                                 n_heads=2, n_memory=2).eval()
 
 
@@ -163,12 +163,12 @@ def test_rmt_memory_carries_the_first_segment():
 
 
 def test_train_recall_lowers_the_loss_and_accuracy_is_per_band():
-    m = longctx.SegmentModel("window", 4, vocab_size=10, d_model=16, n_layers=1,
+    m = segment_memory.SegmentModel("window", 4, vocab_size=10, d_model=16, n_layers=1,
                              n_heads=2)
-    losses = longctx.train_recall(m, 60, 32, 2, n_values=2, lr=1e-2)
+    losses = segment_memory.train_recall(m, 60, 32, 2, n_values=2, lr=1e-2)
     assert len(losses) == 60 and all(math.isfinite(v) for v in losses)
-    x, answer, distance = longctx.recall_task(300, 2, 4, n_values=2, vocab_size=10)
-    acc = longctx.recall_accuracy(m, x, answer, distance)
+    x, answer, distance = segment_memory.recall_task(300, 2, 4, n_values=2, vocab_size=10)
+    acc = segment_memory.recall_accuracy(m, x, answer, distance)
     assert acc.shape == (2,) and ((acc >= 0) & (acc <= 1)).all()
 
 
@@ -211,4 +211,4 @@ def test_unrotate_inverts_a_scaled_rope_table():
     rope = kvcache.Rope(8, 16)
     rope.cos, rope.sin = rope.cos * 1.3, rope.sin * 1.3  # a YaRN-like factor
     k = torch.randn(1, 2, 5, 8)
-    assert torch.allclose(longctx._unrotate(rope, rope(k, 3), 3), k, atol=1e-6)
+    assert torch.allclose(segment_memory._unrotate(rope, rope(k, 3), 3), k, atol=1e-6)
