@@ -204,6 +204,15 @@ CASES = [
      r"generator must be a torch.Generator or None; got int 5"),
     (lambda: speculative.accept(P, Q.to("meta"), [0], None, "exact"), ValueError,
      r"p and q must be on one device; got cpu, meta"),
+    # values, on the CPU: a row summing to 1.2, a q that is no distribution (each
+    # draft is accepted at once, u·q < p, so no fallback would read them)
+    (lambda: speculative.accept(P * 1.2, torch.tensor([[0.1, 0.9]]), [0], None, "exact"),
+     ValueError,
+     r"p must be probabilities \(>= 0, each row summing to 1\); got row sums from "
+     r"1.2 to 1.2"),
+    (lambda: speculative.accept(P, torch.tensor([[-0.5, 1.5]]), [0], None, "exact"),
+     ValueError, r"q must be probabilities \(>= 0, each row summing to 1\); got row "
+     r"sums from 1 to 1, entries from -0.5"),
     # checked_dist
     (lambda: speculative.checked_dist(3, "p_fn"), TypeError,
      r"p_fn must be callable; got int 3"),

@@ -181,9 +181,10 @@ def verify(
 def check_accept(p, q, drafts, generator, rule) -> None:
     """The arguments of :func:`accept`: ``K >= 1`` drafts (a list of ints), ``q``
     ``(K, v)`` and ``p`` ``(K + 1, v)`` float tensors on one device, a generator or
-    None and a rule of :data:`RULES`. Shapes and types only: the values of ``p`` and
-    ``q`` are the caller's softmax outputs, and reading them would wait for the device
-    at every round."""
+    None and a rule of :data:`RULES`. On the CPU every row of ``p`` and ``q`` must be a
+    distribution (a row summing to 1.2 would be accepted from as if it were one); on
+    an accelerator their shapes and types only: reading the values there would wait
+    for the device at every round."""
     check_tensor(p, "p", "(K + 1, v) of probabilities", dims=2)
     check_tensor(q, "q", "(K, v) of probabilities", dims=2)
     if not (isinstance(drafts, list) and drafts and all(map(is_int, drafts))):
@@ -206,6 +207,9 @@ def check_accept(p, q, drafts, generator, rule) -> None:
         )
     check_generator(generator)
     check_rule(rule)
+    if p.device.type == "cpu":
+        check_probs(p, "p", 2)
+        check_probs(q, "q", 2)
 
 
 def accept(
