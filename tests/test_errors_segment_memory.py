@@ -43,6 +43,12 @@ CASES = [
      r"keys must be a float tensor \(s, e\); got torch.int64"),
     (lambda: retrieval.IVFIndex(K, 2, 1, iters=-1), ValueError,
      r"iters must be an int >= 0; got int -1"),
+    (lambda: OTHER.search(torch.full((2, 4), float("nan")), 2), ValueError,
+     r"q must hold finite values \(a NaN or inf key or query makes the search return "
+     r"wrong neighbours\); got torch.float32 tensor of shape \(2, 4\) with 8 "
+     r"non-finite values"),
+    (lambda: OTHER.scanned(torch.tensor([[float("inf"), 0.0, 0.0, 0.0]])), ValueError,
+     r"q must hold finite values .* with 1 non-finite values"),
     (lambda: OTHER.search(torch.randn(2, 5), 2), ValueError,
      r"q must be \(t, e\) with e = 4; got \(2, 5\)"),
     (lambda: OTHER.search(torch.randn(2, 4), 11), ValueError,

@@ -129,13 +129,15 @@ def check_index(keys, n_cells, n_probe, iters=10, seed=0) -> None:
 
 
 def check_search(index, q, top=1) -> None:
-    """The arguments of :meth:`IVFIndex.search`: float queries ``(t, e)`` of the
-    index's ``e`` and ``top`` in ``1..s``."""
+    """The arguments of :meth:`IVFIndex.search`: finite float queries ``(t, e)`` of
+    the index's ``e`` (a NaN query scores NaN everywhere, and ``topk`` still returns
+    positions) and ``top`` in ``1..s``."""
     e, s = index.keys.shape[1], index.keys.shape[0]
     check_tensor(q, "q", f"(t, e) with e = {e}", dims=2)
     if q.shape[1] != e:
         raise ValueError(f"q must be (t, e) with e = {e}; got {tuple(q.shape)}")
     check_int(top, "top", 1, s)
+    check_finite("q", q)
 
 
 def _cell_means(
