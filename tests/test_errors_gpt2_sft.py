@@ -40,6 +40,10 @@ CASES = [
      r"prompts must be a non-empty list of str; got str 'a'"),
     (lambda: gpt2_sft.respond(MODEL, TOK, ["a"], max_new=0), ValueError,
      r"max_new must be an int >= 1; got int 0"),
+    (lambda: gpt2_sft.respond(MODEL, TOK, ["a"], template="no"), TypeError,
+     r"template must be a bool; got str 'no'"),
+    (lambda: gpt2_sft.respond(MODEL, TOK, ["a", ""], template=False), ValueError,
+     r"prompts\[1\] is empty: a plain continuation needs text to continue"),
     # the prompt fills the context (8 positions): refused, as chat.respond refuses it
     (lambda: gpt2_sft.respond(MODEL, WORDS, ["a", "a a a a"]), ValueError,
      r"prompts\[1\] is 8 tokens with its template, which leaves no room to answer in "

@@ -128,3 +128,72 @@ def test_finetune_takes_any_number_of_steps(tokenizer, steps):
                                     batch_size=1, lr=1e-3, progress=False)
     assert len(hist.train_loss) == steps
     assert not torch.equal(tuned.embed.weight, model.embed.weight)
+
+
+# ------------------------------------- the real-GPT-2 path, from a local copy, offline
+
+
+def test_gpt2_from_a_local_copy_continues_finetunes_and_answers(tokenizer, tmp_path,
+                                                                monkeypatch):
+    """Chapter 21's real-GPT-2 path end to end without a download: a small random GPT-2
+    written in the hub's file layout (config.json, model.safetensors without the
+    ``transformer.`` prefix or a head, tokenizer.json) into a data folder is verified,
+    loaded by ``weights.load_gpt2`` with logits equal to ``transformers``', continues
+    plain prompts, is finetuned and answers in the template."""
+    import dataclasses
+    import hashlib
+    import json
+
+    from safetensors.torch import save_file
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from lecturelib.data import registry, store
+
+    torch.manual_seed(0)
+    hf_config = GPT2Config(vocab_size=tokenizer.get_vocab_size(), n_positions=64,
+                           n_embd=48, n_layer=2, n_head=4, bos_token_id=0,
+                           eos_token_id=0)
+    reference = GPT2LMHeadModel(hf_config).eval()
+    folder = tmp_path / "data" / "gpt2"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(hf_config.to_dict()))
+    state = {k.removeprefix("transformer."): v.contiguous()
+             for k, v in reference.state_dict().items() if not k.startswith("lm_head")}
+    save_file(state, str(folder / "model.safetensors"))
+    tokenizer.save(str(folder / "tokenizer.json"))
+    for name, (file, _, _) in registry._GPT2_FILES.items():
+        blob = (folder / file).read_bytes()
+        ds = registry.MODELS[name]
+        local = registry.LocalForm(f"gpt2/{file}", hashlib.sha256(blob).hexdigest(),
+                                   size=len(blob))
+        monkeypatch.setitem(registry.MODELS, name, dataclasses.replace(ds, forms=(local,)))
+    monkeypatch.setenv("LECTURELIB_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("LECTURELIB_CACHE", str(tmp_path / "cache"))
+
+    def offline(url, timeout=60):
+        raise AssertionError(f"no download expected: {url}")
+
+    monkeypatch.setattr(store, "_urlopen", offline)
+
+    model, tok = weights.load_gpt2("cpu")
+    ids = torch.tensor([tok.encode("Sort 3141.").ids])
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids), reference(ids).logits, atol=1e-4, rtol=0)
+    prompts = [p for p, _ in PAIRS]
+    plain = gpt2_sft.respond(model, tok, prompts, max_new=4, template=False)
+    assert len(plain) == len(prompts) and all(isinstance(t, str) for t in plain)
+    tuned, hist = gpt2_sft.finetune(model, tok, PAIRS, steps=80, batch_size=4, lr=3e-3,
+                                    progress=False)
+    assert hist.train_loss[-1] < 0.2 * hist.train_loss[0]
+    after = gpt2_sft.respond(tuned, tok, prompts, max_new=8)
+    assert sum(a == r for a, (_, r) in zip(after, PAIRS)) >= 3
+    (folder / "model.safetensors").write_bytes(b"not the verified file")
+    with pytest.raises(Exception, match="SHA-256|sha256|checksum"):
+        weights.load_gpt2("cpu")
+
+
+def test_a_plain_continuation_reads_the_prompt_without_the_template(tokenizer):
+    model = small_gpt2(tokenizer)
+    seen = first_inputs(model)
+    gpt2_sft.respond(model, tokenizer, ["Sort 3141."], max_new=1, template=False)
+    assert seen[0][0].tolist() == gpt2_sft.text_ids(tokenizer, "Sort 3141.")

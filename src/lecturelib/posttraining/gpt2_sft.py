@@ -21,6 +21,7 @@ from lecturelib.posttraining.chat import check_room
 from lecturelib.pretraining import gpt
 from lecturelib.pretraining.finetune import copy_model
 from lecturelib.validate import (
+    check_bool,
     check_int,
     check_number,
     check_strings,
@@ -166,26 +167,43 @@ def finetune(
     return model.eval(), hist
 
 
-def check_respond(model, tokenizer, prompts, max_new) -> None:
+def check_respond(model, tokenizer, prompts, max_new, template=True) -> None:
     gpt.check_gpt(model)
     check_tokenizer(tokenizer)
     check_strings(prompts, "prompts")
     check_int(max_new, "max_new", 1)
+    check_bool(template, "template")
+    if not template and "" in prompts:
+        raise ValueError(
+            f"prompts[{prompts.index('')}] is empty: a plain continuation needs text to "
+            "continue (template=False)"
+        )
 
 
 @torch.no_grad()
 def respond(
-    model: gpt.GPT, tokenizer, prompts: list[str], max_new: int = 16
+    model: gpt.GPT,
+    tokenizer,
+    prompts: list[str],
+    max_new: int = 16,
+    *,
+    template: bool = True,
 ) -> list[str]:
-    """Greedy responses of ``model`` to ``prompts`` in the template of :func:`encode`,
-    up to ``<|endoftext|>`` (not kept) or ``max_new`` tokens, stripped of the space
-    that follows ``Answer:``. One batch, left-padded: the padding is a segment of its
-    own, so each prompt is read as if it were alone. A prompt that leaves no room to
-    answer in the model's ``seq_len`` is refused."""
-    check_respond(model, tokenizer, prompts, max_new)
+    """Greedy responses of ``model`` to ``prompts`` in the template of :func:`encode`
+    (with ``template=False``: the prompts' plain continuations, as a base model reads
+    text), up to ``<|endoftext|>`` (not kept) or ``max_new`` tokens, stripped of
+    surrounding spaces. One batch, left-padded: the padding is a segment of its own, so
+    each prompt is read as if it were alone. A prompt that leaves no room to answer in
+    the model's ``seq_len`` is refused."""
+    check_respond(model, tokenizer, prompts, max_new, template)
     device = train.model_device(model)
     eos = tokenizer.token_to_id(EOS)
-    heads = [encode(tokenizer, p)[0] for p in prompts]
+    heads = [
+        encode(tokenizer, p)[0]
+        if template
+        else torch.tensor(text_ids(tokenizer, p), dtype=torch.long)
+        for p in prompts
+    ]
     check_room(heads, model.config.seq_len)
     t = max(len(h) for h in heads)
     ids = torch.full((len(heads), t), eos)
