@@ -220,7 +220,7 @@ def accept(
     rule: str,
 ) -> tuple[int, int]:
     """:func:`verify` for callers whose ``p`` and ``q`` are softmax outputs already: it
-    checks their shapes, not their values."""
+    checks their shapes, and their values only on the CPU (no read-back per round)."""
     check_accept(p, q, drafts, generator, rule)
     where = None if generator is None else generator.device  # draws are made there
     for i, x in enumerate(drafts):
