@@ -86,6 +86,15 @@ def test_repeated_inline_scripts_are_dropped_once_per_page(tmp_path):
     assert (tmp_path / "b.html").read_text() == f"<head>{twice}</head>"
 
 
+def test_citation_entries_are_the_list_items_their_list_requires(tmp_path):
+    entry = '<div class="citation" id="id1" role="doc-biblioentry"><p>A.</p></div>'
+    (tmp_path / "bib.html").write_text(f'<div role="list" class="citation-list">{entry}</div>')
+    (tmp_path / "other.html").write_text("<p>no citations</p>")
+    assert website.citation_list_items(tmp_path) == 1
+    text = (tmp_path / "bib.html").read_text()
+    assert 'role="listitem"' in text and "doc-biblioentry" not in text
+
+
 A11Y_HEAD = ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
              "<title>A page</title></head><body><main>")
 

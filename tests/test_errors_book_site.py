@@ -19,6 +19,8 @@ CASES = [
      r"root must be the book's root folder holding _toc.yml; got .*"),
     ("drop_repeated_scripts: nothing there", lambda t: website.drop_repeated_scripts(t / "none"),
      ValueError, r"html must be the rendered site's folder; got .*none"),
+    ("citation_list_items: nothing there", lambda t: website.citation_list_items(t / "none"),
+     ValueError, r"html must be the rendered site's folder; got .*none"),
 ]
 
 

@@ -49,6 +49,7 @@ from lecturelib.book.source import (  # noqa: F401 (SOURCES: re-exported)
 from lecturelib.book.website import (
     SiteError,
     bundle_mathjax,
+    citation_list_items,
     drop_repeated_scripts,
     generated_pages,
 )
@@ -424,6 +425,7 @@ def build(
     index = render(stage, build_dir / "site")
     bundle_mathjax(root, index.parent)
     drop_repeated_scripts(index.parent)
+    citation_list_items(index.parent)
     return index
 
 
