@@ -60,7 +60,7 @@ book: env
 # Every page of the built site in headless Chromium: untypeset math, clipped equations, code
 # wider than the column, broken images and links, raw roles, MathJax errors.
 browsercheck: env
-	$(PY) -m lecturelib.book.browsercheck _build/site/_build/html
+	$(PY) -m lecturelib.book.browsercheck _build/site/_build/html --a11y
 
 student: env
 	$(PY) -m lecturelib.book.exercises --toc --out _build/student --zip --nbgrader
