@@ -70,14 +70,14 @@ def test_every_topic_module_has_its_place_in_book_order():
 def test_each_part_docstring_names_its_modules(part):
     doc = importlib.import_module(f"lecturelib.{part}").__doc__
     missing = [m.rpartition(".")[2] for m in topic_modules()
-               if m.split(".")[1] == part and f"``{m.rpartition('.')[2]}``" not in doc]
+               if m.split(".")[1] == part and f"`{m.rpartition('.')[2]}`" not in doc]
     assert not missing, f"lecturelib.{part}'s docstring does not name {missing}"
 
 
 def test_the_package_docstring_names_every_part():
     import lecturelib
 
-    assert all(f"``{p}``" in lecturelib.__doc__ for p in PARTS)
+    assert all(f"`{p}`" in lecturelib.__doc__ for p in PARTS)
 
 
 def test_no_module_shadows_the_standard_library():

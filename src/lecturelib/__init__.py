@@ -2,24 +2,24 @@
 
 Names used throughout the book and this package:
 
-- widths and counts: ``d_model, n_heads, d_head, n_layers, seq_len, vocab_size, d_state,
-  d_inner``;
-- tensor axes: ``b`` batch, ``t`` time (sequence position), ``d`` width, ``h`` heads,
-  ``v`` vocabulary, ``n`` state.
+- widths and counts: `d_model, n_heads, d_head, n_layers, seq_len, vocab_size, d_state,
+  d_inner`;
+- tensor axes: `b` batch, `t` time (sequence position), `d` width, `h` heads,
+  `v` vocabulary, `n` state.
 
 The package is laid out like the book. The plumbing every chapter uses sits at the top:
-``runtime`` (``setup``), ``data``, ``tasks``, ``metrics``, ``plot``, ``check`` (named shapes and
-close comparisons, shown in the chapters), ``validate`` (the argument checks every public
-function calls), ``records`` (benchmark records) and the trainer ``train`` with its pieces
-(``train.batches``, ``optim``, ``precision``, ``progress``, ``checkpoint``, ``distributed``).
+`runtime` (`setup`), `data`, `tasks`, `metrics`, `plot`, `check` (named shapes and
+close comparisons, shown in the chapters), `validate` (the argument checks every public
+function calls), `records` (benchmark records) and the trainer `train` with its pieces
+(`train.batches`, `optim`, `precision`, `progress`, `checkpoint`, `distributed`).
 The topic code is grouped as the book's parts are, each part's docstring naming its chapters'
-modules: ``recurrence`` (Part I), ``transformers`` (II), ``pretraining`` (III), ``efficiency``
-(IV), ``long_context`` (V), ``state_space`` (VI) and ``posttraining`` (VII). A topic module imports only plumbing and
-the modules of earlier chapters; the ``[tool.importlinter]`` contracts of ``pyproject.toml``
-state that order and ``tests/test_layers.py`` checks it.
+modules: `recurrence` (Part I), `transformers` (II), `pretraining` (III), `efficiency`
+(IV), `long_context` (V), `state_space` (VI) and `posttraining` (VII). A topic module imports only plumbing and
+the modules of earlier chapters; the `[tool.importlinter]` contracts of `pyproject.toml`
+state that order and `tests/test_layers.py` checks it.
 
 Book tooling (building the book, notebook sync, student versions, grading) lives in the
-subpackage ``lecturelib.book``, which no chapter imports.
+subpackage `lecturelib.book`, which no chapter imports.
 """
 
 # OpenMP's wait policy is left at the runtime's default (idle threads spin briefly, then
@@ -33,8 +33,8 @@ _FROM_RUNTIME = ("Run", "setup")
 
 
 def __getattr__(name: str):
-    """``lecturelib.setup`` and ``lecturelib.Run`` come from ``runtime``, imported on first
-    use: the book tooling (``lecturelib.book``) then starts without loading PyTorch, which
+    """`lecturelib.setup` and `lecturelib.Run` come from `runtime`, imported on first
+    use: the book tooling (`lecturelib.book`) then starts without loading PyTorch, which
     took most of the two seconds each notebook's executing process spent starting."""
     if name in _FROM_RUNTIME:
         from lecturelib import runtime
@@ -48,7 +48,7 @@ def __dir__() -> list[str]:
 
 
 def glue(name: str, value, display: bool = False) -> None:
-    """Store ``value`` under ``name`` for the book's prose (myst-nb ``glue``); a no-op where
+    """Store `value` under `name` for the book's prose (myst-nb `glue`); a no-op where
     myst-nb is not installed (e.g. on Colab), so notebooks run anywhere."""
     if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
         value = (
@@ -67,8 +67,8 @@ def glue(name: str, value, display: bool = False) -> None:
 
 
 def glue_all(values: dict | None = None, /, **named) -> None:
-    """``glue`` every entry of the dict ``values`` and every keyword, in one call:
-    ``glue_all(alpha=-slope, predicted=predicted)`` or ``glue_all(results)``."""
+    """`glue` every entry of the dict `values` and every keyword, in one call:
+    `glue_all(alpha=-slope, predicted=predicted)` or `glue_all(results)`."""
     values = {**(values or {}), **named}
     if not all(isinstance(k, str) and k for k in values):
         raise TypeError(f"glue names must be non-empty strings; got {list(values)}")

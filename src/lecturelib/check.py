@@ -1,5 +1,5 @@
 """Checks that notebooks and tests use after new tensor code: named shapes and close comparisons;
-and the claims the prose makes about measurements (:func:`claim`, :func:`compare`).
+and the claims the prose makes about measurements (`claim`, `compare`).
 
 >>> import torch
 >>> dims = shape(torch.zeros(2, 5, 8), "b t d", b=2)
@@ -30,11 +30,11 @@ def _tensor(x, name: str, func: str) -> Tensor:
 
 
 def shape(x: Tensor, axes: str, **expected: int) -> dict[str, int]:
-    """Assert that ``x`` has the named axes ``axes`` (letters separated by spaces) and the given
+    """Assert that `x` has the named axes `axes` (letters separated by spaces) and the given
     sizes; return the size of every axis by name.
 
-    An axis name used twice must have the same size both times (``"b t t"`` for a square matrix
-    per batch). Raises ``AssertionError`` that names the axis, its expected and its actual size.
+    An axis name used twice must have the same size both times (`"b t t"` for a square matrix
+    per batch). Raises `AssertionError` that names the axis, its expected and its actual size.
     """
     _tensor(x, "x", "shape")
     if not isinstance(axes, str):
@@ -78,7 +78,7 @@ def _widen(*ts: Tensor) -> list[Tensor]:
 
 def max_abs_diff(a: Tensor, b: Tensor) -> float:
     """The largest absolute elementwise difference (0.0 for empty tensors); for complex
-    tensors the largest modulus ``|a - b|``."""
+    tensors the largest modulus `|a - b|`."""
     _tensor(a, "a", "max_abs_diff")
     _tensor(b, "b", "max_abs_diff")
     if a.shape != b.shape:
@@ -103,7 +103,7 @@ def _tolerance(value: float, name: str) -> float:
 
 
 def _mismatch(a: Tensor, e: Tensor, atol: float, rtol: float) -> Tensor:
-    """Where real tensors ``a`` and ``e`` differ beyond the tolerance. NaN matches NaN; an
+    """Where real tensors `a` and `e` differ beyond the tolerance. NaN matches NaN; an
     infinity matches only the same infinity (the tolerance test would pass 5 vs inf)."""
     finite = torch.isfinite(a) & torch.isfinite(e)
     within = finite & ((a - e).abs() <= atol + rtol * e.abs())
@@ -118,7 +118,7 @@ def close(
     rtol: float = 1e-5,
     name: str = "tensors",
 ) -> None:
-    """Assert ``actual ≈ expected`` elementwise (``|a - e| <= atol + rtol·|e|``).
+    """Assert `actual ≈ expected` elementwise (`|a - e| <= atol + rtol·|e|`).
 
     Complex tensors are compared on their real and their imaginary parts. The error says how
     many elements differ, the largest difference and where it is, so a notebook reader sees at
@@ -158,7 +158,7 @@ def close(
 
 
 def _truth(holds, func: str) -> bool:
-    """``holds`` as a bool: a bool, a NumPy bool or a one-element bool tensor."""
+    """`holds` as a bool: a bool, a NumPy bool or a one-element bool tensor."""
     if isinstance(holds, torch.Tensor):
         if holds.dtype != torch.bool or holds.numel() != 1:
             raise TypeError(
@@ -204,17 +204,17 @@ def claim(says: str, holds, **measured) -> None:
 def compare(
     a, b, *, lower: str, higher: str, same: str | None = None, within=0.0
 ) -> str:
-    """The word for how ``a`` compares with ``b``, for the prose to glue instead of typing it.
+    """The word for how `a` compares with `b`, for the prose to glue instead of typing it.
 
-    ``lower`` when ``a < b - within``, ``higher`` when ``a > b + within``, else ``same``
-    (``within`` is the difference the measurement cannot resolve, e.g. two standard errors).
+    `lower` when `a < b - within`, `higher` when `a > b + within`, else `same`
+    (`within` is the difference the measurement cannot resolve, e.g. two standard errors).
 
     >>> compare(5.40, 4.80, lower="below", higher="above")
     'above'
     >>> compare(2.09, 2.11, lower="below", higher="above", same="level with", within=0.05)
     'level with'
 
-    Without ``same``, a difference inside ``within`` raises: the prose has no word for a tie.
+    Without `same`, a difference inside `within` raises: the prose has no word for a tie.
     """
     for name, word in (("lower", lower), ("higher", higher)):
         if not isinstance(word, str) or not word:

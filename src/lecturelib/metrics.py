@@ -4,8 +4,8 @@ BLEU is computed by sacrebleu (Post, 2018, arXiv:1804.08771), the reference impl
 papers report, never by a hand-written approximation.
 
 Every metric refuses input that would give a plausible but meaningless number: NaN logits,
-targets that are not integer class ids in ``0..v-1``, a batch in which every target is
-``ignore_index``, token lists where BLEU expects detokenised strings.
+targets that are not integer class ids in `0..v-1`, a batch in which every target is
+`ignore_index`, token lists where BLEU expects detokenised strings.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from lecturelib.validate import is_int, is_real
 
 
 def _number(value, name: str, func: str) -> float:
-    """``value`` (a real number or a one-element tensor) as a float that is not NaN and >= 0."""
+    """`value` (a real number or a one-element tensor) as a float that is not NaN and >= 0."""
     if isinstance(value, torch.Tensor):
         if value.numel() != 1 or value.is_complex():
             raise ValueError(
@@ -41,8 +41,8 @@ def _number(value, name: str, func: str) -> float:
 
 
 def perplexity(mean_nll: float | torch.Tensor) -> float:
-    """``exp(mean negative log-likelihood in nats)``: the effective number of equally likely
-    choices per token. A uniform model over ``V`` tokens has perplexity ``V``."""
+    """`exp(mean negative log-likelihood in nats)`: the effective number of equally likely
+    choices per token. A uniform model over `V` tokens has perplexity `V`."""
     nll = _number(mean_nll, "mean_nll", "perplexity")
     try:
         return math.exp(nll)
@@ -58,7 +58,7 @@ def nats_to_bits(nats: float | torch.Tensor) -> float:
 def _scored(
     logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, func: str
 ) -> torch.Tensor:
-    """Check ``logits (... v)`` and ``targets (...)``; return the mask of scored positions."""
+    """Check `logits (... v)` and `targets (...)`; return the mask of scored positions."""
     for name, t in (("logits", logits), ("targets", targets)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(
@@ -117,7 +117,7 @@ def accuracy(
 ) -> float:
     """Fraction of positions whose argmax over the last axis equals the target.
 
-    Shapes: logits ``(... v)``, targets ``(...)``; positions with ``ignore_index`` are skipped.
+    Shapes: logits `(... v)`, targets `(...)`; positions with `ignore_index` are skipped.
     """
     keep = _scored(logits, targets, ignore_index, "accuracy")
     return (logits.argmax(-1)[keep] == targets[keep]).float().mean().item()
@@ -129,7 +129,7 @@ def mean_nll(
 ) -> float:
     """Mean cross-entropy in nats per scored token.
 
-    Shapes: logits ``(... v)``, targets ``(...)``; positions with ``ignore_index`` are skipped.
+    Shapes: logits `(... v)`, targets `(...)`; positions with `ignore_index` are skipped.
     """
     _scored(logits, targets, ignore_index, "mean_nll")
     return F.cross_entropy(
@@ -188,7 +188,7 @@ def bleu(
 
 def sentence_bleu(hypothesis: str, reference: str) -> float:
     """Smoothed sentence-level BLEU (0–100) by sacrebleu, for per-example plots: its
-    ``sentence_bleu`` (exponential smoothing, effective order), one scorer reused."""
+    `sentence_bleu` (exponential smoothing, effective order), one scorer reused."""
     _sentence(hypothesis, "hypothesis", "sentence_bleu")
     _sentence(reference, "reference", "sentence_bleu")
     return _sentence_scorer().sentence_score(hypothesis, [reference]).score

@@ -1,7 +1,7 @@
 """The book's figure style and the plots every chapter reuses.
 
-Every helper takes ``ax=None`` (a new figure is made) and returns the axes, so a chapter can
-compose panels. One colour per model family throughout the book (:data:`FAMILY_COLORS`), from the
+Every helper takes `ax=None` (a new figure is made) and returns the axes, so a chapter can
+compose panels. One colour per model family throughout the book (`FAMILY_COLORS`), from the
 colour-blind-safe Okabe–Ito palette.
 """
 
@@ -47,7 +47,7 @@ FIGSIZE = (6.0, 3.5)
 
 
 def family_color(name: str) -> str:
-    """The book colour of a model family (``"rnn"``, ``"lstm"``, ...)."""
+    """The book colour of a model family (`"rnn"`, `"lstm"`, ...)."""
     check_type(name, "name", str, "a str naming a model family")
     key = name.lower()
     if key not in FAMILY_COLORS:
@@ -99,8 +99,8 @@ def use_book_style() -> None:
 
 
 def plain_log_ticks(ax, axis: str = "y"):
-    """Label a log-scaled axis (``axis`` "x" or "y") with plain numbers (``6``, ``10``, ``20``)
-    instead of ``6×10⁰``."""
+    """Label a log-scaled axis (`axis` "x" or "y") with plain numbers (`6`, `10`, `20`)
+    instead of `6×10⁰`."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     check_axes(ax, allow_none=False)
@@ -115,7 +115,7 @@ def plain_log_ticks(ax, axis: str = "y"):
 
 
 def check_axes(ax, allow_none: bool = True) -> None:
-    """``ax`` must be a matplotlib ``Axes`` (or None, when ``allow_none``: a new figure)."""
+    """`ax` must be a matplotlib `Axes` (or None, when `allow_none`: a new figure)."""
     if ax is None and allow_none:
         return
     what = "a matplotlib Axes or None" if allow_none else "a matplotlib Axes"
@@ -144,7 +144,7 @@ def curves(
     colors: Mapping[str, str] | None = None,
     styles: Mapping[str, str] | None = None,
 ):
-    """Plot named ``(x, y)`` series, e.g. learning curves: ``{"train": (steps, losses)}``."""
+    """Plot named `(x, y)` series, e.g. learning curves: `{"train": (steps, losses)}`."""
     _check_mapping(series, "series", "name -> (x, y)")
     if not series:
         raise ValueError(
@@ -185,7 +185,7 @@ def curves(
 def history(
     hist, ax=None, *, metric: str = "loss", logy: bool = False, label: str = ""
 ):
-    """Learning curves of a :class:`lecturelib.train.History`: training loss and, if it was
+    """Learning curves of a `lecturelib.train.History`: training loss and, if it was
     evaluated, the evaluation metric of the same name."""
     if not all(
         hasattr(hist, a) for a in ("steps", "train_loss", "eval_steps", "evals")

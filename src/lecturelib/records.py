@@ -1,4 +1,4 @@
-"""The benchmark records committed in the book's repository (``benchmarks/results/*.json``).
+"""The benchmark records committed in the book's repository (`benchmarks/results/*.json`).
 
 Chapters quote measured speed and memory from these records rather than timing themselves in
 the middle of a lesson; each record names its machine, date, torch version and command.
@@ -17,7 +17,7 @@ REQUIRED = ("benchmark", "what", "command", "machine")
 
 
 def missing_fields(record: dict) -> list[str]:
-    """The fields of :data:`REQUIRED` (and ``machine.date``) that ``record`` lacks."""
+    """The fields of `REQUIRED` (and `machine.date`) that `record` lacks."""
     missing = [k for k in REQUIRED if k not in record]
     if not missing and not (
         isinstance(record["machine"], dict) and "date" in record["machine"]
@@ -27,7 +27,7 @@ def missing_fields(record: dict) -> list[str]:
 
 
 def load(name: str, folder: Path | None = None) -> dict | None:
-    """The record ``benchmarks/results/<name>.json``, or None where the package is installed
+    """The record `benchmarks/results/<name>.json`, or None where the package is installed
     without its repository (e.g. from a wheel on Colab)."""
     if not isinstance(name, str) or not re.fullmatch(r"[\w.-]+", name):
         raise ValueError(
@@ -40,7 +40,7 @@ def load(name: str, folder: Path | None = None) -> dict | None:
 
 
 def save(record: dict, path: Path | str) -> Path:
-    """Write ``record`` as JSON to ``path`` (a benchmark script's result), checked for the fields
+    """Write `record` as JSON to `path` (a benchmark script's result), checked for the fields
     every record carries, through a temporary file renamed into place: an error while writing
     leaves the previous record as it was and nothing half-written."""
     import os
@@ -75,7 +75,7 @@ def save(record: dict, path: Path | str) -> Path:
 
 def machine(**versions: str) -> dict:
     """What a record must say about where it was measured: platform, processor, cores, torch
-    threads, Python and torch versions (plus any ``versions`` given), GPU and date."""
+    threads, Python and torch versions (plus any `versions` given), GPU and date."""
     import datetime
     import os
     import platform

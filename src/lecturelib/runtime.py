@@ -1,6 +1,6 @@
 """Set up a chapter: profile, device, seeds, threads, plot style, one line about the environment.
 
-Every notebook calls :func:`setup` once, right after its ``parameters`` cell::
+Every notebook calls `setup` once, right after its `parameters` cell::
 
     run = setup(PROFILE, SEED, sizes={
         "smoke": dict(n_steps=20,   d_model=32),
@@ -9,17 +9,17 @@ Every notebook calls :func:`setup` once, right after its ``parameters`` cell::
     })
     run.n_steps, run.device, run.profile
 
-Profiles: ``smoke`` (seconds, any CPU; the test suite), ``cpu`` (minutes on a laptop),
-``gpu`` (one CUDA device), ``auto`` (``gpu`` when CUDA is available, else ``cpu``). The
-environment variable ``LECTURELIB_PROFILE`` overrides whatever the notebook asks for, which is
-how ``make test`` runs every notebook in ``smoke``.
+Profiles: `smoke` (seconds, any CPU; the test suite), `cpu` (minutes on a laptop),
+`gpu` (one CUDA device), `auto` (`gpu` when CUDA is available, else `cpu`). The
+environment variable `LECTURELIB_PROFILE` overrides whatever the notebook asks for, which is
+how `make test` runs every notebook in `smoke`.
 
-``LECTURELIB_STEPS_CAP=N`` keeps the profile's sizes but caps its *step counts* at ``N``: the
-sizes named ``steps``, ``epochs``, ``iters``, ``evals``, ``repeats`` or ending in ``_`` + one of
-these, and those starting with ``n_eval`` (:func:`is_step_count`). ``run.capped`` is then True,
-and a notebook guards the claims that need a trained model with ``if not run.capped:``. This is
-how the tests run the ``gpu`` profile's configuration on a CPU in minutes
-(``tests/test_gpu_profile.py``).
+`LECTURELIB_STEPS_CAP=N` keeps the profile's sizes but caps its *step counts* at `N`: the
+sizes named `steps`, `epochs`, `iters`, `evals`, `repeats` or ending in `_` + one of
+these, and those starting with `n_eval` (`is_step_count`). `run.capped` is then True,
+and a notebook guards the claims that need a trained model with `if not run.capped:`. This is
+how the tests run the `gpu` profile's configuration on a CPU in minutes
+(`tests/test_gpu_profile.py`).
 """
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ SEEDS = (-(2**63), 2**64 - 1)  # the seeds torch accepts
 
 @dataclass(frozen=True)
 class Run:
-    """What :func:`setup` resolved: the profile, device and seed, and the chapter's sizes.
+    """What `setup` resolved: the profile, device and seed, and the chapter's sizes.
 
-    Sizes are readable as attributes (``run.n_steps``) or as the dict ``run.sizes``.
-    ``steps_cap`` is ``$LECTURELIB_STEPS_CAP`` (None when unset), which the step counts among
-    the sizes already obey; ``capped`` says whether there is one.
+    Sizes are readable as attributes (`run.n_steps`) or as the dict `run.sizes`.
+    `steps_cap` is `$LECTURELIB_STEPS_CAP` (None when unset), which the step counts among
+    the sizes already obey; `capped` says whether there is one.
     """
 
     profile: str
@@ -76,7 +76,7 @@ class Run:
 
     @property
     def capped(self) -> bool:
-        """Whether the step counts are capped (``$LECTURELIB_STEPS_CAP``): the models are then
+        """Whether the step counts are capped (`$LECTURELIB_STEPS_CAP`): the models are then
         barely trained, and claims that need training do not hold."""
         return self.steps_cap is not None
 
@@ -88,7 +88,7 @@ class Run:
 
     def cap_steps(self, n: int) -> int:
         """A step count that the chapter derives from its sizes (epochs x pairs / batch),
-        capped like the sizes: ``n``, or ``steps_cap`` if that is smaller."""
+        capped like the sizes: `n`, or `steps_cap` if that is smaller."""
         check_int(n, "n (a number of steps)", 0)
         return n if self.steps_cap is None else min(n, self.steps_cap)
 
@@ -102,8 +102,8 @@ class Run:
 
 
 def resolve_profile(profile: str = "auto") -> str:
-    """``smoke``, ``cpu`` or ``gpu``: the environment override, else ``profile``, with ``auto``
-    meaning ``gpu`` when CUDA is available and ``cpu`` otherwise."""
+    """`smoke`, `cpu` or `gpu`: the environment override, else `profile`, with `auto`
+    meaning `gpu` when CUDA is available and `cpu` otherwise."""
     requested = os.environ.get(PROFILE_ENV) or profile
     if not isinstance(requested, str):
         raise TypeError(
@@ -121,7 +121,7 @@ def resolve_profile(profile: str = "auto") -> str:
 
 
 def pick_device(profile: str) -> torch.device:
-    """CUDA, then Apple MPS, then CPU; ``smoke`` takes CUDA where there is one (so that the
+    """CUDA, then Apple MPS, then CPU; `smoke` takes CUDA where there is one (so that the
     test suite on a GPU machine runs the chapters' CUDA path), else the CPU."""
     if not isinstance(profile, str) or profile not in PROFILES:
         raise ValueError(
@@ -141,7 +141,7 @@ def pick_device(profile: str) -> torch.device:
 
 
 def steps_cap() -> int | None:
-    """``$LECTURELIB_STEPS_CAP`` as an int >= 1, or None when it is unset or empty."""
+    """`$LECTURELIB_STEPS_CAP` as an int >= 1, or None when it is unset or empty."""
     text = os.environ.get(STEPS_CAP_ENV, "").strip()
     if not text:
         return None
@@ -154,7 +154,7 @@ def steps_cap() -> int | None:
 
 
 def cpu_cores() -> int:
-    """The CPU threads that :func:`setup` gives PyTorch at most: ``$OMP_NUM_THREADS`` when
+    """The CPU threads that `setup` gives PyTorch at most: `$OMP_NUM_THREADS` when
     it is set (a positive integer), else one per core. A process that
     shares the cores with others (several notebooks at once) sets it to its share."""
     text = os.environ.get("OMP_NUM_THREADS", "").strip()
@@ -169,17 +169,17 @@ def cpu_cores() -> int:
 
 
 def cap_steps(n: int) -> int:
-    """``n`` training steps, or ``$LECTURELIB_STEPS_CAP`` if it is smaller: for library code
-    that trains with step counts of its own (a recipe's), as :func:`setup` caps a chapter's."""
+    """`n` training steps, or `$LECTURELIB_STEPS_CAP` if it is smaller: for library code
+    that trains with step counts of its own (a recipe's), as `setup` caps a chapter's."""
     check_int(n, "n (a number of steps)", 0)
     cap = steps_cap()
     return n if cap is None else min(n, cap)
 
 
 def is_step_count(name: str) -> bool:
-    """Whether the size ``name`` counts repeated work that a steps cap shortens: ``steps``,
-    ``epochs``, ``iters``, ``evals``, ``repeats``, a name ending in ``_`` + one of them
-    (``lm_steps``, ``sgns_epochs``), or a name starting with ``n_eval``."""
+    """Whether the size `name` counts repeated work that a steps cap shortens: `steps`,
+    `epochs`, `iters`, `evals`, `repeats`, a name ending in `_` + one of them
+    (`lm_steps`, `sgns_epochs`), or a name starting with `n_eval`."""
     check_type(name, "name", str, "a size's name (str)")
     return name.startswith("n_eval") or any(
         name == w or name.endswith("_" + w) for w in STEP_WORDS
@@ -187,9 +187,9 @@ def is_step_count(name: str) -> bool:
 
 
 def capped_sizes(sizes: dict[str, Any], cap: int | None) -> dict[str, Any]:
-    """``sizes`` with each step count (:func:`is_step_count`) that is a number capped at
-    ``cap`` (an int stays an int, a float a float); other sizes, lists and ``None`` as they
-    are. ``cap=None``: a copy of ``sizes``."""
+    """`sizes` with each step count (`is_step_count`) that is a number capped at
+    `cap` (an int stays an int, a float a float); other sizes, lists and `None` as they
+    are. `cap=None`: a copy of `sizes`."""
     check_type(sizes, "sizes", dict, "a dict of name -> size")
     if cap is not None:
         check_int(cap, "cap", 1)
@@ -211,7 +211,7 @@ def seed_everything(seed: int) -> None:
 
 
 def check_profile_sizes(sizes: dict[str, dict[str, Any]] | None) -> None:
-    """The ``sizes`` of :func:`setup`: the same names for every profile."""
+    """The `sizes` of `setup`: the same names for every profile."""
     if sizes is None:
         return
     if not isinstance(sizes, dict):
@@ -300,16 +300,16 @@ def setup(
 ) -> Run:
     """Resolve the profile, pick the device, seed everything, set threads and plot style.
 
-    The chapter's sizes per profile are ``sizes``, or the book's table of chapter
-    ``chapter`` (:data:`lecturelib.sizes.SIZES`; :func:`lecturelib.sizes.table` shows it).
+    The chapter's sizes per profile are `sizes`, or the book's table of chapter
+    `chapter` (`lecturelib.sizes.SIZES`; `lecturelib.sizes.table` shows it).
 
-    ``cpu_threads`` caps PyTorch's CPU threads (default: :func:`cpu_cores`). Small models that run one
+    `cpu_threads` caps PyTorch's CPU threads (default: `cpu_cores`). Small models that run one
     time step after another are often faster on one thread, where synchronising threads costs
     more than it saves.
 
-    Prints one line describing the environment and returns a :class:`Run` whose attributes
+    Prints one line describing the environment and returns a `Run` whose attributes
     include the chapter's sizes for the resolved profile, their step counts capped at
-    ``$LECTURELIB_STEPS_CAP`` when it is set (:func:`capped_sizes`).
+    `$LECTURELIB_STEPS_CAP` when it is set (`capped_sizes`).
     """
     if chapter is not None:
         if sizes is not None:
@@ -338,7 +338,7 @@ def setup(
 
 
 def seconds(fn, repeats: int = 3, warmup: int = 1) -> float:
-    """The fastest wall time of ``repeats`` calls of ``fn()``, after ``warmup`` untimed calls
+    """The fastest wall time of `repeats` calls of `fn()`, after `warmup` untimed calls
     (the first call pays for allocations and lazy initialisation). On CUDA it synchronises
     around each call, so the time is the GPU's and not the launch's."""
     check_callable(fn, "fn")
@@ -363,7 +363,7 @@ def collector_paused() -> Iterator[None]:
 
     Building a corpus creates hundreds of thousands of small lists, and the collector, run
     every few hundred allocations, walks those still alive again and again: more than half
-    of :func:`lecturelib.recurrence.translation.load`'s time. Lists of tokens form no
+    of `lecturelib.recurrence.translation.load`'s time. Lists of tokens form no
     reference cycles, so there is nothing for it to free there.
     """
     enabled = gc.isenabled()
@@ -379,11 +379,11 @@ def patch_triton_interpreter() -> bool:
     """Let an older Triton's interpreter run under NumPy >= 2.4; True where it patched.
 
     Triton's interpreter holds a kernel's scalar arguments as one-element arrays and, up to
-    Triton 3.5 (the one of torch 2.9), turned them into Python ints with ``int(array)``,
+    Triton 3.5 (the one of torch 2.9), turned them into Python ints with `int(array)`,
     which NumPy 2.4 refuses for an array of one dimension ("only 0-dimensional arrays can
-    be converted to Python scalars"): every ``range`` over a kernel's argument failed.
+    be converted to Python scalars"): every `range` over a kernel's argument failed.
     Newer Tritons squeeze the array first; for the older ones the interpreter's patch of
-    ``tl.tensor`` is wrapped to do the same. Call it before a kernel is first launched in
+    `tl.tensor` is wrapped to do the same. Call it before a kernel is first launched in
     the interpreter (idempotent; it changes nothing where Triton is fixed or absent).
     """
     try:

@@ -1,10 +1,10 @@
-"""Each chapter's sizes per profile: ``lecturelib.setup(PROFILE, SEED, chapter=11)`` reads
-the chapter's row, and :func:`table` shows a chapter's sizes as a table (the page shows it
+"""Each chapter's sizes per profile: `lecturelib.setup(PROFILE, SEED, chapter=11)` reads
+the chapter's row, and `table` shows a chapter's sizes as a table (the page shows it
 under its setup line).
 
-A profile trades time for quality: ``smoke`` proves the code runs (seconds), ``cpu`` is what
-the book is built with (minutes on two cores), ``gpu`` is for a Colab GPU. Step counts are
-capped further when ``$LECTURELIB_STEPS_CAP`` is set (CI's check of the gpu configuration).
+A profile trades time for quality: `smoke` proves the code runs (seconds), `cpu` is what
+the book is built with (minutes on two cores), `gpu` is for a Colab GPU. Step counts are
+capped further when `$LECTURELIB_STEPS_CAP` is set (CI's check of the gpu configuration).
 """
 
 from __future__ import annotations
@@ -324,7 +324,7 @@ SIZES: dict[int, dict[str, dict[str, Any]]] = {
 
 
 def chapter_sizes(chapter: int) -> dict[str, dict[str, Any]]:
-    """Chapter ``chapter``'s sizes, per profile."""
+    """Chapter `chapter`'s sizes, per profile."""
     if not isinstance(chapter, int) or isinstance(chapter, bool):
         raise TypeError(
             f"chapter must be an int, a chapter number; got {type(chapter).__name__} "
@@ -339,7 +339,7 @@ def chapter_sizes(chapter: int) -> dict[str, dict[str, Any]]:
 
 
 def table(chapter: int):
-    """Chapter ``chapter``'s sizes as a table: one row per size, one column per profile."""
+    """Chapter `chapter`'s sizes as a table: one row per size, one column per profile."""
     import pandas as pd
 
     rows = chapter_sizes(chapter)

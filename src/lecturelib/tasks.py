@@ -2,14 +2,14 @@
 
 Token conventions shared by every task (so one model fits all of them):
 
-- ``PAD = 0`` fills positions that carry no information;
-- ``SEP = 1`` marks "now answer" (the end of the input part);
-- content symbols are ``2 .. vocab_size-1`` (``vocab_size`` counts the special tokens too).
+- `PAD = 0` fills positions that carry no information;
+- `SEP = 1` marks "now answer" (the end of the input part);
+- content symbols are `2 .. vocab_size-1` (`vocab_size` counts the special tokens too).
 
-Each token task returns ``(x, y)``, both ``LongTensor`` of shape ``(n, t)``: the model reads ``x``
-and is scored at the positions where ``y != IGNORE`` (``-100``, the default ``ignore_index`` of
-``torch.nn.functional.cross_entropy``). ``y`` at position ``i`` is the token the model should
-output after reading ``x[:, : i + 1]``, so causal models (RNNs, decoders) can be trained directly.
+Each token task returns `(x, y)`, both `LongTensor` of shape `(n, t)`: the model reads `x`
+and is scored at the positions where `y != IGNORE` (`-100`, the default `ignore_index` of
+`torch.nn.functional.cross_entropy`). `y` at position `i` is the token the model should
+output after reading `x[:, : i + 1]`, so causal models (RNNs, decoders) can be trained directly.
 
 >>> x, y = copy_task(2, 3, vocab_size=6, seed=0)
 >>> x.shape, y.shape
@@ -44,8 +44,8 @@ def check_task(
     min_symbols: int = 1,
     length: str = "seq_len",
 ) -> None:
-    """Sizes of the token task ``func``: ``n`` sequences, ``seq_len`` (named ``length``) and a
-    vocabulary with room for the special tokens and ``min_symbols`` content symbols."""
+    """Sizes of the token task `func`: `n` sequences, `seq_len` (named `length`) and a
+    vocabulary with room for the special tokens and `min_symbols` content symbols."""
     check_int(n, f"{func}(): n", 1)
     check_int(seq_len, f"{func}(): {length}", 1)
     check_int(vocab_size, f"{func}(): vocab_size", N_SPECIAL + min_symbols)
@@ -58,7 +58,7 @@ def _symbols(n: int, t: int, vocab_size: int, g: torch.Generator) -> torch.Tenso
 def _answer_after_sep(
     seq: torch.Tensor, answer: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x = seq SEP PAD…``, ``y`` scores ``answer`` from the SEP position on."""
+    """`x = seq SEP PAD…`, `y` scores `answer` from the SEP position on."""
     n, k = answer.shape
     x = torch.cat([seq, torch.full((n, 1), SEP), torch.full((n, k - 1), PAD)], dim=1)
     y = torch.full_like(x, IGNORE)
@@ -67,9 +67,9 @@ def _answer_after_sep(
 
 
 def copy_task(n: int, seq_len: int, vocab_size: int = 10, seed: int = 0):
-    """Read ``seq_len`` symbols, then after ``SEP`` reproduce them in order.
+    """Read `seq_len` symbols, then after `SEP` reproduce them in order.
 
-    Shapes: x, y ``(n, 2·seq_len)``.
+    Shapes: x, y `(n, 2·seq_len)`.
     """
     check_task("copy_task", n, seq_len, vocab_size)
     seq = _symbols(n, seq_len, vocab_size, _generator("copy_task", seed))
@@ -77,14 +77,14 @@ def copy_task(n: int, seq_len: int, vocab_size: int = 10, seed: int = 0):
 
 
 def reverse_task(n: int, seq_len: int, vocab_size: int = 10, seed: int = 0):
-    """Like :func:`copy_task`, but the answer is the input reversed. Shapes: ``(n, 2·seq_len)``."""
+    """Like `copy_task`, but the answer is the input reversed. Shapes: `(n, 2·seq_len)`."""
     check_task("reverse_task", n, seq_len, vocab_size)
     seq = _symbols(n, seq_len, vocab_size, _generator("reverse_task", seed))
     return _answer_after_sep(seq, seq.flip(1))
 
 
 def sorting_task(n: int, seq_len: int, vocab_size: int = 10, seed: int = 0):
-    """Like :func:`copy_task`, but the answer is the input sorted. Shapes: ``(n, 2·seq_len)``."""
+    """Like `copy_task`, but the answer is the input sorted. Shapes: `(n, 2·seq_len)`."""
     check_task("sorting_task", n, seq_len, vocab_size)
     seq = _symbols(n, seq_len, vocab_size, _generator("sorting_task", seed))
     return _answer_after_sep(seq, seq.sort(dim=1).values)
@@ -95,7 +95,7 @@ def adding_problem(n: int, seq_len: int, seed: int = 0):
     marker; exactly two steps are marked, one in each half; the target is the sum of the two
     marked values. Predicting 1.0 always gives a mean squared error of about 0.167.
 
-    Shapes: x ``(n, t, 2)`` float (value, marker), y ``(n,)`` float.
+    Shapes: x `(n, t, 2)` float (value, marker), y `(n,)` float.
     """
     check_int(n, "adding_problem(): n", 1)
     check_int(seq_len, "adding_problem(): seq_len", 1)
@@ -118,10 +118,10 @@ def adding_problem(n: int, seq_len: int, seed: int = 0):
 
 
 def associative_recall(n: int, n_pairs: int, vocab_size: int = 20, seed: int = 0):
-    """Key–value pairs ``k1 v1 k2 v2 … SEP q``: answer the value stored with key ``q``.
+    """Key–value pairs `k1 v1 k2 v2 … SEP q`: answer the value stored with key `q`.
 
     Keys are distinct within a sequence and drawn from the lower half of the symbols, values from
-    the upper half. Shapes: x, y ``(n, 2·n_pairs + 2)``; only the last position is scored.
+    the upper half. Shapes: x, y `(n, 2·n_pairs + 2)`; only the last position is scored.
     """
     check_task(
         "associative_recall", n, n_pairs, vocab_size, min_symbols=2, length="n_pairs"
@@ -147,8 +147,8 @@ def associative_recall(n: int, n_pairs: int, vocab_size: int = 20, seed: int = 0
 def selective_copying(
     n: int, seq_len: int, n_tokens: int = 4, vocab_size: int = 10, seed: int = 0
 ):
-    """``n_tokens`` symbols scattered among ``PAD`` noise in ``seq_len`` steps; after ``SEP``
-    reproduce the symbols in order (Gu & Dao, 2023). Shapes: ``(n, seq_len + n_tokens)``."""
+    """`n_tokens` symbols scattered among `PAD` noise in `seq_len` steps; after `SEP`
+    reproduce the symbols in order (Gu & Dao, 2023). Shapes: `(n, seq_len + n_tokens)`."""
     check_task("selective_copying", n, seq_len, vocab_size)
     check_int(n_tokens, "selective_copying(): n_tokens", 1)
     if n_tokens > seq_len:
@@ -170,10 +170,10 @@ def selective_copying(
 
 
 def induction_heads(n: int, seq_len: int, vocab_size: int = 16, seed: int = 0):
-    """Random symbols in which a trigger (``SEP``) appears once followed by a symbol ``a``; the
-    sequence ends with the trigger again and the answer is ``a`` (Olsson et al., 2022).
+    """Random symbols in which a trigger (`SEP`) appears once followed by a symbol `a`; the
+    sequence ends with the trigger again and the answer is `a` (Olsson et al., 2022).
 
-    Shapes: x, y ``(n, seq_len)``; only the last position is scored.
+    Shapes: x, y `(n, seq_len)`; only the last position is scored.
     """
     check_task("induction_heads", n, seq_len, vocab_size, min_symbols=2)
     if seq_len < 4:
@@ -195,13 +195,13 @@ def induction_heads(n: int, seq_len: int, vocab_size: int = 16, seed: int = 0):
 def passkey(
     n: int, seq_len: int, key_len: int = 4, vocab_size: int = 12, seed: int = 0
 ):
-    """A ``key_len``-symbol pass key hidden at a random place in random filler, right after
-    the marker symbol :data:`KEY` (which appears nowhere else, as "the pass key is" does in the
-    original); after ``SEP`` the model must repeat the key (Mohtashami & Jaggi, 2023). Filler
-    and key are drawn from the symbols ``3 .. vocab_size-1``.
+    """A `key_len`-symbol pass key hidden at a random place in random filler, right after
+    the marker symbol `KEY` (which appears nowhere else, as "the pass key is" does in the
+    original); after `SEP` the model must repeat the key (Mohtashami & Jaggi, 2023). Filler
+    and key are drawn from the symbols `3 .. vocab_size-1`.
 
-    Shapes: ``(n, seq_len + key_len)``: ``seq_len`` positions of haystack (marker and key
-    included), ``SEP``, then the answer positions."""
+    Shapes: `(n, seq_len + key_len)`: `seq_len` positions of haystack (marker and key
+    included), `SEP`, then the answer positions."""
     check_task("passkey", n, seq_len, vocab_size, min_symbols=3)
     check_int(key_len, "passkey(): key_len", 1)
     if key_len + 1 >= seq_len:
@@ -234,7 +234,7 @@ _DATE_FORMATS = (
 
 
 def date_normalisation(n: int, seed: int = 0, years: tuple[int, int] = (1950, 2049)):
-    """``n`` pairs ``(human-written date, ISO date)``, e.g. ``("3 Mar 1998", "1998-03-03")``,
+    """`n` pairs `(human-written date, ISO date)`, e.g. `("3 Mar 1998", "1998-03-03")`,
     in ten formats. Two-digit years are read as 1950–2049."""
     check_int(n, "date_normalisation(): n", 1)
     check_int(seed, "date_normalisation(): seed", *SEEDS)

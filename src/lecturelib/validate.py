@@ -2,12 +2,12 @@
 mistake, each message naming the argument, what was expected and what was given.
 
 - an object of the wrong kind (not a tensor, a float tensor where token ids belong, not a
-  model of the expected class, not callable): ``TypeError``;
-- a value out of its range, a size that is not an int >= 1 (``check_int``: an int is a value
+  model of the expected class, not callable): `TypeError`;
+- a value out of its range, a size that is not an int >= 1 (`check_int`: an int is a value
   with a range), a tensor of the wrong shape, an option that is not one of the choices:
-  ``ValueError``.
+  `ValueError`.
 
-A taught function keeps its body the algorithm and calls one ``check_*`` function for its
+A taught function keeps its body the algorithm and calls one `check_*` function for its
 arguments, defined beside it in its own module and built from these helpers, so that the
 chapters copy the idea and the library still refuses bad input clearly.
 
@@ -34,18 +34,18 @@ def describe(value) -> str:
 
 
 def is_int(value) -> bool:
-    """Whether ``value`` is an int and not a bool (``True`` is an int to Python, never a size
-    or a count here): the test of :func:`check_int`, for a check whose message says more."""
+    """Whether `value` is an int and not a bool (`True` is an int to Python, never a size
+    or a count here): the test of `check_int`, for a check whose message says more."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def is_real(value) -> bool:
-    """Whether ``value`` is a real number (int, float, NumPy scalar) and not a bool."""
+    """Whether `value` is a real number (int, float, NumPy scalar) and not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def check_int(value, name: str, low: int, high: int | None = None) -> None:
-    """``value`` must be an int (not a bool) in ``low..high``."""
+    """`value` must be an int (not a bool) in `low..high`."""
     if (
         isinstance(value, bool)
         or not isinstance(value, int)
@@ -59,8 +59,8 @@ def check_int(value, name: str, low: int, high: int | None = None) -> None:
 def check_number(
     value, name: str, low: float, high: float | None = None, low_open: bool = False
 ) -> None:
-    """``value`` must be a finite real number (not a bool) in ``[low, high]`` (``(low, ...``
-    with ``low_open``)."""
+    """`value` must be a finite real number (not a bool) in `[low, high]` (`(low, ...`
+    with `low_open`)."""
     ok = (
         isinstance(value, (int, float))
         and not isinstance(value, bool)
@@ -90,8 +90,8 @@ def check_ids(
     vocab_size: int | None = None,
     min_len: int = 1,
 ) -> None:
-    """``ids`` must be an integer tensor of token ids with ``dims`` axes, at least ``min_len``
-    elements, and every id in ``0..vocab_size - 1``."""
+    """`ids` must be an integer tensor of token ids with `dims` axes, at least `min_len`
+    elements, and every id in `0..vocab_size - 1`."""
     if (
         not isinstance(ids, torch.Tensor)
         or ids.is_floating_point()
@@ -128,11 +128,11 @@ def check_ids(
 
 
 def check_on_device(ok: torch.Tensor, message: str, detail=None) -> None:
-    """Refuse, with ``message``, data whose check ``ok`` (a bool tensor of one element,
+    """Refuse, with `message`, data whose check `ok` (a bool tensor of one element,
     computed where the data is) is false. On the CPU it raises ValueError at once, with
-    ``detail()`` appended when given (what was found: it may read the data); on an
+    `detail()` appended when given (what was found: it may read the data); on an
     accelerator the check is queued with the kernels (no read-back, so the host does not
-    wait) and fails as a device-side assertion carrying ``message``."""
+    wait) and fails as a device-side assertion carrying `message`."""
     if ok.device.type == "cpu":
         if not bool(ok):
             raise ValueError(message + (detail() if detail is not None else ""))
@@ -141,13 +141,13 @@ def check_on_device(ok: torch.Tensor, message: str, detail=None) -> None:
 
 
 def check_sizes(**sizes) -> None:
-    """Every keyword must be an int >= 1: ``check_sizes(d_in=d_in, d_model=d_model)``."""
+    """Every keyword must be an int >= 1: `check_sizes(d_in=d_in, d_model=d_model)`."""
     for name, value in sizes.items():
         check_int(value, name, 1)
 
 
 def check_tensor(value, name: str, shape: str, dims: int | None = None) -> None:
-    """``value`` must be a float tensor with ``dims`` axes; ``shape`` names them, e.g. "(b, d)"."""
+    """`value` must be a float tensor with `dims` axes; `shape` names them, e.g. "(b, d)"."""
     if not isinstance(value, torch.Tensor) or not value.is_floating_point():
         raise TypeError(f"{name} must be a float tensor {shape}; got {describe(value)}")
     if dims is not None and value.dim() != dims:
@@ -155,13 +155,13 @@ def check_tensor(value, name: str, shape: str, dims: int | None = None) -> None:
 
 
 def check_bool(value, name: str) -> None:
-    """``value`` must be ``True`` or ``False`` (not 0, 1 or None)."""
+    """`value` must be `True` or `False` (not 0, 1 or None)."""
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool; got {describe(value)}")
 
 
 def check_choice(value, name: str, choices) -> None:
-    """``value`` must be one of ``choices`` (a tuple, list or dict of the allowed values)."""
+    """`value` must be one of `choices` (a tuple, list or dict of the allowed values)."""
     options = tuple(choices)
     if isinstance(value, bool) or not any(
         value == c and type(value) is type(c) for c in options
@@ -170,7 +170,7 @@ def check_choice(value, name: str, choices) -> None:
 
 
 def check_strings(value, name: str) -> None:
-    """``value`` must be a non-empty list (or tuple) of str."""
+    """`value` must be a non-empty list (or tuple) of str."""
     if not (
         isinstance(value, (list, tuple))
         and value
@@ -182,7 +182,7 @@ def check_strings(value, name: str) -> None:
 
 
 def check_type(value, name: str, types, what: str | None = None) -> None:
-    """``value`` must be an instance of ``types``; ``what`` describes them in the message
+    """`value` must be an instance of `types`; `what` describes them in the message
     (default: the class names)."""
     if not isinstance(value, types):
         classes = types if isinstance(types, tuple) else (types,)

@@ -5,20 +5,20 @@
 
 Where a file is looked for, in order:
 
-1. ``$LECTURELIB_DATA`` (a folder holding a copy, laid out as in :data:`DATASETS`);
-2. the cache folder (``$LECTURELIB_CACHE``, else ``~/.cache/lecturelib``);
+1. `$LECTURELIB_DATA` (a folder holding a copy, laid out as in `DATASETS`);
+2. the cache folder (`$LECTURELIB_CACHE`, else `~/.cache/lecturelib`);
 3. its pinned URL, downloaded with a progress bar into the cache.
 
 Every file is checked against its SHA-256 each time it is used. A corrupt copy in
-``$LECTURELIB_DATA`` gives way to a verified one in the cache (with a :class:`DataWarning`);
-with none, the :class:`DataError` names the folder, the file's size against the registered one,
+`$LECTURELIB_DATA` gives way to a verified one in the cache (with a `DataWarning`);
+with none, the `DataError` names the folder, the file's size against the registered one,
 and what to do offline. A download goes to a temporary file that is renamed into the cache only
 after its checksum matched, so a failed or corrupted download never leaves a bad file behind.
 Without internet the error says where to put a copy by hand.
 
-The package is in three modules, all re-exported here: :mod:`~lecturelib.data.registry` (what
-the data sets are: :data:`DATASETS`, URLs, checksums, licences), :mod:`~lecturelib.data.store`
-(where their files are found, downloaded and verified) and :mod:`~lecturelib.data.readers`
+The package is in three modules, all re-exported here: `registry` (what
+the data sets are: `DATASETS`, URLs, checksums, licences), `store`
+(where their files are found, downloaded and verified) and `readers`
 (each data set read into sentences, pairs or a book's text).
 """
 

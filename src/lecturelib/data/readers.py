@@ -18,7 +18,7 @@ _PG_END = re.compile(
 
 
 def check_book(book: str) -> None:
-    """``book`` must be the name of a registered Project Gutenberg book."""
+    """`book` must be the name of a registered Project Gutenberg book."""
     check_type(book, "book", str, "a str")
     if book not in GUTENBERG_BOOKS:
         raise ValueError(
@@ -39,17 +39,17 @@ def gutenberg_text(book: str) -> str:
 
 
 def gutenberg_title(book: str) -> str:
-    """Author and title of a Project Gutenberg book, e.g. ``"Herman Melville, Moby Dick; ..."``."""
+    """Author and title of a Project Gutenberg book, e.g. `"Herman Melville, Moby Dick; ..."`."""
     check_book(book)
     return GUTENBERG_TITLES[book]
 
 
 def sentiment_sentences(source: str = "all") -> list[tuple[str, int]]:
-    """``(sentence, label)`` pairs of the UCI sentiment sentences (1 positive, 0 negative).
+    """`(sentence, label)` pairs of the UCI sentiment sentences (1 positive, 0 negative).
 
-    ``source`` is ``"amazon"``, ``"imdb"``, ``"yelp"`` or ``"all"``. Lines are split on ``\\n``
-    only (the IMDb file holds U+0085, which ``str.splitlines`` would break at) and no quoting is
-    applied (some sentences hold a stray ``"``).
+    `source` is `"amazon"`, `"imdb"`, `"yelp"` or `"all"`. Lines are split on `\\n`
+    only (the IMDb file holds U+0085, which `str.splitlines` would break at) and no quoting is
+    applied (some sentences hold a stray `"`).
     """
     known = ("amazon", "imdb", "yelp")
     check_choice(source, "source", (*known, "all"))
@@ -64,7 +64,7 @@ def sentiment_sentences(source: str = "all") -> list[tuple[str, int]]:
 
 
 def polarity_sentences() -> list[tuple[str, int]]:
-    """``(sentence, label)`` pairs of the movie-review polarity set (1 positive, 0 negative)."""
+    """`(sentence, label)` pairs of the movie-review polarity set (1 positive, 0 negative)."""
     return [
         (line, label)
         for name, label in (("polarity/pos", 1), ("polarity/neg", 0))
@@ -74,7 +74,7 @@ def polarity_sentences() -> list[tuple[str, int]]:
 
 
 def fra_eng_pairs() -> list[tuple[str, str]]:
-    """``(english, french)`` pairs, with the narrow and ordinary no-break spaces that precede
+    """`(english, french)` pairs, with the narrow and ordinary no-break spaces that precede
     French punctuation replaced by plain spaces."""
     text = read_text("fra-eng").replace("\u202f", " ").replace("\u00a0", " ")
     return [tuple(line.split("\t")[:2]) for line in text.split("\n") if "\t" in line]

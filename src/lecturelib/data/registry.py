@@ -1,5 +1,5 @@
 """The registry of the book's data sets (and of the released model files that chapter
-21 loads, :data:`MODELS`): for each, its pinned URL, the SHA-256 and size of every form
+21 loads, `MODELS`): for each, its pinned URL, the SHA-256 and size of every form
 it may be stored in, its licence and the credit line to show where it is used."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from lecturelib.validate import check_type
 @dataclass(frozen=True)
 class LocalForm:
     """One way a data set may be stored on disk: a relative path, the SHA-256 of its bytes and
-    their number (``size``; ``None`` where it is not registered)."""
+    their number (`size`; `None` where it is not registered)."""
 
     file: str
     sha256: str
@@ -290,7 +290,7 @@ GUTENBERG_TITLES = {name: entry[-1] for name, entry in _GUTENBERG.items()}
 
 
 def dataset(name: str) -> Dataset:
-    """The registry entry for ``name`` (a data set or a model file)."""
+    """The registry entry for `name` (a data set or a model file)."""
     check_type(name, "name", str, "the str name of a data set")
     known = {**DATASETS, **MODELS}
     if name not in known:

@@ -1,5 +1,5 @@
-"""Where the data sets' files are found, downloaded and verified (see :mod:`lecturelib.data`):
-``$LECTURELIB_DATA``, then the cache, then the pinned URL; every file checked against its
+"""Where the data sets' files are found, downloaded and verified (see `lecturelib.data`):
+`$LECTURELIB_DATA`, then the cache, then the pinned URL; every file checked against its
 SHA-256 each time it is used, every download written atomically."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class DataWarning(UserWarning):
 
 
 def cache_dir() -> Path:
-    """Where downloads are kept: ``$LECTURELIB_CACHE`` or ``~/.cache/lecturelib``."""
+    """Where downloads are kept: `$LECTURELIB_CACHE` or `~/.cache/lecturelib`."""
     return Path(
         os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "lecturelib"
     ).expanduser()
@@ -102,11 +102,11 @@ def _corrupt_message(ds: Dataset, corrupt: list[_Corrupt]) -> str:
 
 
 def _locate(ds: Dataset, read: bool) -> tuple[Path, LocalForm, bytes | None] | None:
-    """The first local copy of ``ds`` whose checksum matches, with its bytes when ``read``.
+    """The first local copy of `ds` whose checksum matches, with its bytes when `read`.
 
     The checksum is computed every time (a file may change in place without a new size or
-    modification time), and with ``read`` it is computed on the very bytes returned. A corrupt
-    copy in ``$LECTURELIB_DATA`` gives way to a verified one in the cache, with a warning; when
+    modification time), and with `read` it is computed on the very bytes returned. A corrupt
+    copy in `$LECTURELIB_DATA` gives way to a verified one in the cache, with a warning; when
     no copy verifies, the error lists every corrupt one.
     """
     corrupt: list[_Corrupt] = []
@@ -162,7 +162,7 @@ def _offline_message(ds: Dataset, reason: object) -> str:
 
 
 def download(ds: Dataset) -> Path:
-    """Download ``ds`` into the cache, verifying its checksum; returns the cached path.
+    """Download `ds` into the cache, verifying its checksum; returns the cached path.
 
     The bytes go to a temporary file in the cache that is renamed into place only when complete,
     so an interrupted or failed download leaves nothing behind.
@@ -202,7 +202,7 @@ def download(ds: Dataset) -> Path:
 
 
 def _write_atomically(target: Path, payload: bytes) -> None:
-    """Write a temporary file beside ``target`` and rename it into place; on any failure or
+    """Write a temporary file beside `target` and rename it into place; on any failure or
     interruption the temporary file is removed."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
@@ -216,14 +216,14 @@ def _write_atomically(target: Path, payload: bytes) -> None:
 
 
 def path(name: str) -> Path:
-    """A verified local file of data set ``name``, downloading it on first use."""
+    """A verified local file of data set `name`, downloading it on first use."""
     ds = dataset(name)
     found = _locate(ds, read=False)
     return found[0] if found else download(ds)
 
 
 def read_bytes(name: str) -> bytes:
-    """The bytes of data set ``name`` as its URL serves them (gzipped copies are expanded)."""
+    """The bytes of data set `name` as its URL serves them (gzipped copies are expanded)."""
     ds = dataset(name)
     found = _locate(ds, read=True)
     if found:
@@ -234,5 +234,5 @@ def read_bytes(name: str) -> bytes:
 
 
 def read_text(name: str) -> str:
-    """The text of data set ``name``: UTF-8, byte-order mark dropped, line ends as ``\\n``."""
+    """The text of data set `name`: UTF-8, byte-order mark dropped, line ends as `\\n`."""
     return read_bytes(name).decode("utf-8-sig").replace("\r\n", "\n")

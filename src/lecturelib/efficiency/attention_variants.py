@@ -1,20 +1,20 @@
 """Chapter 14: attention that caches less, and a small GPT built on it.
 
-- :class:`GroupedQueryAttention`: ``n_kv_heads = g`` key/value heads, each shared by
-  ``n_heads / g`` query heads (Ainslie et al., arXiv:2305.13245); ``g = n_heads`` is
-  multi-head attention, ``g = 1`` multi-query attention (Shazeer, arXiv:1911.02150).
-- :class:`LatentAttention`: multi-head latent attention (DeepSeek-V2, arXiv:2405.04434).
-  The cache holds a latent ``c_t = W_DKV h_t`` of width ``d_c`` and one RoPE key of
-  width ``d_R`` shared by the heads; keys and values are up-projected from ``c_t``.
-  ``absorbed=True`` runs the inference form, with ``W_UK`` folded into the queries and
-  ``W_UV`` into the output, so that attention reads the latents directly. DeepSeek-V2
+- `GroupedQueryAttention`: `n_kv_heads = g` key/value heads, each shared by
+  `n_heads / g` query heads (Ainslie et al., arXiv:2305.13245); `g = n_heads` is
+  multi-head attention, `g = 1` multi-query attention (Shazeer, arXiv:1911.02150).
+- `LatentAttention`: multi-head latent attention (DeepSeek-V2, arXiv:2405.04434).
+  The cache holds a latent `c_t = W_DKV h_t` of width `d_c` and one RoPE key of
+  width `d_R` shared by the heads; keys and values are up-projected from `c_t`.
+  `absorbed=True` runs the inference form, with `W_UK` folded into the queries and
+  `W_UV` into the output, so that attention reads the latents directly. DeepSeek-V2
   also compresses the queries through a latent (to save activation memory in training);
   we project them directly.
-- :class:`CacheGPT`: chapter 11's GPT with either attention, each block reading and
-  writing a :class:`lecturelib.efficiency.kvcache.KVCache`.
+- `CacheGPT`: chapter 11's GPT with either attention, each block reading and
+  writing a `lecturelib.efficiency.kvcache.KVCache`.
 
-Shapes: ``b`` batch, ``t`` new positions, ``s`` cached positions, ``h`` query heads,
-``g`` key/value heads, ``e`` d_head, ``c`` d_latent, ``r`` d_rope, ``d`` d_model, ``v``
+Shapes: `b` batch, `t` new positions, `s` cached positions, `h` query heads,
+`g` key/value heads, `e` d_head, `c` d_latent, `r` d_rope, `d` d_model, `v`
 vocabulary.
 """
 
@@ -44,7 +44,7 @@ ATTENTIONS = ("gqa", "mla")
 
 @dataclass
 class CacheGPTConfig:
-    """A :class:`CacheGPT`: chapter 11's sizes plus the attention's cache options."""
+    """A `CacheGPT`: chapter 11's sizes plus the attention's cache options."""
 
     vocab_size: int
     seq_len: int = 64
@@ -65,7 +65,7 @@ class CacheGPTConfig:
         return self.d_model // self.n_heads
 
     def cache_entries(self) -> dict:
-        """What one layer caches per token: ``{name: (heads, width)}``."""
+        """What one layer caches per token: `{name: (heads, width)}`."""
         if self.attention == "mla":
             return {"c": (1, self.d_latent), "k_rope": (1, self.d_rope)}
         kv = (self.n_kv_heads, self.d_head)
@@ -73,7 +73,7 @@ class CacheGPTConfig:
 
 
 def check_cache_gpt_config(c: CacheGPTConfig) -> None:
-    """The fields of a :class:`CacheGPTConfig`."""
+    """The fields of a `CacheGPTConfig`."""
     for name in (
         "vocab_size",
         "seq_len",
@@ -98,8 +98,8 @@ def check_cache_gpt_config(c: CacheGPTConfig) -> None:
 
 
 def check_attention_config(config, attention: str) -> None:
-    """``config`` must be a :class:`CacheGPTConfig` (checked again: a field changed after
-    construction is caught here) whose ``attention`` is the layer's ``attention``."""
+    """`config` must be a `CacheGPTConfig` (checked again: a field changed after
+    construction is caught here) whose `attention` is the layer's `attention`."""
     check_type(config, "config", CacheGPTConfig, "a CacheGPTConfig")
     check_cache_gpt_config(config)
     if config.attention != attention:
@@ -110,10 +110,10 @@ def check_attention_config(config, attention: str) -> None:
 
 
 class GroupedQueryAttention(nn.Module):
-    """Causal attention with ``n_kv_heads`` key/value heads and RoPE.
+    """Causal attention with `n_kv_heads` key/value heads and RoPE.
 
-    Shapes: x ``(b, t, d)`` → ``(b, t, d)``; the cache entries ``k, v`` ``(b, g, s,
-    e)``.
+    Shapes: x `(b, t, d)` → `(b, t, d)`; the cache entries `k, v` `(b, g, s,
+    e)`.
     """
 
     def __init__(self, config: CacheGPTConfig):
@@ -139,8 +139,8 @@ class GroupedQueryAttention(nn.Module):
 class LatentAttention(nn.Module):
     """Multi-head latent attention with decoupled RoPE keys.
 
-    Shapes: x ``(b, t, d)`` → ``(b, t, d)``; the cache entries ``c`` ``(b, 1, s, c)``
-    and ``k_rope`` ``(b, 1, s, r)``.
+    Shapes: x `(b, t, d)` → `(b, t, d)`; the cache entries `c` `(b, 1, s, c)`
+    and `k_rope` `(b, 1, s, r)`.
     """
 
     def __init__(self, config: CacheGPTConfig):
@@ -179,15 +179,15 @@ class LatentAttention(nn.Module):
         return self.out(rearrange(y, "b h t e -> b t (h e)"))
 
     def explicit(self, q, c, rope_scores, scale, start):
-        """Keys and values up-projected from every cached latent. → ``(b, h, t, e)``."""
+        """Keys and values up-projected from every cached latent. → `(b, h, t, e)`."""
         k = rearrange(self.up_k(c), "b s (h e) -> b h s e", h=self.n_heads)
         v = rearrange(self.up_v(c), "b s (h e) -> b h s e", h=self.n_heads)
         scores = einsum(q, k, "b h t e, b h s e -> b h t s") + rope_scores
         return causal_softmax(scores * scale, start) @ v
 
     def absorbed(self, q, c, rope_scores, scale, start):
-        """``q^T W_UK c = (W_UK^T q)^T c``: queries moved into latent space; the output
-        ``W_UV (Σ p c)`` up-projected once per query. → ``(b, h, t, e)``."""
+        """`q^T W_UK c = (W_UK^T q)^T c`: queries moved into latent space; the output
+        `W_UV (Σ p c)` up-projected once per query. → `(b, h, t, e)`."""
         w_uk = rearrange(self.up_k.weight, "(h e) c -> h e c", h=self.n_heads)
         w_uv = rearrange(self.up_v.weight, "(h e) c -> h e c", h=self.n_heads)
         q_latent = einsum(q, w_uk, "b h t e, h e c -> b h t c")
@@ -197,8 +197,8 @@ class LatentAttention(nn.Module):
 
 
 def check_causal_softmax(scores, start) -> None:
-    """The arguments of :func:`causal_softmax`: float scores ``(b, h, t, s)`` of ``t``
-    new queries over ``s = start + t`` keys, ``start >= 0`` of them cached before."""
+    """The arguments of `causal_softmax`: float scores `(b, h, t, s)` of `t`
+    new queries over `s = start + t` keys, `start >= 0` of them cached before."""
     check_tensor(scores, "scores", "(b, h, t, s)", dims=4)
     check_int(start, "start", 0)
     t, s = scores.shape[-2:]
@@ -210,7 +210,7 @@ def check_causal_softmax(scores, start) -> None:
 
 
 def causal_softmax(scores: torch.Tensor, start: int) -> torch.Tensor:
-    """Softmax over keys ``0..start+i`` for query ``i``. Shapes: ``(b, h, t, s)`` →
+    """Softmax over keys `0..start+i` for query `i`. Shapes: `(b, h, t, s)` →
     same."""
     check_causal_softmax(scores, start)
     t, s = scores.shape[-2:]
@@ -248,7 +248,7 @@ class CacheGPT(nn.Module):
     """A GPT whose attention is GQA/MQA/MHA or MLA; every forward runs on a cache (a
     fresh one when none is given, which is full recomputation).
 
-    Shapes: ids ``(b, t)`` → logits ``(b, t, v)``.
+    Shapes: ids `(b, t)` → logits `(b, t, v)`.
     """
 
     def __init__(self, config: CacheGPTConfig):
@@ -268,7 +268,7 @@ class CacheGPT(nn.Module):
             nn.init.normal_(block.mlp.down.weight, std=std)
 
     def new_cache(self, batch: int, max_len: int) -> kvcache.KVCache:
-        """An empty cache of ``max_len`` positions, with the RoPE table it needs."""
+        """An empty cache of `max_len` positions, with the RoPE table it needs."""
         c = self.config
         p = self.embed.weight
         width = c.d_rope if c.attention == "mla" else c.d_head
@@ -298,8 +298,8 @@ class CacheGPT(nn.Module):
 
 
 def check_cache_gpt_forward(model: CacheGPT, ids, cache) -> None:
-    """The arguments of :meth:`CacheGPT.forward`: token ids ``(b, t)`` of the vocabulary
-    and a cache this model built, with room for ``t`` more positions."""
+    """The arguments of `CacheGPT.forward`: token ids `(b, t)` of the vocabulary
+    and a cache this model built, with room for `t` more positions."""
     check_ids(ids, "ids", dims=2, vocab_size=model.config.vocab_size)
     if getattr(cache, "model", None) is not model:
         raise ValueError(
@@ -313,8 +313,8 @@ def check_cache_gpt_forward(model: CacheGPT, ids, cache) -> None:
 
 
 def check_loss(model, batch) -> None:
-    """The arguments of :func:`loss`: a :class:`CacheGPT` and a pair ``(x, y)`` of token
-    ids ``(b, t)`` of one shape, ``y`` in the model's vocabulary (read once per call:
+    """The arguments of `loss`: a `CacheGPT` and a pair `(x, y)` of token
+    ids `(b, t)` of one shape, `y` in the model's vocabulary (read once per call:
     an id out of range would stop a GPU with a device-side assert)."""
     ddp = isinstance(model, nn.parallel.DistributedDataParallel)
     net = model.module if ddp else model  # train.fit's model when distributed
@@ -333,7 +333,7 @@ def check_loss(model, batch) -> None:
 
 
 def loss(model: CacheGPT, batch) -> torch.Tensor:
-    """Next-token cross-entropy of ``model`` on ``(x, y)``."""
+    """Next-token cross-entropy of `model` on `(x, y)`."""
     check_loss(model, batch)
     x, y = batch
     return F.cross_entropy(model(x).flatten(0, 1), y.flatten())

@@ -3,30 +3,30 @@ and Parallel WaveNet.
 
 **Masked diffusion** (Austin et al., 2021, arXiv:2107.03006; MDLM, Sahoo et al., 2024,
 arXiv:2406.07524; LLaDA, Nie et al., 2025, arXiv:2502.09992). The forward process
-replaces each answer token by ``[MASK]`` with probability ``t ~ U(0, 1)``; a
-bidirectional Transformer (chapter 12's :class:`lecturelib.pretraining.bert.BERT`)
-learns to fill the masks, trained on ``(1/t) ·`` the cross-entropy of the masked
-tokens, the continuous-time bound on the negative log-likelihood. :func:`unmask`
-generates by starting from an all-masked answer and, over ``steps`` steps, filling the
+replaces each answer token by `[MASK]` with probability `t ~ U(0, 1)`; a
+bidirectional Transformer (chapter 12's `lecturelib.pretraining.bert.BERT`)
+learns to fill the masks, trained on `(1/t) ·` the cross-entropy of the masked
+tokens, the continuous-time bound on the negative log-likelihood. `unmask`
+generates by starting from an all-masked answer and, over `steps` steps, filling the
 masked positions the model is most confident about (LLaDA's low-confidence remasking)
-or random ones (MDLM's ancestral order), ``length / steps`` per step on a linear
+or random ones (MDLM's ancestral order), `length / steps` per step on a linear
 schedule. Simplifications: the answer's length is known, tokens are filled greedily
 (argmax), and the prompt is never masked.
 
-**The autoregressive baseline** is a :class:`lecturelib.pretraining.gpt.GPT` trained on
-the same ``prompt SEP answer`` strings (:func:`ar_loss`) and decoded greedily with
+**The autoregressive baseline** is a `lecturelib.pretraining.gpt.GPT` trained on
+the same `prompt SEP answer` strings (`ar_loss`) and decoded greedily with
 chapter 14's cache.
 
 **Parallel WaveNet** (van den Oord et al., 2018, arXiv:1711.10433) in a continuous toy:
-:func:`teacher_log_prob` scores ``x`` under an autoregressive Gaussian teacher in one
-parallel pass, :func:`teacher_sample` must draw it one dimension at a time, and
-:class:`IAF`, an inverse-autoregressive flow, draws every dimension at once from noise
-``z``; :func:`reverse_kl` estimates ``KL(p_student || p_teacher)`` from student
+`teacher_log_prob` scores `x` under an autoregressive Gaussian teacher in one
+parallel pass, `teacher_sample` must draw it one dimension at a time, and
+`IAF`, an inverse-autoregressive flow, draws every dimension at once from noise
+`z`; `reverse_kl` estimates `KL(p_student || p_teacher)` from student
 samples, the loss of probability density distillation (the paper's extra power,
 perceptual and contrastive losses are left out).
 
-Shapes: ``b`` batch, ``P`` prompt positions (with ``SEP``), ``L`` answer positions,
-``v`` vocabulary, ``D`` dimensions of a continuous sample, ``n`` samples.
+Shapes: `b` batch, `P` prompt positions (with `SEP`), `L` answer positions,
+`v` vocabulary, `D` dimensions of a continuous sample, `n` samples.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ ORDERS = ("confidence", "random")
 
 
 def sorting_pairs(n: int, length: int, vocab_size: int = 10, seed: int = 0):
-    """The sorting task as ``(prompt, answer)``: ``n`` rows of ``length`` symbols then
-    ``SEP``, and the symbols sorted. Shapes: ``(n, length + 1)``, ``(n, length)``."""
+    """The sorting task as `(prompt, answer)`: `n` rows of `length` symbols then
+    `SEP`, and the symbols sorted. Shapes: `(n, length + 1)`, `(n, length)`."""
     tasks.check_task("sorting_pairs", n, length, vocab_size, length="length")
     check_int(seed, "sorting_pairs(): seed", *SEEDS)
     x, y = tasks.sorting_task(n, length, vocab_size, seed)
@@ -66,7 +66,7 @@ def sorting_pairs(n: int, length: int, vocab_size: int = 10, seed: int = 0):
 def either_way_pairs(n: int, length: int, vocab_size: int = 10, seed: int = 0):
     """Sorting with two right answers: each row's symbols sorted up or down, a fair coin
     that the prompt does not reveal, so the answer's tokens depend on each other (the
-    first fixes the direction of all the others). Shapes: as :func:`sorting_pairs`."""
+    first fixes the direction of all the others). Shapes: as `sorting_pairs`."""
     prompt, answer = sorting_pairs(n, length, vocab_size, seed)
     g = torch.Generator().manual_seed(seed)
     down = torch.rand(n, generator=g) < 0.5
@@ -74,8 +74,8 @@ def either_way_pairs(n: int, length: int, vocab_size: int = 10, seed: int = 0):
 
 
 def sorted_either_way(answer: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
-    """Per row, whether ``answer`` is the prompt's symbols sorted up or down.
-    Shapes: answer ``(b, L)``, prompt ``(b, L + 1)`` → ``(b,)`` bool."""
+    """Per row, whether `answer` is the prompt's symbols sorted up or down.
+    Shapes: answer `(b, L)`, prompt `(b, L + 1)` → `(b,)` bool."""
     check_type(answer, "answer", torch.Tensor, "a tensor (b, L)")
     check_type(prompt, "prompt", torch.Tensor, "a tensor (b, L + 1)")
     if answer.dim() != 2 or prompt.shape != (answer.shape[0], answer.shape[1] + 1):
@@ -88,8 +88,8 @@ def sorted_either_way(answer: torch.Tensor, prompt: torch.Tensor) -> torch.Tenso
 
 
 def check_batch(batch) -> None:
-    """A batch of :func:`diffusion_loss` and :func:`ar_loss`: ``(prompt, answer)``,
-    two tensors of token ids ``(b, P)`` and ``(b, L)``."""
+    """A batch of `diffusion_loss` and `ar_loss`: `(prompt, answer)`,
+    two tensors of token ids `(b, P)` and `(b, L)`."""
     message = "batch must be (prompt (b, P), answer (b, L)) id tensors"
     if not isinstance(batch, (tuple, list)):
         raise TypeError(f"{message}; got {describe(batch)}")
@@ -109,7 +109,7 @@ def check_batch(batch) -> None:
 
 
 def check_ar_loss(model, batch) -> None:
-    """The arguments of :func:`ar_loss`: a GPT and a batch whose prompt has ``P >= 1``
+    """The arguments of `ar_loss`: a GPT and a batch whose prompt has `P >= 1`
     tokens (the first answer token is predicted from the prompt's last)."""
     gpt.check_gpt(model)
     check_batch(batch)
@@ -121,7 +121,7 @@ def check_ar_loss(model, batch) -> None:
 
 
 def check_unmask(model, prompt, length, steps, order) -> None:
-    """The arguments of :func:`unmask`: ``1 <= steps <= length``."""
+    """The arguments of `unmask`: `1 <= steps <= length`."""
     check_type(model, "model", bert.BERT, "a bert.BERT")
     check_int(length, "length", 1)
     check_int(steps, "steps", 1, length)
@@ -133,7 +133,7 @@ def check_unmask(model, prompt, length, steps, order) -> None:
 
 
 def mask_id(model: bert.BERT) -> int:
-    """``[MASK]`` is the last id of the diffusion model's vocabulary."""
+    """`[MASK]` is the last id of the diffusion model's vocabulary."""
     check_type(model, "model", bert.BERT, "a bert.BERT")
     return model.config.vocab_size - 1
 
@@ -141,9 +141,9 @@ def mask_id(model: bert.BERT) -> int:
 def diffusion_loss(
     model: bert.BERT, batch, generator: torch.Generator | None = None
 ) -> torch.Tensor:
-    """MDLM's loss: mask each answer token with probability ``t ~ U(0, 1)`` (one ``t``
+    """MDLM's loss: mask each answer token with probability `t ~ U(0, 1)` (one `t`
     per row, spread evenly over the batch to lower the variance, as MDLM does) and
-    score the masked ones, weighted by ``1/t``, per answer token."""
+    score the masked ones, weighted by `1/t`, per answer token."""
     check_batch(batch)
     prompt, answer = batch
     m = mask_id(model)
@@ -167,11 +167,11 @@ def unmask(
     order: str = "confidence",
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Generate an answer of ``length`` tokens in ``steps`` denoising steps: start
-    all-masked, and at step ``s`` fill masked positions until ``ceil(length·s/steps)``
+    """Generate an answer of `length` tokens in `steps` denoising steps: start
+    all-masked, and at step `s` fill masked positions until `ceil(length·s/steps)`
     are filled, choosing the most confident (or random) ones.
 
-    Returns the answer ``(b, L)`` and the answer after each step (``steps`` tensors)."""
+    Returns the answer `(b, L)` and the answer after each step (`steps` tensors)."""
     check_unmask(model, prompt, length, steps, order)
     m = mask_id(model)
     b, P = prompt.shape
@@ -192,7 +192,7 @@ def unmask(
 
 
 def ar_loss(model: gpt.GPT, batch) -> torch.Tensor:
-    """Next-token cross-entropy on the answer of ``prompt answer`` only."""
+    """Next-token cross-entropy on the answer of `prompt answer` only."""
     check_ar_loss(model, batch)
     prompt, answer = batch
     ids = torch.cat([prompt, answer], 1)
@@ -201,8 +201,8 @@ def ar_loss(model: gpt.GPT, batch) -> torch.Tensor:
 
 
 def ar_generate(model: gpt.GPT, prompt: torch.Tensor, length: int) -> torch.Tensor:
-    """Greedy left-to-right answer of ``length`` tokens (chapter 14's cached decoder).
-    Shapes: ``(b, P)`` → ``(b, L)``."""
+    """Greedy left-to-right answer of `length` tokens (chapter 14's cached decoder).
+    Shapes: `(b, P)` → `(b, L)`."""
     check_int(length, "length", 1)
     return kvcache.generate(model, prompt, length)[0][:, prompt.shape[1] :]
 
@@ -221,7 +221,7 @@ def exact_match(answer: torch.Tensor, truth: torch.Tensor) -> float:
 
 
 def timed(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` and the seconds it took."""
+    """`fn(*args, **kwargs)` and the seconds it took."""
     check_callable(fn, "fn")
     tic = time.perf_counter()
     out = fn(*args, **kwargs)
@@ -232,7 +232,7 @@ def timed(fn, *args, **kwargs):
 
 
 def check_samples(x) -> None:
-    """Samples of the continuous toy: a float tensor ``(n, D)``."""
+    """Samples of the continuous toy: a float tensor `(n, D)`."""
     message = f"x must be a float tensor (n, D); got {describe(x)}"
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise TypeError(message)
@@ -241,9 +241,9 @@ def check_samples(x) -> None:
 
 
 def teacher_params(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The teacher's mean and log standard deviation of every ``x_i`` given ``x_{i-1}``
-    (``x_1 ~ N(0, 1)``), all at once from a whole sample, as WaveNet scores audio.
-    Shapes: ``(n, D)`` → ``(n, D)``, ``(n, D)``."""
+    """The teacher's mean and log standard deviation of every `x_i` given `x_{i-1}`
+    (`x_1 ~ N(0, 1)`), all at once from a whole sample, as WaveNet scores audio.
+    Shapes: `(n, D)` → `(n, D)`, `(n, D)`."""
     check_samples(x)
     prev = F.pad(x[:, :-1], (1, 0))  # x_{i-1}, 0 first
     mu = 1.5 * torch.sin(1.5 * prev)
@@ -253,8 +253,8 @@ def teacher_params(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def check_gaussian(x, mu, log_sigma) -> None:
-    """The arguments of :func:`gaussian_log_prob`: float tensors, ``mu`` and
-    ``log_sigma`` broadcastable to the shape of ``x`` (the result's)."""
+    """The arguments of `gaussian_log_prob`: float tensors, `mu` and
+    `log_sigma` broadcastable to the shape of `x` (the result's)."""
     for name, value in (("x", x), ("mu", mu), ("log_sigma", log_sigma)):
         check_tensor(value, name, "(...)")
     try:
@@ -269,7 +269,7 @@ def check_gaussian(x, mu, log_sigma) -> None:
 
 
 def gaussian_log_prob(x, mu, log_sigma) -> torch.Tensor:
-    """Elementwise ``log N(x; mu, exp(log_sigma)^2)``."""
+    """Elementwise `log N(x; mu, exp(log_sigma)^2)`."""
     check_gaussian(x, mu, log_sigma)
     return (
         -0.5 * ((x - mu) / log_sigma.exp()) ** 2
@@ -279,7 +279,7 @@ def gaussian_log_prob(x, mu, log_sigma) -> torch.Tensor:
 
 
 def teacher_log_prob(x: torch.Tensor) -> torch.Tensor:
-    """``log p_teacher(x)``, one parallel pass. Shapes: ``(n, D)`` → ``(n,)``."""
+    """`log p_teacher(x)`, one parallel pass. Shapes: `(n, D)` → `(n,)`."""
     mu, log_sigma = teacher_params(x)
     return gaussian_log_prob(x, mu, log_sigma).sum(1)
 
@@ -287,9 +287,9 @@ def teacher_log_prob(x: torch.Tensor) -> torch.Tensor:
 def teacher_sample(
     n: int, D: int, generator: torch.Generator | None = None
 ) -> torch.Tensor:
-    """Ancestral sampling from the teacher, ``D`` sequential steps.
+    """Ancestral sampling from the teacher, `D` sequential steps.
 
-    Shapes: → ``(n, D)``."""
+    Shapes: → `(n, D)`."""
     check_sizes(n=n, D=D)
     x = torch.zeros(n, D)
     for i in range(D):
@@ -299,7 +299,7 @@ def teacher_sample(
 
 
 def check_noise(z, D: int) -> None:
-    """The input of :class:`IAF`: noise ``(n, D)``, a float tensor."""
+    """The input of `IAF`: noise `(n, D)`, a float tensor."""
     if not isinstance(z, torch.Tensor) or not z.is_floating_point():
         raise TypeError(f"z must be a float tensor (n, D={D}); got {describe(z)}")
     if z.dim() != 2 or z.shape[1] != D:
@@ -307,11 +307,11 @@ def check_noise(z, D: int) -> None:
 
 
 class IAF(nn.Module):
-    """An inverse-autoregressive flow ``x_i = z_i · s_i(z_<i) + m_i(z_<i)``: shift and
-    scale of dimension ``i`` are a small MLP of the noise before it, all dimensions
-    computed at once (one MLP per dimension, its input masked to ``z_<i``).
+    """An inverse-autoregressive flow `x_i = z_i · s_i(z_<i) + m_i(z_<i)`: shift and
+    scale of dimension `i` are a small MLP of the noise before it, all dimensions
+    computed at once (one MLP per dimension, its input masked to `z_<i`).
 
-    Shapes: z ``(n, D)`` → x ``(n, D)``, ``log q(x)`` ``(n,)``."""
+    Shapes: z `(n, D)` → x `(n, D)`, `log q(x)` `(n,)`."""
 
     def __init__(self, D: int, hidden: int = 32):
         super().__init__()
@@ -336,7 +336,7 @@ class IAF(nn.Module):
         return x, log_q
 
     def sample(self, n: int, generator: torch.Generator | None = None):
-        """``n`` samples and their log-densities, every dimension in parallel."""
+        """`n` samples and their log-densities, every dimension in parallel."""
         check_int(n, "n", 1)
         return self(torch.randn(n, self.D, generator=generator))
 
@@ -344,7 +344,7 @@ class IAF(nn.Module):
 def reverse_kl(
     student: IAF, n: int, generator: torch.Generator | None = None
 ) -> torch.Tensor:
-    """Monte Carlo ``KL(q || p) = E_{x ~ q}[log q(x) - log p(x)]`` from ``n`` student
+    """Monte Carlo `KL(q || p) = E_{x ~ q}[log q(x) - log p(x)]` from `n` student
     samples; differentiable in the student's parameters (reparameterised)."""
     check_type(student, "student", IAF, "an IAF")
     x, log_q = student.sample(n, generator)

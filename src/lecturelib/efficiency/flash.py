@@ -2,7 +2,7 @@
 
 FlashAttention (Dao et al., 2022, arXiv:2205.14135; FlashAttention-2, Dao, 2023,
 arXiv:2307.08691) computes softmax attention block by block, keeping for every query a
-running maximum ``m``, a running normaliser ``l`` and a rescaled output, so that the
+running maximum `m`, a running normaliser `l` and a rescaled output, so that the
 scores are never stored whole; the backward pass recomputes them from the saved
 log-sum-exp. The online softmax is Milakov & Gimelshein (2018, arXiv:1805.02867);
 memory-efficient attention by chunking is Rabe & Staats (2021, arXiv:2112.05682).
@@ -10,18 +10,18 @@ memory-efficient attention by chunking is Rabe & Staats (2021, arXiv:2112.05682)
 This module is the plain-PyTorch version of the chapter: the loops over blocks run in
 Python, each block is a batched matrix product over the batch and head axes. Masks are
 boolean, True where a query may attend a key (as in
-:mod:`lecturelib.transformers.self_attention`). :func:`naive_attention` is the reference
+`lecturelib.transformers.self_attention`). `naive_attention` is the reference
 and defines the semantics that every fast path here (tiled, Triton) follows:
 
 - a query with no key to attend (every key masked, the causal queries before the first
-  key when ``s < t``, or ``s = 0``) gets output 0, and no queries (``t = 0``) give an empty
+  key when `s < t`, or `s = 0`) gets output 0, and no queries (`t = 0`) give an empty
   output;
 - NaN in, NaN out: a NaN in a query, or in a key or value that the query attends, makes
   that query's output NaN (it is never turned into zeros); a NaN key that the mask hides
   from a query does not reach it.
 
-Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)`` with the same leading
-axes (e.g. ``b h``).
+Shapes: q `(..., t, d)`, k `(..., s, d)`, v `(..., s, d_v)` with the same leading
+axes (e.g. `b h`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from lecturelib.validate import (
 
 
 def check_divisor(value, name: str, n: int, axis: str) -> None:
-    """``value`` must be an int >= 1 that divides ``n``, the size of ``axis``."""
+    """`value` must be an int >= 1 that divides `n`, the size of `axis`."""
     try:
         check_int(value, name, 1)
         ok = n % value == 0
@@ -55,7 +55,7 @@ def check_divisor(value, name: str, n: int, axis: str) -> None:
 
 
 def check_softmax(x, block: int = 1) -> None:
-    """The arguments of :func:`safe_softmax` and :func:`online_softmax`."""
+    """The arguments of `safe_softmax` and `online_softmax`."""
     check_tensor(x, "x", "(..., n)")
     if x.dim() < 1:
         raise ValueError("x must be (..., n); got a 0-d tensor")
@@ -68,7 +68,7 @@ def check_softmax(x, block: int = 1) -> None:
 
 
 def check_qkv(q, k, v) -> None:
-    """Queries, keys and values ``(..., t, d)``, ``(..., s, d)``, ``(..., s, d_v)``: float
+    """Queries, keys and values `(..., t, d)`, `(..., s, d)`, `(..., s, d_v)`: float
     tensors of one dtype with the same leading axes."""
     for name, a in (("q", q), ("k", k), ("v", v)):
         check_tensor(a, name, "(..., t, d)")
@@ -91,7 +91,7 @@ def check_qkv(q, k, v) -> None:
 
 
 def check_mask(mask, t: int, s: int) -> None:
-    """``mask`` must be None or a bool tensor ending in ``(t, s)``."""
+    """`mask` must be None or a bool tensor ending in `(t, s)`."""
     if mask is None:
         return
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() < 2:
@@ -103,14 +103,14 @@ def check_mask(mask, t: int, s: int) -> None:
 
 
 def check_blocks(t: int, s: int, block_q, block_k) -> None:
-    """``block_q`` must divide ``t`` and ``block_k`` divide ``s``."""
+    """`block_q` must divide `t` and `block_k` divide `s`."""
     check_divisor(block_q, "block_q", t, "t")
     check_divisor(block_k, "block_k", s, "s")
 
 
 def check_attention(q, k, v, mask=None, scale=None, block_q=None, block_k=None) -> None:
-    """The arguments of :func:`naive_attention`, and with the blocks of
-    :func:`tiled_forward` and :func:`tiled_attention`."""
+    """The arguments of `naive_attention`, and with the blocks of
+    `tiled_forward` and `tiled_attention`."""
     check_qkv(q, k, v)
     check_mask(mask, q.shape[-2], k.shape[-2])
     if scale is not None and (
@@ -126,8 +126,8 @@ def check_attention(q, k, v, mask=None, scale=None, block_q=None, block_k=None) 
 
 
 def check_visible(t, s, causal, mask, device) -> None:
-    """The arguments of :func:`visible`: sizes ``t, s >= 0``, a bool, a mask as
-    :func:`check_mask` wants it and a device."""
+    """The arguments of `visible`: sizes `t, s >= 0`, a bool, a mask as
+    `check_mask` wants it and a device."""
     check_int(t, "t", 0)
     check_int(s, "s", 0)
     check_bool(causal, "causal")
@@ -141,7 +141,7 @@ def check_visible(t, s, causal, mask, device) -> None:
 
 def visible(t: int, s: int, causal: bool, mask, device) -> torch.Tensor | None:
     """The boolean mask of the keys each query may attend, or None for all of them: the
-    ``t`` queries are the last ``t`` of the ``s`` positions."""
+    `t` queries are the last `t` of the `s` positions."""
     check_visible(t, s, causal, mask, device)
     keep = None
     if causal:
@@ -155,7 +155,7 @@ def visible(t: int, s: int, causal: bool, mask, device) -> torch.Tensor | None:
 def safe_softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last axis in three passes: the maximum, the sum, the division.
 
-    Shapes: ``(..., n)`` → ``(..., n)``.
+    Shapes: `(..., n)` → `(..., n)`.
     """
     check_softmax(x)
     m = x.max(-1, keepdim=True).values  # pass 1: the maximum
@@ -164,11 +164,11 @@ def safe_softmax(x: torch.Tensor) -> torch.Tensor:
 
 
 def online_softmax(x: torch.Tensor, block: int = 1) -> torch.Tensor:
-    """Softmax over the last axis in two passes: one pass over blocks of ``block``
-    entries keeps a running maximum ``m`` and a normaliser ``l`` rescaled whenever ``m``
+    """Softmax over the last axis in two passes: one pass over blocks of `block`
+    entries keeps a running maximum `m` and a normaliser `l` rescaled whenever `m`
     grows.
 
-    Shapes: ``(..., n)`` → ``(..., n)``; ``block`` must divide ``n``.
+    Shapes: `(..., n)` → `(..., n)`; `block` must divide `n`.
     """
     check_softmax(x, block)
     m = torch.full(x.shape[:-1] + (1,), -math.inf, dtype=x.dtype, device=x.device)
@@ -189,11 +189,11 @@ def naive_attention(
     mask: torch.Tensor | None = None,
     scale: float | None = None,
 ):
-    """``softmax(q kᵀ · scale) v`` with the whole ``(t, s)`` score matrix in memory: the
+    """`softmax(q kᵀ · scale) v` with the whole `(t, s)` score matrix in memory: the
     reference that every fast path is tested against.
 
-    Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)``, mask bool
-    broadcastable to ``(..., t, s)`` → ``(..., t, d_v)``.
+    Shapes: q `(..., t, d)`, k `(..., s, d)`, v `(..., s, d_v)`, mask bool
+    broadcastable to `(..., t, s)` → `(..., t, d_v)`.
     """
     check_attention(q, k, v, mask, scale)
     t, s = q.shape[-2], k.shape[-2]
@@ -210,12 +210,12 @@ def naive_attention(
 
 def tiled_forward(q, k, v, causal=False, mask=None, scale=None, block_q=64, block_k=64):
     """FlashAttention's forward pass: for each block of queries, loop over the blocks of
-    keys with a running max ``m``, normaliser ``l`` and rescaled output ``o``. Blocks
+    keys with a running max `m`, normaliser `l` and rescaled output `o`. Blocks
     wholly above the causal diagonal are skipped. Returns the output and the log-sum-exp
-    ``m + log l`` of every query's scores (what the backward pass needs).
+    `m + log l` of every query's scores (what the backward pass needs).
 
-    Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)`` → out
-    ``(..., t, d_v)``, lse ``(..., t)``; ``block_q`` divides t, ``block_k`` divides s.
+    Shapes: q `(..., t, d)`, k `(..., s, d)`, v `(..., s, d_v)` → out
+    `(..., t, d_v)`, lse `(..., t)`; `block_q` divides t, `block_k` divides s.
     """
     check_attention(q, k, v, mask, scale, block_q, block_k)
     t, s = q.shape[-2], k.shape[-2]
@@ -249,10 +249,10 @@ def tiled_forward(q, k, v, causal=False, mask=None, scale=None, block_q=64, bloc
 
 
 def check_tile(i, j, bq, bk, t, s, causal, mask, device) -> None:
-    """The arguments of :func:`tile_mask`: the tile of ``bq`` queries from ``i`` and
-    ``bk`` keys from ``j`` of the ``(t, s)`` scores, as :func:`tiled_forward` walks them
+    """The arguments of `tile_mask`: the tile of `bq` queries from `i` and
+    `bk` keys from `j` of the `(t, s)` scores, as `tiled_forward` walks them
     (blocks that divide t and s, tiles that start on a block), and the arguments of
-    :func:`visible` (a tile outside the scores would get a mask of the wrong size)."""
+    `visible` (a tile outside the scores would get a mask of the wrong size)."""
     check_visible(t, s, causal, mask, device)
     check_divisor(bq, "bq", t, "t")
     check_divisor(bk, "bk", s, "s")
@@ -280,9 +280,9 @@ def tile_mask(i, j, bq, bk, t, s, causal, mask, device):
 def check_tiled_backward(
     q, k, v, out, lse, dout, causal, mask, scale, block_q, block_k
 ) -> None:
-    """The arguments of :func:`tiled_backward`: those of :func:`tiled_forward`, and its
-    results ``out (..., t, d_v)`` and ``lse (..., t)`` with ``dout`` shaped like
-    ``out``, float tensors of q's dtype."""
+    """The arguments of `tiled_backward`: those of `tiled_forward`, and its
+    results `out (..., t, d_v)` and `lse (..., t)` with `dout` shaped like
+    `out`, float tensors of q's dtype."""
     check_attention(q, k, v, mask, scale, block_q, block_k)
     check_bool(causal, "causal")
     want = {
@@ -304,10 +304,10 @@ def tiled_backward(
     q, k, v, out, lse, dout, causal=False, mask=None, scale=None, block_q=64, block_k=64
 ):
     """The gradients of tiled attention, recomputing each tile's probabilities
-    ``P = exp(S - lse)`` instead of storing them: ``dV = Pᵀ dO``, ``dS = P ∘ (dO Vᵀ -
-    D)`` with ``D = rowsum(dO ∘ O)``, ``dQ = dS K · scale``, ``dK = dSᵀ Q · scale``.
+    `P = exp(S - lse)` instead of storing them: `dV = Pᵀ dO`, `dS = P ∘ (dO Vᵀ -
+    D)` with `D = rowsum(dO ∘ O)`, `dQ = dS K · scale`, `dK = dSᵀ Q · scale`.
 
-    Shapes: as :func:`tiled_forward`; dout (the gradient of out) like out → dq, dk, dv
+    Shapes: as `tiled_forward`; dout (the gradient of out) like out → dq, dk, dv
     like q, k, v.
     """
     check_tiled_backward(q, k, v, out, lse, dout, causal, mask, scale, block_q, block_k)
@@ -365,27 +365,27 @@ def tiled_attention(
     block_k: int = 64,
 ) -> torch.Tensor:
     """Exact softmax attention computed tile by tile, differentiable with the
-    recomputing backward pass of :class:`TiledAttention`; equal to
-    :func:`naive_attention`.
+    recomputing backward pass of `TiledAttention`; equal to
+    `naive_attention`.
 
-    Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)`` → ``(..., t,
-    d_v)``.
+    Shapes: q `(..., t, d)`, k `(..., s, d)`, v `(..., s, d_v)` → `(..., t,
+    d_v)`.
     """
     check_attention(q, k, v, mask, scale, block_q, block_k)
     return TiledAttention.apply(q, k, v, bool(causal), mask, scale, block_q, block_k)
 
 
 def attention_flops(t: int, d: int, heads: int = 1, causal: bool = False) -> float:
-    """Multiply-adds ×2 of the two matrix products of attention (``QKᵀ`` and ``PV``)."""
+    """Multiply-adds ×2 of the two matrix products of attention (`QKᵀ` and `PV`)."""
     check_sizes(t=t, d=d, heads=heads)
     return 4.0 * heads * t * t * d * (0.5 if causal else 1.0)
 
 
 def io_bytes(t: int, d: int, sram_floats: int, bytes_per_float: int = 4) -> dict:
     """Memory traffic (bytes) between HBM and SRAM of standard attention,
-    ``Θ(t d + t²)`` (the scores are written and read), and of FlashAttention,
-    ``Θ(t² d² / M)`` for an SRAM of ``M`` floats (K and V are read once per query block
-    of ``M / (4d)`` rows)."""
+    `Θ(t d + t²)` (the scores are written and read), and of FlashAttention,
+    `Θ(t² d² / M)` for an SRAM of `M` floats (K and V are read once per query block
+    of `M / (4d)` rows)."""
     check_sizes(t=t, d=d, sram_floats=sram_floats, bytes_per_float=bytes_per_float)
     if sram_floats < 4 * d:
         raise ValueError(
@@ -406,7 +406,7 @@ SOFTMAX_FLOPS = 5  # per score: max, subtract, exp, sum, divide
 
 
 def check_attention_flops_total(t, d, block, backward) -> None:
-    """The arguments of :func:`attention_flops_total`."""
+    """The arguments of `attention_flops_total`."""
     check_sizes(t=t, d=d)
     if block is not None:
         check_int(block, "block", 1)
@@ -414,16 +414,16 @@ def check_attention_flops_total(t, d, block, backward) -> None:
 
 
 def attention_flops_total(t: int, d: int, block=None, backward: bool = False) -> int:
-    """FLOPs of one head of attention, q k v ``(t, d)``: naive (``block=None``) or tiled
-    with key blocks of ``block``; forward, or forward + backward with ``backward=True``.
+    """FLOPs of one head of attention, q k v `(t, d)`: naive (`block=None`) or tiled
+    with key blocks of `block`; forward, or forward + backward with `backward=True`.
 
-    Naive forward: ``QKᵀ`` ``2t²d`` + softmax ``5t²`` (:data:`SOFTMAX_FLOPS` per score)
-    + ``PV`` ``2t²d``. Tiled forward adds the online-softmax rescaling, per query row and
-    key block: ``m = max(m, rowmax)`` 1, ``α = exp(m_old − m)`` 2, ``ℓ ← αℓ + rowsum`` 2,
-    ``o ← αo + P̃V`` ``2d``, i.e. ``t·⌈t/block⌉·(2d + 5)``. Naive backward reads the stored
-    ``P``: ``dV = PᵀdO``, ``dP = dO Vᵀ``, ``dQ = dS K``, ``dK = dSᵀQ`` ``4·2t²d``,
-    ``dS = P∘(dP − D)`` ``2t²``, ``D = rowsum(dO∘O)`` ``2td``. FlashAttention's backward
-    also recomputes ``QKᵀ`` and the softmax: ``+ 2t²d + 5t²``. The scale ``1/√d`` and
+    Naive forward: `QKᵀ` `2t²d` + softmax `5t²` (`SOFTMAX_FLOPS` per score)
+    + `PV` `2t²d`. Tiled forward adds the online-softmax rescaling, per query row and
+    key block: `m = max(m, rowmax)` 1, `α = exp(m_old − m)` 2, `ℓ ← αℓ + rowsum` 2,
+    `o ← αo + P̃V` `2d`, i.e. `t·⌈t/block⌉·(2d + 5)`. Naive backward reads the stored
+    `P`: `dV = PᵀdO`, `dP = dO Vᵀ`, `dQ = dS K`, `dK = dSᵀQ` `4·2t²d`,
+    `dS = P∘(dP − D)` `2t²`, `D = rowsum(dO∘O)` `2td`. FlashAttention's backward
+    also recomputes `QKᵀ` and the softmax: `+ 2t²d + 5t²`. The scale `1/√d` and
     the masks are not counted.
     """
     check_attention_flops_total(t, d, block, backward)

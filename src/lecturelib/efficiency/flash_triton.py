@@ -1,19 +1,19 @@
 """A FlashAttention forward kernel in Triton (Tillet et al., 2019): one program per
-block of ``BLOCK_M`` queries of one (batch, head), looping over blocks of ``BLOCK_N``
+block of `BLOCK_M` queries of one (batch, head), looping over blocks of `BLOCK_N`
 keys with the running max and normaliser of
-:func:`lecturelib.efficiency.flash.tiled_forward`, all in on-chip memory.
+`lecturelib.efficiency.flash.tiled_forward`, all in on-chip memory.
 
 Follows the fused-attention tutorial of Triton and FlashAttention-2 (Dao, 2023,
 arXiv:2307.08691): the output is rescaled once at the end, and the causal loop stops at
 the diagonal. Forward only; fp32, fp16 or bf16 inputs (bf16 compiled only: Triton's
-interpreter computes ``tl.dot`` of bf16 wrongly, so it is refused there, as is every
-other dtype); ``t`` and ``s`` multiples of the blocks. It follows
-:func:`lecturelib.efficiency.flash.naive_attention` on NaN (NaN in, NaN out) and on
-empty inputs (``t = 0``: empty output; ``s = 0``: zeros).
+interpreter computes `tl.dot` of bf16 wrongly, so it is refused there, as is every
+other dtype); `t` and `s` multiples of the blocks. It follows
+`lecturelib.efficiency.flash.naive_attention` on NaN (NaN in, NaN out) and on
+empty inputs (`t = 0`: empty output; `s = 0`: zeros).
 
 Triton compiles the kernel for a CUDA GPU. On a CPU it runs in Triton's interpreter,
-which reads ``TRITON_INTERPRET=1`` when ``@triton.jit`` decorates the kernel: so the
-kernel is defined on the first call of :func:`triton_kernel`, which sets the variable
+which reads `TRITON_INTERPRET=1` when `@triton.jit` decorates the kernel: so the
+kernel is defined on the first call of `triton_kernel`, which sets the variable
 first on a CPU, and this module imports without Triton.
 """
 
@@ -31,11 +31,11 @@ _KERNEL: dict[bool, object] = {}
 
 
 def triton_kernel(interpret: bool | None = None):
-    """The FlashAttention forward in Triton: ``(function, message)``, the function
-    ``flash_attention(q, k, v, causal=False, block_q=64, block_k=64)``.
+    """The FlashAttention forward in Triton: `(function, message)`, the function
+    `flash_attention(q, k, v, causal=False, block_q=64, block_k=64)`.
 
-    It is compiled on CUDA and interpreted on a CPU (``TRITON_INTERPRET=1`` is set before
-    the kernel is defined) unless ``interpret`` says otherwise. The function is None, and
+    It is compiled on CUDA and interpreted on a CPU (`TRITON_INTERPRET=1` is set before
+    the kernel is defined) unless `interpret` says otherwise. The function is None, and
     the message says why, where Triton is missing or the process already defined the
     kernel in the other mode.
     """
@@ -129,11 +129,11 @@ def _define_flash_attention(interpret: bool):
         block_q: int = 64,
         block_k: int = 64,
     ) -> torch.Tensor:
-        """``softmax(q kᵀ/√d) v`` by the Triton kernel (compiled on CUDA, interpreted
+        """`softmax(q kᵀ/√d) v` by the Triton kernel (compiled on CUDA, interpreted
         on a CPU).
 
-        Shapes: q ``(b, h, t, d)``, k, v ``(b, h, s, d)`` → ``(b, h, t, d)``; ``d`` a
-        power of two >= 16, ``block_q`` divides t and ``block_k`` divides s; causal
+        Shapes: q `(b, h, t, d)`, k, v `(b, h, s, d)` → `(b, h, t, d)`; `d` a
+        power of two >= 16, `block_q` divides t and `block_k` divides s; causal
         needs s >= t.
         """
         check_flash_attention(q, k, v, causal, block_q, block_k, interpret)
@@ -162,8 +162,8 @@ def _define_flash_attention(interpret: bool):
 
 
 def check_flash_attention(q, k, v, causal, block_q, block_k, interpret: bool) -> None:
-    """The arguments of the Triton ``flash_attention``: ``(b, h, t, d)``, ``(b, h, s,
-    d)`` twice, ``d`` a power of two >= 16, blocks that divide the lengths."""
+    """The arguments of the Triton `flash_attention`: `(b, h, t, d)`, `(b, h, s,
+    d)` twice, `d` a power of two >= 16, blocks that divide the lengths."""
     flash.check_qkv(q, k, v)
     dtypes = (torch.float32, torch.float16) + (() if interpret else (torch.bfloat16,))
     if q.dtype not in dtypes:
@@ -198,7 +198,7 @@ def check_flash_attention(q, k, v, causal, block_q, block_k, interpret: bool) ->
 def tflops(
     t: int, d: int, heads: int, batch: int, causal: bool, seconds: float
 ) -> float:
-    """The attention forward's throughput in TFLOP/s (``4 b h t² d``, halved when
+    """The attention forward's throughput in TFLOP/s (`4 b h t² d`, halved when
     causal)."""
     check_sizes(t=t, d=d, heads=heads, batch=batch)
     check_bool(causal, "causal")

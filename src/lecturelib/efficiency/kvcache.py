@@ -1,29 +1,29 @@
 """Chapter 14: the KV cache, prefill and decode, and the cache sizes of published
 models.
 
-Generating token ``t`` with a decoder-only Transformer needs the keys and values of all
+Generating token `t` with a decoder-only Transformer needs the keys and values of all
 earlier tokens at every layer. Recomputing them costs a forward pass over the whole
-prefix at every step (``O(L²)`` for ``L`` tokens); storing them in a per-layer cache
-costs one token's forward pass and one row of attention per step (``O(L)``) (Pope et
-al., arXiv:2211.05102). :class:`KVCache` is that store, preallocated;
-:func:`cached_forward` runs chapter 11's :class:`lecturelib.pretraining.gpt.GPT` with its own
-parameters and its own RoPE tables on a cache made for it (:func:`new_cache`; a cache
+prefix at every step (`O(L²)` for `L` tokens); storing them in a per-layer cache
+costs one token's forward pass and one row of attention per step (`O(L)`) (Pope et
+al., arXiv:2211.05102). `KVCache` is that store, preallocated;
+`cached_forward` runs chapter 11's `lecturelib.pretraining.gpt.GPT` with its own
+parameters and its own RoPE tables on a cache made for it (`new_cache`; a cache
 refuses any other model): a *prefill* of the prompt, then one *decode* step per new
-token. :func:`recompute_logits` is the reference, the whole prefix recomputed. Plain RoPE
+token. `recompute_logits` is the reference, the whole prefix recomputed. Plain RoPE
 has no length limit, so both run past the model's trained context (chapter 18 asks how
-well); a table that ``rope_scaling.extend`` changed is used as it is, and stops where it
+well); a table that `rope_scaling.extend` changed is used as it is, and stops where it
 stops. Variants the cached path cannot run exactly are refused by name
-(:func:`check_gpt`, :func:`check_new_cache`).
+(`check_gpt`, `check_new_cache`).
 
-:data:`PUBLISHED` holds the attention configurations of real models, each with its
-source, and :func:`cache_bytes_per_token` computes ``2 · n_kv_heads · d_head · n_layers
-· bytes``.
+`PUBLISHED` holds the attention configurations of real models, each with its
+source, and `cache_bytes_per_token` computes `2 · n_kv_heads · d_head · n_layers
+· bytes`.
 
-For serving, :func:`simulate_batching` counts the decode steps of static and continuous
-batching, and :func:`quantize_kv` stores the cache as int8 with one scale per row.
+For serving, `simulate_batching` counts the decode steps of static and continuous
+batching, and `quantize_kv` stores the cache as int8 with one scale per row.
 
-Shapes: ``b`` batch, ``h`` heads, ``g`` key/value heads, ``t`` new positions, ``s``
-cached positions, ``e`` d_head, ``d`` d_model, ``v`` vocabulary.
+Shapes: `b` batch, `h` heads, `g` key/value heads, `t` new positions, `s`
+cached positions, `e` d_head, `d` d_model, `v` vocabulary.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from lecturelib.validate import (
 
 
 def check_published(repo, sizes: dict) -> None:
-    """The arguments of :func:`published`: a Hub repository ``"owner/name"`` and at
+    """The arguments of `published`: a Hub repository `"owner/name"` and at
     least one size, each an int >= 1."""
     check_type(repo, "repo", str, "a str 'owner/name'")
     if len(repo.split("/")) != 2 or not all(repo.split("/")):
@@ -71,7 +71,7 @@ def check_published(repo, sizes: dict) -> None:
 
 
 def published(repo: str, **sizes: int) -> dict:
-    """A published model's attention ``sizes``, with its config.json on the Hub."""
+    """A published model's attention `sizes`, with its config.json on the Hub."""
     check_published(repo, sizes)
     return dict(sizes, source=f"https://huggingface.co/{repo}/blob/main/config.json")
 
@@ -102,7 +102,7 @@ PUBLISHED = {
 def cache_bytes_per_token(
     n_layers: int, n_kv_heads: int, d_head: int, bytes_per_value: int = 2
 ) -> int:
-    """``2 · n_kv_heads · d_head · n_layers · bytes``: a key and a value per head and
+    """`2 · n_kv_heads · d_head · n_layers · bytes`: a key and a value per head and
     layer."""
     check_sizes(
         n_layers=n_layers,
@@ -116,7 +116,7 @@ def cache_bytes_per_token(
 def mla_bytes_per_token(
     n_layers: int, d_latent: int, d_rope: int, bytes_per_value: int = 2
 ) -> int:
-    """``(d_c + d_h^R) · n_layers · bytes``: MLA caches a latent and one shared RoPE
+    """`(d_c + d_h^R) · n_layers · bytes`: MLA caches a latent and one shared RoPE
     key."""
     check_sizes(
         n_layers=n_layers,
@@ -128,7 +128,7 @@ def mla_bytes_per_token(
 
 
 def published_bytes_per_token(name: str, bytes_per_value: int = 2) -> int:
-    """The cache bytes per token of ``PUBLISHED[name]`` (MLA or grouped heads)."""
+    """The cache bytes per token of `PUBLISHED[name]` (MLA or grouped heads)."""
     if name not in PUBLISHED:
         raise ValueError(f"name must be one of {sorted(PUBLISHED)}; got {name!r}")
     c = PUBLISHED[name]
@@ -145,13 +145,13 @@ class KVCache:
     """Preallocated per-layer tensors, filled left to right, one entry per cached
     quantity.
 
-    ``entries`` maps a name to ``(heads, width)``: ``{"k": (g, e), "v": (g, e)}`` for a
-    Transformer, ``{"c": (1, d_c), "k_rope": (1, d_R)}`` for MLA.
+    `entries` maps a name to `(heads, width)`: `{"k": (g, e), "v": (g, e)}` for a
+    Transformer, `{"c": (1, d_c), "k_rope": (1, d_R)}` for MLA.
 
-    A cache made for a model (:func:`new_cache`) holds its ``rope`` table and the
-    ``model`` it serves; a bare cache has None for both.
+    A cache made for a model (`new_cache`) holds its `rope` table and the
+    `model` it serves; a bare cache has None for both.
 
-    Shapes: each entry of each layer ``(b, heads, max_len, width)``.
+    Shapes: each entry of each layer `(b, heads, max_len, width)`.
     """
 
     def __init__(
@@ -187,10 +187,10 @@ class KVCache:
         return per_layer * len(self.layers) * size
 
     def write(self, layer: int, **new: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Store ``t`` new positions of every entry at ``length..length+t`` of ``layer``
-        and return each entry's positions ``0..length+t`` (views, no copy).
+        """Store `t` new positions of every entry at `length..length+t` of `layer`
+        and return each entry's positions `0..length+t` (views, no copy).
 
-        Shapes: each ``new[name]`` ``(b, heads, t, width)`` → ``(b, heads, s, width)``.
+        Shapes: each `new[name]` `(b, heads, t, width)` → `(b, heads, s, width)`.
         """
         check_write(self, layer, new)
         out = []
@@ -202,13 +202,13 @@ class KVCache:
         return tuple(out)
 
     def advance(self, t: int) -> None:
-        """Count ``t`` positions as stored (after every layer has written them)."""
+        """Count `t` positions as stored (after every layer has written them)."""
         check_advance(self, t)
         self.length += t
 
 
 def check_kv_cache(n_layers, batch, max_len, entries) -> None:
-    """The arguments of :class:`KVCache`."""
+    """The arguments of `KVCache`."""
     check_sizes(n_layers=n_layers, batch=batch, max_len=max_len)
     if (
         not isinstance(entries, dict)
@@ -222,7 +222,7 @@ def check_kv_cache(n_layers, batch, max_len, entries) -> None:
 
 
 def check_room(cache: KVCache, t: int) -> None:
-    """Refuse ``t`` more positions where ``cache`` has no room for them."""
+    """Refuse `t` more positions where `cache` has no room for them."""
     if cache.length + t > cache.max_len:
         raise ValueError(
             f"the cache is full: {cache.length} of max_len = "
@@ -231,8 +231,8 @@ def check_room(cache: KVCache, t: int) -> None:
 
 
 def check_write(cache: KVCache, layer, new: dict) -> None:
-    """The arguments of :meth:`KVCache.write`: a layer index, and every entry's new
-    positions ``(b, heads, t, width)`` with room for them."""
+    """The arguments of `KVCache.write`: a layer index, and every entry's new
+    positions `(b, heads, t, width)` with room for them."""
     check_int(layer, "layer", 0, len(cache.layers) - 1)
     if set(new) != set(cache.entries):
         raise ValueError(
@@ -247,7 +247,7 @@ def check_write(cache: KVCache, layer, new: dict) -> None:
 
 
 def check_advance(cache: KVCache, t) -> None:
-    """The argument of :meth:`KVCache.advance`: ``t >= 1`` positions that fit."""
+    """The argument of `KVCache.advance`: `t >= 1` positions that fit."""
     check_int(t, "t", 1)
     if cache.length + t > cache.max_len:
         raise ValueError(
@@ -267,7 +267,7 @@ def kv_cache(
     rope: Rope | None = None,
     model: torch.nn.Module | None = None,
 ) -> KVCache:
-    """A Transformer's cache: a key and a value of ``n_kv_heads × d_head`` per layer."""
+    """A Transformer's cache: a key and a value of `n_kv_heads × d_head` per layer."""
     entries = {"k": (n_kv_heads, d_head), "v": (n_kv_heads, d_head)}
     return KVCache(
         n_layers, batch, max_len, entries, dtype, device, rope=rope, model=model
@@ -277,10 +277,10 @@ def kv_cache(
 def attend_reference(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int
 ) -> torch.Tensor:
-    """Plain causal attention of ``t`` queries at positions ``start..`` over ``s`` keys;
-    each of the ``g`` key/value heads serves ``h/g`` query heads.
+    """Plain causal attention of `t` queries at positions `start..` over `s` keys;
+    each of the `g` key/value heads serves `h/g` query heads.
 
-    Shapes: q ``(b, h, t, e)``, k, v ``(b, g, s, e)`` → ``(b, h, t, e)``."""
+    Shapes: q `(b, h, t, e)`, k, v `(b, g, s, e)` → `(b, h, t, e)`."""
     check_cached_attention(q, k, v, start)
     group = q.shape[1] // k.shape[1]
     k = repeat(k, "b g s e -> b (g r) s e", r=group)
@@ -295,8 +295,8 @@ def attend_reference(
 def attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int
 ) -> torch.Tensor:
-    """:func:`attend_reference` through ``F.scaled_dot_product_attention`` (a fused
-    kernel; one decode query needs no mask). Shapes: as :func:`attend_reference`."""
+    """`attend_reference` through `F.scaled_dot_product_attention` (a fused
+    kernel; one decode query needs no mask). Shapes: as `attend_reference`."""
     check_cached_attention(q, k, v, start)
     t, s = q.shape[2], k.shape[2]
     gqa = q.shape[1] != k.shape[1]
@@ -310,8 +310,8 @@ def attend(
 
 
 def check_cached_attention(q, k, v, start) -> None:
-    """The arguments of :func:`attend_reference` and :func:`attend`: ``t`` queries at
-    positions ``start..start+t-1`` over the ``s`` cached keys."""
+    """The arguments of `attend_reference` and `attend`: `t` queries at
+    positions `start..start+t-1` over the `s` cached keys."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         check_tensor(x, name, "(b, h, t, e)" if name == "q" else "(b, g, s, e)")
     if not q.dim() == k.dim() == v.dim() == 4:
@@ -332,7 +332,7 @@ def check_cached_attention(q, k, v, start) -> None:
 
 
 def check_new_cache(model, batch, max_len) -> None:
-    """The arguments of :func:`new_cache`: a GPT whose blocks the cached path runs
+    """The arguments of `new_cache`: a GPT whose blocks the cached path runs
     exactly, token by token."""
     check_gpt(model)
     check_sizes(batch=batch, max_len=max_len)
@@ -340,7 +340,7 @@ def check_new_cache(model, batch, max_len) -> None:
 
 
 def new_cache(model: gpt.GPT, batch: int, max_len: int) -> KVCache:
-    """An empty cache of ``max_len`` positions for ``model``, rotated by the model's own
+    """An empty cache of `max_len` positions for `model`, rotated by the model's own
     RoPE tables, and bound to it."""
     check_new_cache(model, batch, max_len)
     c = model.config
@@ -351,13 +351,13 @@ def new_cache(model: gpt.GPT, batch: int, max_len: int) -> KVCache:
 
 
 def cached_forward(model: gpt.GPT, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
-    """Run ``model``'s own parameters on ``t`` new tokens after the ``cache.length``
-    cached ones, storing their keys and values: a prefill when ``t > 1``, a decode step
+    """Run `model`'s own parameters on `t` new tokens after the `cache.length`
+    cached ones, storing their keys and values: a prefill when `t > 1`, a decode step
     when 1. A decode step of a small model is a hundred tiny PyTorch calls, each
-    costing microseconds whatever its size, so the heads are split by ``view`` and
-    ``permute`` (no copies, no pattern to parse).
+    costing microseconds whatever its size, so the heads are split by `view` and
+    `permute` (no copies, no pattern to parse).
 
-    Shapes: ids ``(b, t)`` → logits ``(b, t, v)``."""
+    Shapes: ids `(b, t)` → logits `(b, t, v)`."""
     check_cached_forward(model, ids, cache)
     (b, t), h = ids.shape, model.config.n_heads
     start, x = cache.length, model.embed(ids)  # (b, t, d)
@@ -375,14 +375,14 @@ def cached_forward(model: gpt.GPT, ids: torch.Tensor, cache: KVCache) -> torch.T
 
 
 def check_gpt_ids(model, ids) -> None:
-    """The arguments of :func:`recompute_logits`: a RoPE GPT and ``(b, t)`` token ids."""
+    """The arguments of `recompute_logits`: a RoPE GPT and `(b, t)` token ids."""
     check_gpt(model)
     check_ids(ids, "ids", dims=2)
 
 
 def check_cached_forward(model, ids, cache) -> None:
-    """The arguments of :func:`cached_forward`: a GPT in eval mode (or without dropout),
-    ``(b, t)`` token ids and a cache that :func:`new_cache` made for this very model,
+    """The arguments of `cached_forward`: a GPT in eval mode (or without dropout),
+    `(b, t)` token ids and a cache that `new_cache` made for this very model,
     with room for them inside its RoPE table."""
     if not isinstance(model, gpt.GPT):
         raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
@@ -418,7 +418,7 @@ def check_cached_forward(model, ids, cache) -> None:
 
 def recompute_logits(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
     """Full recomputation, the reference: every position's logits from scratch, at any
-    length (an empty cache used once). Shapes: ``(b, t)`` → ``(b, t, v)``."""
+    length (an empty cache used once). Shapes: `(b, t)` → `(b, t, v)`."""
     check_gpt_ids(model, ids)
     return cached_forward(model, ids, new_cache(model, ids.shape[0], ids.shape[1]))
 
@@ -432,12 +432,12 @@ def generate(
     use_cache: bool = True,
     forward=None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
-    """Greedy generation of ``n_new`` tokens, with the cache (prefill, then one decode
+    """Greedy generation of `n_new` tokens, with the cache (prefill, then one decode
     step per token) or by recomputing the whole prefix at every step (an empty cache
-    filled anew, as :func:`recompute_logits`). ``forward`` replaces
-    :func:`cached_forward` in both, e.g. by ``torch.compile(cached_forward)``.
+    filled anew, as `recompute_logits`). `forward` replaces
+    `cached_forward` in both, e.g. by `torch.compile(cached_forward)`.
 
-    Returns the ids ``(b, t + n_new)``, every step's logits ``(b, n_new, v)`` and the
+    Returns the ids `(b, t + n_new)`, every step's logits `(b, n_new, v)` and the
     seconds of each step (the prefill counted in the first)."""
     check_generate(model, prompt, n_new, forward)
     forward = cached_forward if forward is None else forward
@@ -460,7 +460,7 @@ def generate(
 
 
 def check_generate(model, prompt, n_new, forward) -> None:
-    """The arguments of :func:`generate`."""
+    """The arguments of `generate`."""
     check_new_cache(model, 1, 1)
     check_ids(prompt, "prompt", dims=2)
     check_int(n_new, "n_new", 1)
@@ -473,8 +473,8 @@ def check_generate(model, prompt, n_new, forward) -> None:
 
 
 def simulate_batching(lengths: list[int], max_batch: int, continuous: bool) -> int:
-    """The decode steps to finish requests of ``lengths[i]`` steps each, ``max_batch`` at
-    a time, in order: static batching runs groups of ``max_batch`` that last as long as
+    """The decode steps to finish requests of `lengths[i]` steps each, `max_batch` at
+    a time, in order: static batching runs groups of `max_batch` that last as long as
     their longest request; continuous batching starts the next waiting request in a slot
     as soon as the slot's request has finished."""
     check_simulate_batching(lengths, max_batch, continuous)
@@ -488,8 +488,8 @@ def simulate_batching(lengths: list[int], max_batch: int, continuous: bool) -> i
 
 
 def check_simulate_batching(lengths, max_batch, continuous) -> None:
-    """The arguments of :func:`simulate_batching`: a non-empty list of ints >= 1, an int
-    ``max_batch >= 1`` and a bool."""
+    """The arguments of `simulate_batching`: a non-empty list of ints >= 1, an int
+    `max_batch >= 1` and a bool."""
     check_type(lengths, "lengths", (list, tuple), "a list of ints")
     if not lengths:
         raise ValueError("lengths must hold at least one request; got an empty list")
@@ -501,9 +501,9 @@ def check_simulate_batching(lengths, max_batch, continuous) -> None:
 
 def quantize_kv(x: torch.Tensor, bits: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric absmax quantization of each row (one token of one head) to ints in
-    ``-(2^(bits-1) - 1)..2^(bits-1) - 1``, stored as int8, with one scale per row.
+    `-(2^(bits-1) - 1)..2^(bits-1) - 1`, stored as int8, with one scale per row.
 
-    Shapes: x ``(..., e)`` → q ``(..., e)`` int8, scale ``(..., 1)`` (x's dtype)."""
+    Shapes: x `(..., e)` → q `(..., e)` int8, scale `(..., 1)` (x's dtype)."""
     check_quantize_kv(x, bits)
     top = 2 ** (bits - 1) - 1
     absmax = x.abs().amax(-1, keepdim=True)  # (..., 1)
@@ -513,8 +513,8 @@ def quantize_kv(x: torch.Tensor, bits: int = 8) -> tuple[torch.Tensor, torch.Ten
 
 
 def check_quantize_kv(x, bits) -> None:
-    """The arguments of :func:`quantize_kv`: a finite float tensor with a last axis, and
-    ``bits`` in ``2..8`` (the values are stored as int8)."""
+    """The arguments of `quantize_kv`: a finite float tensor with a last axis, and
+    `bits` in `2..8` (the values are stored as int8)."""
     check_tensor(x, "x", "(..., e)")
     if x.dim() == 0 or x.shape[-1] == 0:
         raise ValueError(f"x must be (..., e) with e >= 1; got shape {tuple(x.shape)}")
@@ -524,16 +524,16 @@ def check_quantize_kv(x, bits) -> None:
 
 
 def dequantize_kv(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """The values that :func:`quantize_kv` stored: ``q · scale``.
+    """The values that `quantize_kv` stored: `q · scale`.
 
-    Shapes: q ``(..., e)`` int8, scale ``(..., 1)`` → ``(..., e)`` (scale's dtype)."""
+    Shapes: q `(..., e)` int8, scale `(..., 1)` → `(..., e)` (scale's dtype)."""
     check_dequantize_kv(q, scale)
     return q.to(scale.dtype) * scale
 
 
 def check_dequantize_kv(q, scale) -> None:
-    """The arguments of :func:`dequantize_kv`: an int8 tensor ``(..., e)`` and a float
-    tensor ``(..., 1)`` of scales."""
+    """The arguments of `dequantize_kv`: an int8 tensor `(..., e)` and a float
+    tensor `(..., 1)` of scales."""
     if not isinstance(q, torch.Tensor) or q.dtype != torch.int8:
         raise TypeError(f"q must be an int8 tensor (..., e); got {describe(q)}")
     check_tensor(scale, "scale", "(..., 1)")

@@ -2,20 +2,20 @@
 and sparse patterns.
 
 - Linear attention (Katharopoulos et al., 2020, arXiv:2006.16236) replaces
-  ``exp(q·k)`` by ``φ(q)·φ(k)``; its causal form is an RNN whose state is the matrix
-  ``Σ φ(k) vᵀ``.
-- Performer (Choromanski et al., 2021, arXiv:2009.14794) picks ``φ`` as positive random
-  features whose dot product is an unbiased estimate of ``exp(q·k)`` (FAVOR+; the
+  `exp(q·k)` by `φ(q)·φ(k)`; its causal form is an RNN whose state is the matrix
+  `Σ φ(k) vᵀ`.
+- Performer (Choromanski et al., 2021, arXiv:2009.14794) picks `φ` as positive random
+  features whose dot product is an unbiased estimate of `exp(q·k)` (FAVOR+; the
   orthogonal draws and redrawing of the paper are left out).
-- Linformer (Wang et al., 2020, arXiv:2006.04768) projects the ``s`` keys and values to
-  ``r`` rows with learned ``(r, s)`` matrices (non-causal only).
+- Linformer (Wang et al., 2020, arXiv:2006.04768) projects the `s` keys and values to
+  `r` rows with learned `(r, s)` matrices (non-causal only).
 - Sliding-window (Longformer, Beltagy et al., 2020, arXiv:2004.05150) and BigBird
 (Zaheer et
   al., 2020, arXiv:2007.14062) masks keep O(t) entries of the score matrix; here they
   are applied to the full matrix, which shows their pattern and quality, not their
   speed.
 
-Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)``.
+Shapes: q `(..., t, d)`, k `(..., s, d)`, v `(..., s, d_v)`.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from lecturelib.validate import (
 
 
 def check_linear_attention(q, k, v, feature, causal: bool = True) -> None:
-    """The arguments of :func:`linear_attention` and (``causal``, which needs ``t = s``)
-    :func:`linear_attention_recurrent`."""
+    """The arguments of `linear_attention` and (`causal`, which needs `t = s`)
+    `linear_attention_recurrent`."""
     flash.check_qkv(q, k, v)
     check_callable(feature, "feature")
     check_bool(causal, "causal")
@@ -57,7 +57,7 @@ def check_linear_attention(q, k, v, feature, causal: bool = True) -> None:
 
 
 def elu_feature(x: torch.Tensor) -> torch.Tensor:
-    """The feature map of Katharopoulos et al.: ``φ(x) = elu(x) + 1 > 0``."""
+    """The feature map of Katharopoulos et al.: `φ(x) = elu(x) + 1 > 0`."""
     check_tensor(x, "x", "(..., d)")
     return F.elu(x) + 1
 
@@ -69,12 +69,12 @@ def linear_attention(
     causal: bool = False,
     feature=elu_feature,
 ) -> torch.Tensor:
-    """``φ(q) (φ(k)ᵀ v) / φ(q)·Σφ(k)``, linear in the length: the keys and values are
-    summed into a ``(d_φ, d_v)`` matrix first. Causal: running sums over the positions
-    (the parallel form of :func:`linear_attention_recurrent`).
+    """`φ(q) (φ(k)ᵀ v) / φ(q)·Σφ(k)`, linear in the length: the keys and values are
+    summed into a `(d_φ, d_v)` matrix first. Causal: running sums over the positions
+    (the parallel form of `linear_attention_recurrent`).
 
-    Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)`` → ``(..., t,
-    d_v)``; causal needs ``s = t``.
+    Shapes: q `(..., t, d)`, k `(..., s, d)`, v `(..., s, d_v)` → `(..., t,
+    d_v)`; causal needs `s = t`.
     """
     check_linear_attention(q, k, v, feature, causal)
     # sums of features in float32, autocast off: float16 overflows them and rounds
@@ -96,11 +96,11 @@ def linear_attention(
 def linear_attention_recurrent(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature=elu_feature
 ) -> torch.Tensor:
-    """Causal linear attention as an RNN: the state ``S_t = S_{t-1} + φ(k_t) v_tᵀ`` and
-    ``z_t = z_{t-1} + φ(k_t)``; the output ``φ(q_t)ᵀ S_t / φ(q_t)ᵀ z_t``. O(1) memory
+    """Causal linear attention as an RNN: the state `S_t = S_{t-1} + φ(k_t) v_tᵀ` and
+    `z_t = z_{t-1} + φ(k_t)`; the output `φ(q_t)ᵀ S_t / φ(q_t)ᵀ z_t`. O(1) memory
     per step, as in generation.
 
-    Shapes: q, k ``(..., t, d)``, v ``(..., t, d_v)`` → ``(..., t, d_v)``.
+    Shapes: q, k `(..., t, d)`, v `(..., t, d_v)` → `(..., t, d_v)`.
     """
     check_linear_attention(q, k, v, feature)
     wide, dtype = torch.promote_types(v.dtype, torch.float32), v.dtype  # sums: float32
@@ -118,9 +118,9 @@ def linear_attention_recurrent(
 
 
 def random_features(d: int, m: int, seed: int = 0) -> torch.Tensor:
-    """``m`` Gaussian directions ``w ~ N(0, I_d)`` for :func:`performer_features`.
+    """`m` Gaussian directions `w ~ N(0, I_d)` for `performer_features`.
 
-    Shapes: → ``(m, d)``.
+    Shapes: → `(m, d)`.
     """
     check_sizes(d=d, m=m)
     check_int(seed, "seed", 0)
@@ -128,10 +128,10 @@ def random_features(d: int, m: int, seed: int = 0) -> torch.Tensor:
 
 
 def performer_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Positive random features ``φ(x) = exp(w·x - |x|²/2) / √m``: for ``w ~ N(0, I)``,
-    ``E[φ(q)·φ(k)] = exp(q·k)`` exactly (FAVOR+).
+    """Positive random features `φ(x) = exp(w·x - |x|²/2) / √m`: for `w ~ N(0, I)`,
+    `E[φ(q)·φ(k)] = exp(q·k)` exactly (FAVOR+).
 
-    Shapes: x ``(..., t, d)``, w ``(m, d)`` → ``(..., t, m)``.
+    Shapes: x `(..., t, d)`, w `(m, d)` → `(..., t, m)`.
     """
     check_performer_features(x, w)
     w = w.to(x)
@@ -140,7 +140,7 @@ def performer_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def check_performer_features(x, w) -> None:
-    """The arguments of :func:`performer_features`: ``x (..., d)``, ``w (m, d)``."""
+    """The arguments of `performer_features`: `x (..., d)`, `w (m, d)`."""
     check_tensor(x, "x", "(..., d)")
     if x.dim() < 1 or x.shape[-1] < 1:
         raise ValueError(f"x must be (..., d) with d >= 1; got {describe(x)}")
@@ -153,10 +153,10 @@ def check_performer_features(x, w) -> None:
 
 def performer_attention(q, k, v, w: torch.Tensor, causal: bool = False) -> torch.Tensor:
     """Softmax attention estimated with random features: linear attention with
-    ``φ = performer_features(· d^{-1/4}, w)``, so that ``φ(q)·φ(k) ≈ exp(q·k/√d)``.
+    `φ = performer_features(· d^{-1/4}, w)`, so that `φ(q)·φ(k) ≈ exp(q·k/√d)`.
 
-    Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)``, w ``(m, d)`` →
-    ``(..., t, d_v)``.
+    Shapes: q `(..., t, d)`, k `(..., s, d)`, v `(..., s, d_v)`, w `(m, d)` →
+    `(..., t, d_v)`.
     """
     check_performer_attention(q, k, v, w, causal)
     c = q.shape[-1] ** -0.25
@@ -164,8 +164,8 @@ def performer_attention(q, k, v, w: torch.Tensor, causal: bool = False) -> torch
 
 
 def check_performer_attention(q, k, v, w, causal) -> None:
-    """The arguments of :func:`performer_attention`: those of :func:`linear_attention`
-    with ``d >= 1`` (the scale ``d^{-1/4}``) and features ``w (m, d)``."""
+    """The arguments of `performer_attention`: those of `linear_attention`
+    with `d >= 1` (the scale `d^{-1/4}`) and features `w (m, d)`."""
     check_linear_attention(q, k, v, performer_features, causal)
     if q.shape[-1] < 1:
         raise ValueError(
@@ -176,11 +176,11 @@ def check_performer_attention(q, k, v, w, causal) -> None:
 
 
 def linformer_attention(q, k, v, e: torch.Tensor, f: torch.Tensor | None = None):
-    """Softmax attention over ``r`` projected keys and values ``E k`` and ``F v``
-    (``F = E`` when not given): O(t r) instead of O(t s). Non-causal.
+    """Softmax attention over `r` projected keys and values `E k` and `F v`
+    (`F = E` when not given): O(t r) instead of O(t s). Non-causal.
 
-    Shapes: q ``(..., t, d)``, k ``(..., s, d)``, v ``(..., s, d_v)``, e, f ``(r, s)`` →
-    ``(..., t, d_v)``.
+    Shapes: q `(..., t, d)`, k `(..., s, d)`, v `(..., s, d_v)`, e, f `(r, s)` →
+    `(..., t, d_v)`.
     """
     flash.check_qkv(q, k, v)
     f = e if f is None else f
@@ -197,10 +197,10 @@ def linformer_attention(q, k, v, e: torch.Tensor, f: torch.Tensor | None = None)
 
 
 def sliding_window_mask(t: int, window: int, causal: bool = True) -> torch.Tensor:
-    """True where query ``i`` may attend key ``j``: ``i - window < j <= i`` (causal) or
-    ``|i - j| < window``.
+    """True where query `i` may attend key `j`: `i - window < j <= i` (causal) or
+    `|i - j| < window`.
 
-    Shapes: → ``(t, t)`` bool.
+    Shapes: → `(t, t)` bool.
     """
     check_sizes(t=t, window=window)
     check_bool(causal, "causal")
@@ -210,11 +210,11 @@ def sliding_window_mask(t: int, window: int, causal: bool = True) -> torch.Tenso
 
 
 def bigbird_mask(t: int, window: int, n_global: int, n_random: int, seed: int = 0):
-    """BigBird's pattern: a sliding window of ``window`` keys on each side, ``n_global``
-    first positions that attend and are attended by all, and ``n_random`` random keys
+    """BigBird's pattern: a sliding window of `window` keys on each side, `n_global`
+    first positions that attend and are attended by all, and `n_random` random keys
     per query (non-causal).
 
-    Shapes: → ``(t, t)`` bool.
+    Shapes: → `(t, t)` bool.
     """
     check_sizes(t=t, window=window)
     check_int(n_global, "n_global", 0)
@@ -238,11 +238,11 @@ VARIANTS = ("softmax", "sliding window", "bigbird", "linear", "performer", "linf
 
 class RecallModel(nn.Module):
     """One attention layer that reads a set of (key, value) items and a query key and
-    predicts the query's value: a long-range retrieval test for an attention ``variant``
-    of :data:`VARIANTS`.
+    predicts the query's value: a long-range retrieval test for an attention `variant`
+    of `VARIANTS`.
 
-    Shapes: items ``(b, n, 2)`` (key, value ids), query ``(b,)`` → logits ``(b,
-    n_values)``.
+    Shapes: items `(b, n, 2)` (key, value ids), query `(b,)` → logits `(b,
+    n_values)`.
     """
 
     def __init__(
@@ -306,8 +306,8 @@ class RecallModel(nn.Module):
 
 
 def check_recall_input(model: RecallModel, items, query) -> None:
-    """The input of :class:`RecallModel`: items ``(b, n_items, 2)``, each a key id and a
-    value id of the model's, and one query key id per row ``(b,)`` (ids read once per
+    """The input of `RecallModel`: items `(b, n_items, 2)`, each a key id and a
+    value id of the model's, and one query key id per row `(b,)` (ids read once per
     call: an id out of range would stop a GPU with a device-side assert)."""
     n_keys, n_values = model.key.num_embeddings, model.value.num_embeddings
     check_ids(items, "items")
@@ -326,11 +326,11 @@ def check_recall_input(model: RecallModel, items, query) -> None:
 
 
 def recall_batch(n: int, n_items: int, n_keys: int, n_values: int, seed: int = 0):
-    """A batch of the retrieval task: ``n_items`` items with distinct keys of
-    ``0..n_keys-1`` and random values; the query is one of the keys, the target its
+    """A batch of the retrieval task: `n_items` items with distinct keys of
+    `0..n_keys-1` and random values; the query is one of the keys, the target its
     value.
 
-    Shapes: → items ``(n, n_items, 2)``, query ``(n,)``, target ``(n,)``.
+    Shapes: → items `(n, n_items, 2)`, query `(n,)`, target `(n,)`.
     """
     check_sizes(n=n, n_items=n_items, n_values=n_values)
     check_int(n_keys, "n_keys", n_items)

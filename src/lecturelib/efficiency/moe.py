@@ -1,38 +1,38 @@
 """Chapter 16: mixture-of-experts feed-forward layers and a GPT built from them.
 
 A mixture-of-experts (MoE) layer replaces the one feed-forward network of a Transformer
-block by ``n_experts`` of them and a *router* that sends each token to ``top_k`` of them
+block by `n_experts` of them and a *router* that sends each token to `top_k` of them
 (Shazeer et al., arXiv:1701.06538; GShard, arXiv:2006.16668; Switch Transformer,
-arXiv:2101.03961). The chosen experts' outputs are mixed with gates: for ``top_k = 1``
-the chosen expert's router probability (Switch Transformer), for ``top_k > 1`` the
+arXiv:2101.03961). The chosen experts' outputs are mixed with gates: for `top_k = 1`
+the chosen expert's router probability (Switch Transformer), for `top_k > 1` the
 softmax of the router's logits over the chosen experts (Shazeer et al.'s gate, as
 GShard, GLaM and Mixtral use it);
-``MoEConfig.renormalise`` overrides the choice.
+`MoEConfig.renormalise` overrides the choice.
 
-- :func:`top_k_gating`: the router's choice and weights;
-- :func:`expert_capacity` and :func:`capacity_mask`: each expert takes at most ``C``
+- `top_k_gating`: the router's choice and weights;
+- `expert_capacity` and `capacity_mask`: each expert takes at most `C`
   tokens per batch; the assignments beyond that are *dropped* (first choices are served
   first);
-- :func:`dispatch_loop`, the reference (a Python loop over tokens), and
-  :func:`dispatch_sorted`, the batched dispatch (sort the assignments by expert, run
+- `dispatch_loop`, the reference (a Python loop over tokens), and
+  `dispatch_sorted`, the batched dispatch (sort the assignments by expert, run
   each expert once on its rows, scatter-add the weighted outputs back); tests assert
   that they agree, outputs and gradients;
-- :func:`load_balancing_loss` (Switch's auxiliary loss) and :func:`router_z_loss`
+- `load_balancing_loss` (Switch's auxiliary loss) and `router_z_loss`
   (ST-MoE, arXiv:2202.08906);
-- :class:`MoE`, :class:`MoEGPT` (chapter 11's GPT whose MLPs are MoE layers) and
-  :func:`moe_lm_loss` (next-token loss plus the auxiliary losses);
-- :func:`param_counts`: total and activated (used per token) parameters.
+- `MoE`, `MoEGPT` (chapter 11's GPT whose MLPs are MoE layers) and
+  `moe_lm_loss` (next-token loss plus the auxiliary losses);
+- `param_counts`: total and activated (used per token) parameters.
 
-Each taught function calls one ``check_*`` function for its arguments, defined in the
+Each taught function calls one `check_*` function for its arguments, defined in the
 section before it.
 
-Simplifications: every expert is chapter 11's ``gpt.MLP``; all experts live on one
+Simplifications: every expert is chapter 11's `gpt.MLP`; all experts live on one
 device (no expert parallelism, so "dispatch" moves rows within one tensor instead of
 between devices); a dropped assignment contributes nothing, and the token passes on
 through the residual connection, as in Switch.
 
-Shapes: ``n`` tokens (batch and positions flattened), ``d`` d_model, ``E`` n_experts,
-``k`` top_k.
+Shapes: `n` tokens (batch and positions flattened), `d` d_model, `E` n_experts,
+`k` top_k.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ DISPATCH = ("sorted", "loop")
 
 @dataclass
 class MoEConfig:
-    """The sizes and options of a :class:`MoE` layer."""
+    """The sizes and options of a `MoE` layer."""
 
     d_model: int
     d_ff: int  # the hidden width of each expert
@@ -80,7 +80,7 @@ class MoEConfig:
 
 
 def check_moe_config(c: MoEConfig) -> None:
-    """The fields of a :class:`MoEConfig`."""
+    """The fields of a `MoEConfig`."""
     for name in ("d_model", "d_ff", "n_experts"):
         check_int(getattr(c, name), f"MoEConfig.{name}", 1)
     check_top_k(c.top_k, c.n_experts)
@@ -95,7 +95,7 @@ def check_moe_config(c: MoEConfig) -> None:
 
 
 def check_top_k(top_k, n_experts: int) -> None:
-    """``top_k`` must be an int in ``1..n_experts``."""
+    """`top_k` must be an int in `1..n_experts`."""
     ok = isinstance(top_k, int) and not isinstance(top_k, bool)
     if not (ok and 1 <= top_k <= n_experts):
         raise ValueError(
@@ -104,7 +104,7 @@ def check_top_k(top_k, n_experts: int) -> None:
 
 
 def check_capacity_factor(factor) -> None:
-    """``factor`` must be a finite number > 0, or ``None`` (no capacity limit)."""
+    """`factor` must be a finite number > 0, or `None` (no capacity limit)."""
     if factor is None:
         return
     ok = isinstance(factor, (int, float)) and not isinstance(factor, bool)
@@ -116,7 +116,7 @@ def check_capacity_factor(factor) -> None:
 
 
 def check_router_logits(logits) -> None:
-    """``logits`` must be a float ``(n, E)`` tensor of at least one token: the
+    """`logits` must be a float `(n, E)` tensor of at least one token: the
     auxiliary losses average over the tokens, and a mean over none is NaN."""
     check_tensor(logits, "logits", "(n, E)", dims=2)
     if logits.shape[0] < 1 or logits.shape[1] < 1:
@@ -127,8 +127,8 @@ def check_router_logits(logits) -> None:
 
 
 def check_routing(logits: torch.Tensor, experts: torch.Tensor) -> None:
-    """``logits`` ``(n, E)`` float, ``n >= 1``, and ``experts`` ``(n, k)`` long ids in
-    ``0..E-1``."""
+    """`logits` `(n, E)` float, `n >= 1`, and `experts` `(n, k)` long ids in
+    `0..E-1`."""
     check_router_logits(logits)
     check_experts(experts, logits.shape[1])
     if experts.shape[0] != logits.shape[0]:
@@ -139,7 +139,7 @@ def check_routing(logits: torch.Tensor, experts: torch.Tensor) -> None:
 
 
 def check_experts(experts, n_experts: int) -> None:
-    """``experts`` must be an ``(n, k)`` long tensor of expert ids in ``0..E-1``."""
+    """`experts` must be an `(n, k)` long tensor of expert ids in `0..E-1`."""
     message = f"experts must be an (n, k) long tensor; got {describe(experts)}"
     if not (isinstance(experts, torch.Tensor) and experts.dtype == torch.long):
         raise TypeError(message)
@@ -153,8 +153,8 @@ def check_experts(experts, n_experts: int) -> None:
 
 
 def check_dispatch(x, weights, experts, keep, expert_fns) -> None:
-    """The arguments of the dispatch functions: x ``(n, d)``; weights, experts and keep
-    ``(n, k)``; one callable per expert."""
+    """The arguments of the dispatch functions: x `(n, d)`; weights, experts and keep
+    `(n, k)`; one callable per expert."""
     check_tensor(x, "x", "(n, d)", dims=2)
     check_tensor(weights, "weights", "(n, k)", dims=2)
     if not (
@@ -179,21 +179,21 @@ def check_dispatch(x, weights, experts, keep, expert_fns) -> None:
 
 
 def check_top_k_gating(logits, k, renormalise=None) -> None:
-    """The arguments of :func:`top_k_gating`: logits ``(n, E)``, ``k`` in ``1..E``,
-    ``renormalise`` a bool or None."""
+    """The arguments of `top_k_gating`: logits `(n, E)`, `k` in `1..E`,
+    `renormalise` a bool or None."""
     check_tensor(logits, "logits", "(n, E)", dims=2)
     check_top_k(k, logits.shape[1])
     check_renormalise(renormalise, "renormalise")
 
 
 def check_renormalise(renormalise, name: str) -> None:
-    """``renormalise`` must be True, False or None (None: only when ``top_k > 1``)."""
+    """`renormalise` must be True, False or None (None: only when `top_k > 1`)."""
     if renormalise is not None:
         check_bool(renormalise, name)
 
 
 def check_expert_capacity(n_tokens, n_experts, top_k, factor) -> None:
-    """The arguments of :func:`expert_capacity` (a capacity factor is needed here)."""
+    """The arguments of `expert_capacity` (a capacity factor is needed here)."""
     check_int(n_tokens, "n_tokens", 1)
     check_int(n_experts, "n_experts", 1)
     check_top_k(top_k, n_experts)
@@ -203,14 +203,14 @@ def check_expert_capacity(n_tokens, n_experts, top_k, factor) -> None:
 
 
 def check_capacity_mask(experts, n_experts, capacity) -> None:
-    """The arguments of :func:`capacity_mask`."""
+    """The arguments of `capacity_mask`."""
     check_int(n_experts, "n_experts", 1)
     check_experts(experts, n_experts)
     check_int(capacity, "capacity", 0)
 
 
 def check_moe_input(x, d_model: int) -> None:
-    """The input of :meth:`MoE.forward`: a float tensor ``(b, t, d_model)`` of at
+    """The input of `MoE.forward`: a float tensor `(b, t, d_model)` of at
     least one token (the auxiliary losses average over the tokens)."""
     check_tensor(x, "x", "(b, t, d_model)", dims=3)
     if x.shape[-1] != d_model:
@@ -225,7 +225,7 @@ def check_moe_input(x, d_model: int) -> None:
 
 
 def check_moe_gpt(config, moe) -> None:
-    """The arguments of :class:`MoEGPT`: a :class:`MoEConfig` of the GPT's width."""
+    """The arguments of `MoEGPT`: a `MoEConfig` of the GPT's width."""
     check_type(moe, "moe", MoEConfig, "a MoEConfig")
     if moe.d_model != config.d_model:
         raise ValueError(
@@ -235,8 +235,8 @@ def check_moe_gpt(config, moe) -> None:
 
 
 def check_moe_lm_loss(model) -> None:
-    """The model of :func:`moe_lm_loss`: a :class:`MoEGPT`, possibly wrapped by
-    ``DistributedDataParallel``."""
+    """The model of `moe_lm_loss`: a `MoEGPT`, possibly wrapped by
+    `DistributedDataParallel`."""
     inner = getattr(model, "module", model)
     if not isinstance(inner, MoEGPT):
         raise TypeError(f"model must be a MoEGPT; got {type(inner).__name__}")
@@ -248,15 +248,15 @@ def check_moe_lm_loss(model) -> None:
 def top_k_gating(
     logits: torch.Tensor, k: int, renormalise: bool | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``k`` experts with the largest router logits per token, and their weights
+    """The `k` experts with the largest router logits per token, and their weights
     (gates): the chosen experts' softmax probabilities over all experts, or, when
-    ``renormalise``, the softmax of the chosen logits (Shazeer et al.'s gate, summing
+    `renormalise`, the softmax of the chosen logits (Shazeer et al.'s gate, summing
     to 1).
-    By default only ``k > 1`` renormalises: for ``k = 1`` the gate is the chosen
+    By default only `k > 1` renormalises: for `k = 1` the gate is the chosen
     expert's probability (Switch Transformer), because renormalising one probability
     gives a constant 1, which no gradient reaches the router through.
 
-    Shapes: logits ``(n, E)`` → weights ``(n, k)`` float, experts ``(n, k)`` long."""
+    Shapes: logits `(n, E)` → weights `(n, k)` float, experts `(n, k)` long."""
     check_top_k_gating(logits, k, renormalise)
     if renormalise is None:
         renormalise = k > 1  # Switch for k = 1, Shazeer et al.'s gate for k > 1
@@ -267,17 +267,17 @@ def top_k_gating(
 
 
 def expert_capacity(n_tokens: int, n_experts: int, top_k: int, factor: float) -> int:
-    """Assignments an expert takes per batch, ``ceil(factor · n_tokens · top_k / E)``:
-    the fair share of the ``n_tokens · top_k`` assignments times the capacity factor."""
+    """Assignments an expert takes per batch, `ceil(factor · n_tokens · top_k / E)`:
+    the fair share of the `n_tokens · top_k` assignments times the capacity factor."""
     check_expert_capacity(n_tokens, n_experts, top_k, factor)
     return math.ceil(factor * n_tokens * top_k / n_experts)
 
 
 def capacity_mask(experts: torch.Tensor, n_experts: int, capacity: int) -> torch.Tensor:
-    """Which assignments their expert serves: each expert takes its first ``capacity``
+    """Which assignments their expert serves: each expert takes its first `capacity`
     assignments, all first choices (in token order) before any second choice.
 
-    Shapes: experts ``(n, k)`` → keep ``(n, k)`` bool."""
+    Shapes: experts `(n, k)` → keep `(n, k)` bool."""
     check_capacity_mask(experts, n_experts, capacity)
     one_hot = F.one_hot(experts.T.reshape(-1), n_experts)  # (k·n, E), choice-major
     slot = (one_hot.cumsum(0) * one_hot).sum(-1) - 1  # place in expert's queue
@@ -294,7 +294,7 @@ def dispatch_loop(
     """The reference MoE output: for every token and every kept choice, add the weighted
     output of that expert on that token alone.
 
-    Shapes: x ``(n, d)``, weights/experts/keep ``(n, k)`` → ``(n, d)``."""
+    Shapes: x `(n, d)`, weights/experts/keep `(n, k)` → `(n, d)`."""
     check_dispatch(x, weights, experts, keep, expert_fns)
     rows = []
     for i in range(x.shape[0]):
@@ -317,7 +317,7 @@ def dispatch_sorted(
     on its contiguous block of rows, and scatter-add the weighted outputs back to their
     tokens.
 
-    Shapes: x ``(n, d)``, weights/experts/keep ``(n, k)`` → ``(n, d)``."""
+    Shapes: x `(n, d)`, weights/experts/keep `(n, k)` → `(n, d)`."""
     check_dispatch(x, weights, experts, keep, expert_fns)
     token = torch.arange(x.shape[0], device=x.device)[:, None].expand_as(experts)
     token, expert, weight = token[keep], experts[keep], weights[keep]  # (m,) kept
@@ -330,15 +330,15 @@ def dispatch_sorted(
 
 
 def load_balancing_loss(logits: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
-    """Switch Transformer's auxiliary loss ``E · Σ_e f_e · P_e``: ``f_e`` the fraction
-    of the assignments routed to expert ``e`` (not differentiable), ``P_e`` the mean
-    router probability of ``e`` (differentiable). It is 1 when both are uniform and
-    grows as the router favours a few experts. ``f`` is normalised by the ``n · k``
-    assignments, so the loss is 1 at balance for every ``k``; Mixtral's implementation
-    (``transformers``' ``load_balancing_loss_func``) divides by the ``n`` tokens, which
-    gives ``k`` times this value.
+    """Switch Transformer's auxiliary loss `E · Σ_e f_e · P_e`: `f_e` the fraction
+    of the assignments routed to expert `e` (not differentiable), `P_e` the mean
+    router probability of `e` (differentiable). It is 1 when both are uniform and
+    grows as the router favours a few experts. `f` is normalised by the `n · k`
+    assignments, so the loss is 1 at balance for every `k`; Mixtral's implementation
+    (`transformers`' `load_balancing_loss_func`) divides by the `n` tokens, which
+    gives `k` times this value.
 
-    Shapes: logits ``(n, E)``, experts ``(n, k)`` → scalar."""
+    Shapes: logits `(n, E)`, experts `(n, k)` → scalar."""
     check_routing(logits, experts)
     n_experts = logits.shape[-1]
     f = torch.bincount(experts.reshape(-1), minlength=n_experts) / experts.numel()
@@ -347,11 +347,11 @@ def load_balancing_loss(logits: torch.Tensor, experts: torch.Tensor) -> torch.Te
 
 
 def router_z_loss(logits: torch.Tensor) -> torch.Tensor:
-    """ST-MoE's router z-loss, the mean squared log-partition ``(log Σ_e exp z_e)²``:
+    """ST-MoE's router z-loss, the mean squared log-partition `(log Σ_e exp z_e)²`:
     it keeps the router's logits small, so that its softmax stays accurate in low
     precision.
 
-    Shapes: logits ``(n, E)`` → scalar."""
+    Shapes: logits `(n, E)` → scalar."""
     check_router_logits(logits)
     return torch.logsumexp(logits, dim=-1).square().mean()
 
@@ -369,10 +369,10 @@ class RouterStats:
 
 
 class MoE(nn.Module):
-    """A router and ``n_experts`` expert MLPs in place of one MLP.
+    """A router and `n_experts` expert MLPs in place of one MLP.
 
-    Shapes: x ``(b, t, d)`` → ``(b, t, d)``; :attr:`stats` holds the last pass's
-    :class:`RouterStats` and :attr:`aux_loss` its weighted auxiliary losses."""
+    Shapes: x `(b, t, d)` → `(b, t, d)`; `stats` holds the last pass's
+    `RouterStats` and `aux_loss` its weighted auxiliary losses."""
 
     def __init__(self, config: MoEConfig):
         super().__init__()
@@ -412,9 +412,9 @@ class MoE(nn.Module):
 
 
 class MoEGPT(gpt.GPT):
-    """Chapter 11's GPT with a :class:`MoE` layer in place of every block's MLP.
+    """Chapter 11's GPT with a `MoE` layer in place of every block's MLP.
 
-    Shapes: ids ``(b, t)`` → logits ``(b, t, v)``."""
+    Shapes: ids `(b, t)` → logits `(b, t, v)`."""
 
     def __init__(self, config: gpt.GPTConfig, moe: MoEConfig):
         super().__init__(config)
@@ -440,7 +440,7 @@ def moe_lm_loss(
     model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
 ) -> torch.Tensor:
     """Next-token cross-entropy plus the model's auxiliary losses (for
-    ``train.fit``)."""
+    `train.fit`)."""
     check_moe_lm_loss(model)
     inner = getattr(model, "module", model)  # DistributedDataParallel wraps the model
     return lm.next_token_loss(model, batch) + inner.aux_loss()
@@ -448,8 +448,8 @@ def moe_lm_loss(
 
 def param_counts(model: nn.Module) -> tuple[int, int]:
     """Total and activated (used per token) non-embedding parameters of a GPT or a
-    :class:`MoEGPT`: a token passes through ``top_k`` of the ``n_experts`` experts.
-    (``gpt.n_params`` is the total alone.)"""
+    `MoEGPT`: a token passes through `top_k` of the `n_experts` experts.
+    (`gpt.n_params` is the total alone.)"""
     check_type(model, "model", gpt.GPT, "a gpt.GPT or MoEGPT")
     total = gpt.n_params(model)
     if not isinstance(model, MoEGPT):

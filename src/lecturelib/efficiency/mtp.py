@@ -1,22 +1,22 @@
-"""Chapter 17, multi-token prediction: ``K`` heads on one trunk predict the tokens
-``x_{t+1}, ..., x_{t+K}`` from the state at ``t`` (Gloeckle et al., 2024,
+"""Chapter 17, multi-token prediction: `K` heads on one trunk predict the tokens
+`x_{t+1}, ..., x_{t+K}` from the state at `t` (Gloeckle et al., 2024,
 arXiv:2404.19737), and the extra heads' guesses are verified by the model itself, a
 *self-speculative* decoder (blockwise parallel decoding, Stern, Shazeer and Uszkoreit,
 2018, arXiv:1811.03115; Medusa, Cai et al., 2024, arXiv:2401.10774).
 
-- :class:`MTPHeads` adds heads ``2..K`` to a trained
-  :class:`lecturelib.pretraining.gpt.GPT`, whose own output head is head 1. Head ``k``
+- `MTPHeads` adds heads `2..K` to a trained
+  `lecturelib.pretraining.gpt.GPT`, whose own output head is head 1. Head `k`
   is Medusa's: a residual SiLU layer on the trunk's final state, then the trunk's
   (tied) output matrix. Gloeckle et al. train trunk and heads together from scratch;
   here the trunk is frozen (Medusa-1), so head 1 stays the chapter 11 model and
   self-speculation reproduces its greedy output.
-- :func:`mtp_loss` is the heads' joint loss, the mean over ``k`` of the cross-entropy of
-  ``x_{t+k}``; :func:`self_speculative_generate` decodes greedily with the guesses.
+- `mtp_loss` is the heads' joint loss, the mean over `k` of the cross-entropy of
+  `x_{t+k}`; `self_speculative_generate` decodes greedily with the guesses.
 
 Simplification: every round recomputes the whole prefix (no KV cache), for the
-baseline too, so the prompt and the new tokens must fit in the trunk's ``seq_len``.
+baseline too, so the prompt and the new tokens must fit in the trunk's `seq_len`.
 
-Shapes: ``b`` batch, ``t`` positions, ``k`` heads, ``v`` vocabulary.
+Shapes: `b` batch, `t` positions, `k` heads, `v` vocabulary.
 """
 
 from __future__ import annotations
@@ -32,17 +32,17 @@ from lecturelib.validate import check_ids, check_int, check_type, describe
 
 
 def check_mtp_heads(model, n_future) -> None:
-    """The arguments of :class:`MTPHeads`: a GPT trunk and ``n_future`` >= 2 heads."""
+    """The arguments of `MTPHeads`: a GPT trunk and `n_future` >= 2 heads."""
     check_type(model, "model", gpt.GPT, "a gpt.GPT")
     check_int(n_future, "n_future", 2)
 
 
 class MTPHeads(nn.Module):
-    """Heads ``2..n_future`` on the frozen trunk ``model``: head ``k`` maps the final
-    state ``h`` to ``W_out (h + SiLU(A_k h))`` with ``A_k`` initialised to zero, so
+    """Heads `2..n_future` on the frozen trunk `model`: head `k` maps the final
+    state `h` to `W_out (h + SiLU(A_k h))` with `A_k` initialised to zero, so
     every head starts as the next-token head.
 
-    Shapes: ids ``(b, t)`` → logits ``(b, t, k, v)``, head 1 first."""
+    Shapes: ids `(b, t)` → logits `(b, t, k, v)`, head 1 first."""
 
     def __init__(self, model: gpt.GPT, n_future: int):
         super().__init__()
@@ -66,9 +66,9 @@ class MTPHeads(nn.Module):
 
 
 def check_mtp_loss(heads, batch) -> None:
-    """The arguments of :func:`mtp_loss`: heads on a GPT trunk and a pair ``(x, y)`` of
-    token ids ``(b, t)`` of one shape, ``y`` in the trunk's vocabulary (read once per
-    call: an id out of range would stop a GPU with a device-side assert), and ``t`` at
+    """The arguments of `mtp_loss`: heads on a GPT trunk and a pair `(x, y)` of
+    token ids `(b, t)` of one shape, `y` in the trunk's vocabulary (read once per
+    call: an id out of range would stop a GPU with a device-side assert), and `t` at
     least the number of heads, so that every head is scored on one position or more (a
     mean over none is NaN)."""
     check_heads(heads)
@@ -91,8 +91,8 @@ def check_mtp_loss(heads, batch) -> None:
 
 
 def mtp_loss(heads: MTPHeads, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Mean over the heads of the cross-entropy of ``x_{t+k}`` at every position that
-    has one: ``y`` holds ``x_{t+1}``, so head ``k`` is scored on ``y[:, k-1:]``."""
+    """Mean over the heads of the cross-entropy of `x_{t+k}` at every position that
+    has one: `y` holds `x_{t+1}`, so head `k` is scored on `y[:, k-1:]`."""
     check_mtp_loss(heads, batch)
     x, y = batch
     logits = heads(x)  # (b, t, k, v)
@@ -104,17 +104,17 @@ def mtp_loss(heads: MTPHeads, batch: tuple[torch.Tensor, torch.Tensor]) -> torch
 
 
 def check_heads(heads) -> None:
-    """``heads`` must be heads on a GPT trunk: an :class:`MTPHeads`, or the chapter's
+    """`heads` must be heads on a GPT trunk: an `MTPHeads`, or the chapter's
     copy of it."""
     if not isinstance(getattr(heads, "trunk", None), gpt.GPT):
         raise TypeError(f"heads must be an MTPHeads; got {type(heads).__name__}")
 
 
 def check_head_accuracy(heads, ids, seq_len) -> None:
-    """The arguments of :func:`head_accuracy`: heads on a GPT trunk, a 1-D stream of
-    the trunk's token ids and windows of ``seq_len`` positions, at least one per head
-    (head ``k`` is scored on the ``seq_len - k + 1`` positions that have an
-    ``x_{t+k}`` in the window) and at most the trunk's ``seq_len``."""
+    """The arguments of `head_accuracy`: heads on a GPT trunk, a 1-D stream of
+    the trunk's token ids and windows of `seq_len` positions, at least one per head
+    (head `k` is scored on the `seq_len - k + 1` positions that have an
+    `x_{t+k}` in the window) and at most the trunk's `seq_len`."""
     check_heads(heads)
     c = heads.trunk.config
     check_int(seq_len, "seq_len", heads.n_future, c.seq_len)
@@ -127,8 +127,8 @@ def check_head_accuracy(heads, ids, seq_len) -> None:
 
 @torch.no_grad()
 def head_accuracy(heads: MTPHeads, ids: torch.Tensor, seq_len: int) -> list[float]:
-    """Per head, how often its most likely token is the true ``x_{t+k}``, over
-    consecutive windows of the stream ``ids``."""
+    """Per head, how often its most likely token is the true `x_{t+k}`, over
+    consecutive windows of the stream `ids`."""
     check_head_accuracy(heads, ids, seq_len)
     n = (len(ids) - 1) // seq_len
     x = ids[: n * seq_len].view(n, seq_len)
@@ -141,8 +141,8 @@ def head_accuracy(heads: MTPHeads, ids: torch.Tensor, seq_len: int) -> list[floa
 
 
 def check_fits(prompt, n_new: int, seq_len: int) -> None:
-    """One prompt ``(1, t)`` of token ids and ``n_new`` >= 1 new tokens that fit in
-    ``seq_len`` positions together."""
+    """One prompt `(1, t)` of token ids and `n_new` >= 1 new tokens that fit in
+    `seq_len` positions together."""
     message = f"prompt must be a (1, t) tensor of token ids; got {describe(prompt)}"
     if not isinstance(prompt, torch.Tensor) or prompt.is_floating_point():
         raise TypeError(message)
@@ -157,8 +157,8 @@ def check_fits(prompt, n_new: int, seq_len: int) -> None:
 
 
 def check_self_speculative_generate(heads, prompt, n_new) -> None:
-    """The arguments of :func:`self_speculative_generate`: heads on a GPT trunk (an
-    :class:`MTPHeads`, or the chapter's copy of it) and a prompt that fits."""
+    """The arguments of `self_speculative_generate`: heads on a GPT trunk (an
+    `MTPHeads`, or the chapter's copy of it) and a prompt that fits."""
     check_heads(heads)
     check_fits(prompt, n_new, heads.trunk.config.seq_len)
 
@@ -169,10 +169,10 @@ def self_speculative_generate(
 ) -> tuple[torch.Tensor, dict]:
     """Greedy decoding in which each call of the model both checks the last round's
     guesses and makes the next: head 1's choice after the last accepted token is
-    exact, heads ``2..K`` guess the ``K - 1`` tokens after it, and the next call keeps
+    exact, heads `2..K` guess the `K - 1` tokens after it, and the next call keeps
     the guesses that head 1 would have chosen.
 
-    Returns the ids ``(1, t + n_new)`` and ``{"calls", "accepted", "seconds"}``."""
+    Returns the ids `(1, t + n_new)` and `{"calls", "accepted", "seconds"}`."""
     check_self_speculative_generate(heads, prompt, n_new)
     tic = time.perf_counter()
     end = prompt.shape[1] + n_new
@@ -201,8 +201,8 @@ def self_speculative_generate(
 def greedy_generate(
     model: gpt.GPT, prompt: torch.Tensor, n_new: int
 ) -> tuple[torch.Tensor, dict]:
-    """The baseline: one call of ``model`` on the whole prefix per new token.
-    Returns the ids ``(1, t + n_new)`` and ``{"calls", "seconds"}``."""
+    """The baseline: one call of `model` on the whole prefix per new token.
+    Returns the ids `(1, t + n_new)` and `{"calls", "seconds"}`."""
     check_type(model, "model", gpt.GPT, "a gpt.GPT")
     check_fits(prompt, n_new, model.config.seq_len)
     tic = time.perf_counter()

@@ -1,13 +1,13 @@
 """Chapter 17, a draft with no network for speculative decoding
-(:mod:`lecturelib.efficiency.speculative`): next-token probabilities from n-gram counts
+(`lecturelib.efficiency.speculative`): next-token probabilities from n-gram counts
 (what followed the same context in the training text is a cheap guess of what follows
 now).
 
-- :class:`NGramDraft`: counts of every context of up to ``order - 1`` tokens in a
+- `NGramDraft`: counts of every context of up to `order - 1` tokens in a
   training text, smoothed by Witten–Bell interpolation with shorter contexts, all
   computed once; a lookup returns the distribution of the longest seen context.
 
-Shapes: ``v`` vocabulary.
+Shapes: `v` vocabulary.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from lecturelib.validate import check_int, describe, is_int
 
 
 def check_ngram_draft(ids, order, vocab_size) -> None:
-    """The arguments of :class:`NGramDraft`: ``order`` and ``vocab_size`` ints >= 1 and
-    at least ``order`` integer token ids in ``0..vocab_size - 1``."""
+    """The arguments of `NGramDraft`: `order` and `vocab_size` ints >= 1 and
+    at least `order` integer token ids in `0..vocab_size - 1`."""
     check_int(order, "order", 1)
     check_int(vocab_size, "vocab_size", 1)
     message = (
@@ -43,8 +43,8 @@ def check_ngram_draft(ids, order, vocab_size) -> None:
 
 
 def check_context(ids, order: int, vocab_size: int) -> None:
-    """The context of :meth:`NGramDraft.probs`: a list (or tuple) of int token ids, the
-    last ``order - 1`` of which (those looked up) lie in ``0..vocab_size - 1`` (an id
+    """The context of `NGramDraft.probs`: a list (or tuple) of int token ids, the
+    last `order - 1` of which (those looked up) lie in `0..vocab_size - 1` (an id
     outside would be read as another context). A tensor is refused: its elements are not
     dictionary keys, so every lookup would miss and give the unigram distribution."""
     if not isinstance(ids, (list, tuple)):
@@ -65,16 +65,16 @@ def check_context(ids, order: int, vocab_size: int) -> None:
 
 
 class NGramDraft:
-    """Next-token probabilities from counts: after a context ``h`` of up to
-    ``order - 1`` tokens, Witten–Bell interpolation with the next shorter context
-    ``h'`` (down to the uniform distribution),
+    """Next-token probabilities from counts: after a context `h` of up to
+    `order - 1` tokens, Witten–Bell interpolation with the next shorter context
+    `h'` (down to the uniform distribution),
 
         p(x | h) = (c(h, x) + u(h) · p(x | h')) / (c(h) + u(h)),
 
-    where ``c(h)`` counts the context, ``c(h, x)`` the context followed by ``x`` and
-    ``u(h)`` the distinct tokens seen after it. Every seen context's distribution is
+    where `c(h)` counts the context, `c(h, x)` the context followed by `x` and
+    `u(h)` the distinct tokens seen after it. Every seen context's distribution is
     computed once, at construction; a lookup returns that of the longest seen context.
-    Built from a 1-D tensor of training ids; :meth:`probs` takes the ids so far.
+    Built from a 1-D tensor of training ids; `probs` takes the ids so far.
     """
 
     def __init__(self, ids: torch.Tensor, order: int, vocab_size: int):
@@ -104,7 +104,7 @@ class NGramDraft:
             shorter_keys, shorter = keys, probs
 
     def probs(self, ids: list[int]) -> torch.Tensor:
-        """The distribution of the token after ``ids``. Shapes: → ``(v,)`` float64."""
+        """The distribution of the token after `ids`. Shapes: → `(v,)` float64."""
         check_context(ids, self.order, self.vocab_size)
         for k in range(min(self.order - 1, len(ids)), 0, -1):  # longest seen first
             key = 0
@@ -116,5 +116,5 @@ class NGramDraft:
         return self.probs_of[0][0]  # no context
 
     def logits(self, ids: list[int]) -> torch.Tensor:
-        """``log p``: logits, so that a temperature divides them as a GPT's."""
+        """`log p`: logits, so that a temperature divides them as a GPT's."""
         return self.probs(ids).log()

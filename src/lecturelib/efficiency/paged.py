@@ -1,21 +1,21 @@
 """Chapter 14: PagedAttention's cache, fixed-size blocks found through a block table.
 
-A server that reserves ``max_len`` contiguous positions per sequence wastes what short
+A server that reserves `max_len` contiguous positions per sequence wastes what short
 sequences never fill. vLLM (Kwon et al., arXiv:2309.06180) stores the cache in blocks of
-``block_size`` positions taken from one pool; each sequence keeps a *block table*, the
+`block_size` positions taken from one pool; each sequence keeps a *block table*, the
 list of its blocks in order, and takes a new block only when its last one is full, so at
-most ``block_size - 1`` positions per sequence are unused. Blocks are reference-counted:
+most `block_size - 1` positions per sequence are unused. Blocks are reference-counted:
 parallel samples of one prompt share the prompt's blocks, and a shared block is copied
 only when a sequence writes into it (copy-on-write).
 
-:class:`PagedKVCache` is that cache for one layer; :func:`paged_attention` reads keys
-and values through the block table, and :func:`contiguous_attention` is its reference on
+`PagedKVCache` is that cache for one layer; `paged_attention` reads keys
+and values through the block table, and `contiguous_attention` is its reference on
 a contiguous copy. The real kernel reads block by block inside the attention loop; we
 gather, and apply the reference's attention to what we gathered, so that the two agree
 on every input, NaN included (NaN in, NaN out: PyTorch's fused CPU kernel returns 0 for
 a query whose every key is NaN).
 
-Shapes: ``g`` key/value heads, ``e`` d_head, ``h`` query heads, ``n`` block_size.
+Shapes: `g` key/value heads, `e` d_head, `h` query heads, `n` block_size.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from lecturelib.validate import (
 
 
 class BlockAllocator:
-    """A pool of ``n_blocks`` block ids with reference counts."""
+    """A pool of `n_blocks` block ids with reference counts."""
 
     def __init__(self, n_blocks: int):
         check_int(n_blocks, "n_blocks", 1)
@@ -68,9 +68,9 @@ class BlockAllocator:
 
 
 class PagedKVCache:
-    """Keys and values of many sequences in ``capacity // block_size`` blocks.
+    """Keys and values of many sequences in `capacity // block_size` blocks.
 
-    Shapes: the pools ``k, v`` ``(n_blocks, block_size, g, e)``; one token ``(g, e)``.
+    Shapes: the pools `k, v` `(n_blocks, block_size, g, e)`; one token `(g, e)`.
     """
 
     def __init__(
@@ -98,7 +98,7 @@ class PagedKVCache:
         self.tables[seq], self.lengths[seq] = [], 0
 
     def append(self, seq: int, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Store one token's key and value at the end of sequence ``seq``: a new block
+        """Store one token's key and value at the end of sequence `seq`: a new block
         when the last is full, a private copy when the last is shared (copy-on-write).
         """
         check_append(self, seq, k, v)
@@ -118,7 +118,7 @@ class PagedKVCache:
         return new
 
     def fork(self, parent: int, child: int) -> None:
-        """A new sequence ``child`` sharing all of ``parent``'s blocks (no copy)."""
+        """A new sequence `child` sharing all of `parent`'s blocks (no copy)."""
         check_seq(self, parent)
         self.add_sequence(child)
         self.tables[child] = list(self.tables[parent])
@@ -127,16 +127,16 @@ class PagedKVCache:
             self.allocator.share(block)
 
     def finish(self, seq: int) -> None:
-        """Drop sequence ``seq`` and return its blocks to the pool."""
+        """Drop sequence `seq` and return its blocks to the pool."""
         check_seq(self, seq)
         for block in self.tables.pop(seq):
             self.allocator.release(block)
         del self.lengths[seq]
 
     def gather(self, seq: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sequence ``seq``'s keys and values read through its block table.
+        """Sequence `seq`'s keys and values read through its block table.
 
-        Shapes: → ``(g, s, e)`` each."""
+        Shapes: → `(g, s, e)` each."""
         check_seq(self, seq)
         table = torch.tensor(self.tables[seq], dtype=torch.long, device=self.k.device)
         n = self.lengths[seq]
@@ -151,7 +151,7 @@ class PagedKVCache:
 
 
 def check_paged_cache(capacity, block_size, n_kv_heads, d_head, dtype) -> None:
-    """The arguments of :class:`PagedKVCache`."""
+    """The arguments of `PagedKVCache`."""
     check_sizes(
         capacity=capacity, block_size=block_size, n_kv_heads=n_kv_heads, d_head=d_head
     )
@@ -165,7 +165,7 @@ def check_paged_cache(capacity, block_size, n_kv_heads, d_head, dtype) -> None:
 
 
 def check_block_in_use(allocator: BlockAllocator, block) -> None:
-    """``block`` must be a block id of ``allocator`` that is in use (a negative id would
+    """`block` must be a block id of `allocator` that is in use (a negative id would
     index from the end of the pool and alias another block)."""
     check_int(block, "block", 0, len(allocator.refs) - 1)
     if allocator.refs[block] < 1:
@@ -173,7 +173,7 @@ def check_block_in_use(allocator: BlockAllocator, block) -> None:
 
 
 def check_new_seq(cache: PagedKVCache, seq) -> None:
-    """``seq`` must be a new sequence id of ``cache``: an int (a list would not be
+    """`seq` must be a new sequence id of `cache`: an int (a list would not be
     hashable, a float would be a second name of an int id)."""
     if not is_int(seq):
         raise TypeError(f"a sequence id must be an int; got {describe(seq)}")
@@ -182,14 +182,14 @@ def check_new_seq(cache: PagedKVCache, seq) -> None:
 
 
 def check_seq(cache: PagedKVCache, seq) -> None:
-    """``seq`` must be a sequence of ``cache``."""
+    """`seq` must be a sequence of `cache`."""
     if not is_int(seq) or seq not in cache.tables:
         raise ValueError(f"unknown sequence {seq!r}; known: {sorted(cache.tables)}")
 
 
 def check_append(cache: PagedKVCache, seq, k, v) -> None:
-    """The arguments of :meth:`PagedKVCache.append`: a known sequence and one token's
-    key and value ``(g, e)``."""
+    """The arguments of `PagedKVCache.append`: a known sequence and one token's
+    key and value `(g, e)`."""
     check_seq(cache, seq)
     for name, x in (("k", k), ("v", v)):
         check_tensor(x, name, str(cache.shape))
@@ -200,8 +200,8 @@ def check_append(cache: PagedKVCache, seq, k, v) -> None:
 
 
 def paged_attention(q: torch.Tensor, cache: PagedKVCache, seq: int) -> torch.Tensor:
-    """One decode query of sequence ``seq`` attending to all its cached positions, read
-    through the block table. Shapes: q ``(h, e)`` → ``(h, e)``."""
+    """One decode query of sequence `seq` attending to all its cached positions, read
+    through the block table. Shapes: q `(h, e)` → `(h, e)`."""
     check_query(q, cache, seq)
     k, v = cache.gather(seq)  # (g, s, e)
     s = k.shape[1]
@@ -213,15 +213,15 @@ def contiguous_attention(
 ) -> torch.Tensor:
     """The reference: the same query over a contiguous cache, plain softmax attention.
 
-    Shapes: q ``(h, e)``, k, v ``(g, s, e)`` → ``(h, e)``."""
+    Shapes: q `(h, e)`, k, v `(g, s, e)` → `(h, e)`."""
     check_contiguous(q, k, v)
     s = k.shape[1]
     return kvcache.attend_reference(q[None, :, None], k[None], v[None], s - 1)[0, :, 0]
 
 
 def check_query(q, cache: PagedKVCache, seq) -> None:
-    """The arguments of :func:`paged_attention`: a query ``(h, e)``, ``h`` a multiple
-    of ``g``, of the cache's dtype and device, and a sequence of ``cache`` that holds
+    """The arguments of `paged_attention`: a query `(h, e)`, `h` a multiple
+    of `g`, of the cache's dtype and device, and a sequence of `cache` that holds
     at least one token."""
     check_type(cache, "cache", PagedKVCache, "a PagedKVCache")
     check_seq(cache, seq)
@@ -246,8 +246,8 @@ def check_query(q, cache: PagedKVCache, seq) -> None:
 
 
 def check_contiguous(q, k, v) -> None:
-    """The arguments of :func:`contiguous_attention`: a query ``(h, e)`` and keys and
-    values ``(g, s, e)`` with ``s >= 1`` and ``g`` dividing ``h``."""
+    """The arguments of `contiguous_attention`: a query `(h, e)` and keys and
+    values `(g, s, e)` with `s >= 1` and `g` dividing `h`."""
     check_tensor(q, "q", "(h, e)", 2)
     check_tensor(k, "k", "(g, s, e)", 3)
     check_tensor(v, "v", "(g, s, e)", 3)
@@ -271,7 +271,7 @@ def simulate(
     they reach their length; after each step, record the tokens stored, the positions
     held by paged blocks, and what contiguous max-length reservations would hold.
 
-    Returns one dict per step: ``tokens``, ``paged``, ``contiguous``."""
+    Returns one dict per step: `tokens`, `paged`, `contiguous`."""
     check_simulate(lengths, arrivals, block_size, max_len, capacity)
     cache = PagedKVCache(capacity, block_size, 1, 1)
     token = torch.zeros(1, 1)
@@ -296,7 +296,7 @@ def simulate(
 
 
 def check_simulate(lengths, arrivals, block_size, max_len, capacity) -> None:
-    """The arguments of :func:`simulate`: as many lengths (ints in ``1..max_len``) as
+    """The arguments of `simulate`: as many lengths (ints in `1..max_len`) as
     arrival steps (ints >= 0), and sizes that are ints >= 1."""
     check_sizes(block_size=block_size, max_len=max_len, capacity=capacity)
     for name, values in (("lengths", lengths), ("arrivals", arrivals)):
@@ -316,7 +316,7 @@ def check_simulate(lengths, arrivals, block_size, max_len, capacity) -> None:
 
 
 def blocks_for(n_tokens: int, block_size: int) -> int:
-    """Blocks a sequence of ``n_tokens`` needs: ``ceil(n / block_size)``."""
+    """Blocks a sequence of `n_tokens` needs: `ceil(n / block_size)`."""
     check_int(n_tokens, "n_tokens", 0)
     check_int(block_size, "block_size", 1)
     return math.ceil(n_tokens / block_size)

@@ -1,15 +1,15 @@
 """Chapter 14: what the cached path reads from the model it serves.
 
 A KV cache continues the model's own computation, so it must rotate queries and keys
-with the very tables the model holds: :meth:`Rope.of_model` reads them from the blocks
-(chapter 18's ``rope_scaling.extend`` rescales them, YaRN's factor on queries and keys
+with the very tables the model holds: `Rope.of_model` reads them from the blocks
+(chapter 18's `rope_scaling.extend` rescales them, YaRN's factor on queries and keys
 included) and continues them past their end only where they are the config's plain
-RoPE. :func:`check_gpt` and :func:`check_token_wise` refuse, by name, the variants of
-chapter 11's :class:`lecturelib.pretraining.gpt.GPT` that a cached (token by token)
-forward cannot run exactly; :func:`other_model` says how the model a cache was built for
+RoPE. `check_gpt` and `check_token_wise` refuse, by name, the variants of
+chapter 11's `lecturelib.pretraining.gpt.GPT` that a cached (token by token)
+forward cannot run exactly; `other_model` says how the model a cache was built for
 differs from another.
 
-Shapes: ``t`` positions, ``e`` d_head.
+Shapes: `t` positions, `e` d_head.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from lecturelib.validate import check_int, check_tensor
 
 
 def check_rope_call(x, start, max_len: int, d_head: int) -> None:
-    """The arguments of a :class:`Rope` call: float ``x`` ``(..., t, d_head)`` and
-    positions ``start..start+t-1`` inside the table (a negative ``start`` would read
+    """The arguments of a `Rope` call: float `x` `(..., t, d_head)` and
+    positions `start..start+t-1` inside the table (a negative `start` would read
     the table from its end)."""
     check_tensor(x, "x", f"(..., t, d_head = {d_head})")
     if x.dim() < 2 or x.shape[-1] != d_head:
@@ -43,9 +43,9 @@ def check_rope_call(x, start, max_len: int, d_head: int) -> None:
 
 
 class Rope:
-    """RoPE with cosines and sines precomputed for ``max_len`` positions; ``rope(x,
-    start)`` rotates ``x`` as positions ``start..start+t-1``; the tables follow ``x`` to
-    its device. Shapes: ``(..., t, e)`` → same."""
+    """RoPE with cosines and sines precomputed for `max_len` positions; `rope(x,
+    start)` rotates `x` as positions `start..start+t-1`; the tables follow `x` to
+    its device. Shapes: `(..., t, e)` → same."""
 
     def __init__(self, d_head: int, max_len: int, base: float = 10000.0, device=None):
         angles = positions.rope_angles(max_len, d_head, base, device=device)  # (n, e/2)
@@ -53,8 +53,8 @@ class Rope:
 
     @classmethod
     def of_model(cls, model: gpt.GPT, max_len: int) -> Rope:
-        """The rotation ``model`` applies itself: its blocks' own tables (which
-        ``rope_scaling.extend`` rescales, YaRN's factor on queries and keys included),
+        """The rotation `model` applies itself: its blocks' own tables (which
+        `rope_scaling.extend` rescales, YaRN's factor on queries and keys included),
         continued past them by the same formula only where they are the config's
         plain RoPE; a changed table stops where it stops."""
         cos, sin = model.blocks[0].attn.cos, model.blocks[0].attn.sin  # (n, e/2)
@@ -78,9 +78,9 @@ class Rope:
 
 
 def check_gpt(model, needs: str = "the cached path") -> None:
-    """``model`` must be a RoPE ``gpt.GPT`` whose forward ``needs`` (a phrase for the
+    """`model` must be a RoPE `gpt.GPT` whose forward `needs` (a phrase for the
     message) runs itself: gpt.GPT's own forward and blocks, each block's attention a
-    ``gpt.CausalSelfAttention`` (any ``qkv`` projection: LoRA's too), one RoPE table."""
+    `gpt.CausalSelfAttention` (any `qkv` projection: LoRA's too), one RoPE table."""
     if not isinstance(model, gpt.GPT):
         raise TypeError(f"model must be a gpt.GPT; got {type(model).__name__}")
     if model.config.positions != "rope":
@@ -107,7 +107,7 @@ def check_gpt(model, needs: str = "the cached path") -> None:
 
 
 def check_token_wise(model, needs: str) -> None:
-    """Every MLP of ``model`` must treat each token alone, as ``needs`` (a phrase for the
+    """Every MLP of `model` must treat each token alone, as `needs` (a phrase for the
     message) reads a few tokens at a time: a MoE with a capacity drops tokens by how
     many share the batch, so it would route them otherwise than the full forward."""
     for i, block in enumerate(model.blocks):
@@ -122,8 +122,8 @@ def check_token_wise(model, needs: str) -> None:
 
 
 def check_positions(model, n: int, needs: str) -> None:
-    """``model``'s rotation must reach ``n`` positions (a changed RoPE table stops at
-    its end: :meth:`Rope.of_model`)."""
+    """`model`'s rotation must reach `n` positions (a changed RoPE table stops at
+    its end: `Rope.of_model`)."""
     held = Rope.of_model(model, n).max_len
     if n > held:
         raise ValueError(
@@ -134,7 +134,7 @@ def check_positions(model, n: int, needs: str) -> None:
 
 
 def other_model(built, model) -> str:
-    """How the model a cache was built for differs from ``model``, in words."""
+    """How the model a cache was built for differs from `model`, in words."""
     gpt.check_gpt(model)
     if not isinstance(built, gpt.GPT):
         return type(built).__name__

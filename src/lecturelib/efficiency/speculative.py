@@ -1,33 +1,33 @@
 """Chapter 17, speculative decoding (Leviathan, Kalman and Matias, 2023,
-arXiv:2211.17192; Chen et al., 2023, arXiv:2302.01318): a small draft model ``q``
-proposes ``K`` tokens, the target ``p`` scores all of them in one forward pass, and a
+arXiv:2211.17192; Chen et al., 2023, arXiv:2302.01318): a small draft model `q`
+proposes `K` tokens, the target `p` scores all of them in one forward pass, and a
 rejection rule keeps a prefix of them so that the output is distributed exactly as
-sampling from ``p``.
+sampling from `p`.
 
-- :func:`residual` is ``normalize(max(0, p - q))``, the distribution a rejected
-  position is resampled from (:func:`fallback`), and :func:`verify` the rule itself:
-  accept draft ``x`` with probability ``min(1, p(x)/q(x))``, resample at the first
-  rejection, and draw one more token from ``p`` when every draft is accepted.
-  ``rule="resample_from_p"`` is a deliberately wrong variant (resample from ``p``
-  itself) that the chapter's tests reject. :func:`verify_greedy` is the same rule at
+- `residual` is `normalize(max(0, p - q))`, the distribution a rejected
+  position is resampled from (`fallback`), and `verify` the rule itself:
+  accept draft `x` with probability `min(1, p(x)/q(x))`, resample at the first
+  rejection, and draw one more token from `p` when every draft is accepted.
+  `rule="resample_from_p"` is a deliberately wrong variant (resample from `p`
+  itself) that the chapter's tests reject. `verify_greedy` is the same rule at
   temperature 0.
-- :func:`first_token_distribution` and :func:`sequence_distribution` compute, by exact
+- `first_token_distribution` and `sequence_distribution` compute, by exact
   enumeration, the distribution of what the rule emits; the target's own is
-  :func:`sequence_probs`.
-- :func:`speculative_generate` runs the rule with a
-  :class:`lecturelib.pretraining.gpt.GPT` target, a GPT or an
-  :class:`lecturelib.efficiency.ngram_draft.NGramDraft` (counts, no network) as draft
+  `sequence_probs`.
+- `speculative_generate` runs the rule with a
+  `lecturelib.pretraining.gpt.GPT` target, a GPT or an
+  `lecturelib.efficiency.ngram_draft.NGramDraft` (counts, no network) as draft
   and chapter 14's KV caches (rolled back after a rejection);
-  :func:`autoregressive_generate` is the baseline; both sample at a temperature with
-  :func:`probs_at` and :func:`draw`.
-- :func:`expected_tokens` and :func:`speedup` are the paper's formulas for the tokens
-  emitted per target call and the speed-up, for an acceptance rate ``alpha``.
+  `autoregressive_generate` is the baseline; both sample at a temperature with
+  `probs_at` and `draw`.
+- `expected_tokens` and `speedup` are the paper's formulas for the tokens
+  emitted per target call and the speed-up, for an acceptance rate `alpha`.
 
 Simplifications: one sequence at a time (a batch would accept different numbers of
-tokens per row), a fixed ``K``, and the draft's acceptance rate assumed the same at
+tokens per row), a fixed `K`, and the draft's acceptance rate assumed the same at
 every position in the formulas.
 
-Shapes: ``v`` vocabulary, ``K`` drafted tokens, ``t`` positions.
+Shapes: `v` vocabulary, `K` drafted tokens, `t` positions.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ Dist = Callable[[tuple[int, ...]], torch.Tensor]  # prefix -> next-token probabi
 
 
 def check_probs(p, name: str, dims: int = 1) -> None:
-    """``p`` must be a float tensor of ``dims`` axes, each row a distribution."""
+    """`p` must be a float tensor of `dims` axes, each row a distribution."""
     axes = "(v,)" if dims == 1 else "(n, v)"
     message = (
         f"{name} must be a float tensor {axes} of probabilities; got {describe(p)}"
@@ -82,13 +82,13 @@ def check_probs(p, name: str, dims: int = 1) -> None:
 
 
 def check_rule(rule: str) -> None:
-    """``rule`` must be one of :data:`RULES`."""
+    """`rule` must be one of `RULES`."""
     if not isinstance(rule, str) or rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}; got {rule!r}")
 
 
 def check_residual(p, q) -> None:
-    """The arguments of :func:`residual`: two distributions over one vocabulary."""
+    """The arguments of `residual`: two distributions over one vocabulary."""
     check_probs(p, "p")
     check_probs(q, "q")
     if p.shape != q.shape:
@@ -98,10 +98,10 @@ def check_residual(p, q) -> None:
 
 
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """``normalize(max(0, p - q))``: what ``p`` holds beyond ``q``. Where ``p == q``
-    nothing is ever rejected, and ``p`` is returned.
+    """`normalize(max(0, p - q))`: what `p` holds beyond `q`. Where `p == q`
+    nothing is ever rejected, and `p` is returned.
 
-    Shapes: p, q ``(v,)`` → ``(v,)``."""
+    Shapes: p, q `(v,)` → `(v,)`."""
     check_residual(p, q)
     extra = (p.double() - q.double()).clamp(min=0)
     if extra.sum() <= 1e-12:
@@ -110,7 +110,7 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 
 def check_pair_of_rows(p, q) -> None:
-    """``p`` and ``q``: float tensors ``(v,)`` over one vocabulary, on one device (their
+    """`p` and `q`: float tensors `(v,)` over one vocabulary, on one device (their
     shapes only: a value check here would wait for the device at every token)."""
     for name, x in (("p", p), ("q", q)):
         check_tensor(x, name, "(v,) of probabilities", dims=1)
@@ -123,9 +123,9 @@ def check_pair_of_rows(p, q) -> None:
 
 
 def check_fallback(p, q, rule) -> None:
-    """The arguments of :func:`fallback`: two rows ``(v,)`` and a rule of
-    :data:`RULES`; on the CPU, ``p`` must be probabilities (the exact rule's
-    :func:`residual` checks both)."""
+    """The arguments of `fallback`: two rows `(v,)` and a rule of
+    `RULES`; on the CPU, `p` must be probabilities (the exact rule's
+    `residual` checks both)."""
     check_rule(rule)
     check_pair_of_rows(p, q)
     if rule != "exact" and p.device.type == "cpu":
@@ -134,14 +134,14 @@ def check_fallback(p, q, rule) -> None:
 
 def fallback(p: torch.Tensor, q: torch.Tensor, rule: str) -> torch.Tensor:
     """What a rejected position is resampled from: the residual (the exact rule), or
-    ``p`` itself (the wrong one). Shapes: ``(v,)`` → ``(v,)``."""
+    `p` itself (the wrong one). Shapes: `(v,)` → `(v,)`."""
     check_fallback(p, q, rule)
     return residual(p, q) if rule == "exact" else p.double()
 
 
 def check_verify(p, q, drafts, rule) -> None:
-    """The arguments of :func:`verify`: ``K`` drafts, ``q`` ``(K, v)``, ``p``
-    ``(K + 1, v)`` and a rule of :data:`RULES`."""
+    """The arguments of `verify`: `K` drafts, `q` `(K, v)`, `p`
+    `(K + 1, v)` and a rule of `RULES`."""
     check_probs(p, "p", 2)
     check_probs(q, "q", 2)
     message = f"drafts must be a 1-D tensor of K >= 1 token ids; got {describe(drafts)}"
@@ -168,20 +168,20 @@ def verify(
     generator: torch.Generator | None = None,
     rule: str = "exact",
 ) -> tuple[int, int]:
-    """Speculative sampling's rule: returns how many drafts are accepted, ``n``, and
+    """Speculative sampling's rule: returns how many drafts are accepted, `n`, and
     the token that follows them (resampled at the first rejection, or drawn from the
-    last row of ``p`` when all ``K`` are accepted).
+    last row of `p` when all `K` are accepted).
 
-    Shapes: p ``(K + 1, v)`` target probabilities at the drafted positions and one
-    more, q ``(K, v)`` the draft's, drafts ``(K,)``."""
+    Shapes: p `(K + 1, v)` target probabilities at the drafted positions and one
+    more, q `(K, v)` the draft's, drafts `(K,)`."""
     check_verify(p, q, drafts, rule)
     return accept(p, q, drafts.tolist(), generator, rule)
 
 
 def check_accept(p, q, drafts, generator, rule) -> None:
-    """The arguments of :func:`accept`: ``K >= 1`` drafts (a list of ints), ``q``
-    ``(K, v)`` and ``p`` ``(K + 1, v)`` float tensors on one device, a generator or
-    None and a rule of :data:`RULES`. On the CPU every row of ``p`` and ``q`` must be a
+    """The arguments of `accept`: `K >= 1` drafts (a list of ints), `q`
+    `(K, v)` and `p` `(K + 1, v)` float tensors on one device, a generator or
+    None and a rule of `RULES`. On the CPU every row of `p` and `q` must be a
     distribution (a row summing to 1.2 would be accepted from as if it were one); on
     an accelerator their shapes and types only: reading the values there would wait
     for the device at every round."""
@@ -219,7 +219,7 @@ def accept(
     generator: torch.Generator | None,
     rule: str,
 ) -> tuple[int, int]:
-    """:func:`verify` for callers whose ``p`` and ``q`` are softmax outputs already: it
+    """`verify` for callers whose `p` and `q` are softmax outputs already: it
     checks their shapes, and their values only on the CPU (no read-back per round)."""
     check_accept(p, q, drafts, generator, rule)
     where = None if generator is None else generator.device  # draws are made there
@@ -233,8 +233,8 @@ def accept(
 
 
 def check_verify_greedy(p, drafts) -> None:
-    """The arguments of :func:`verify_greedy`: ``K`` drafts (token ids) and ``p``
-    ``(K + 1, v)`` float scores."""
+    """The arguments of `verify_greedy`: `K` drafts (token ids) and `p`
+    `(K + 1, v)` float scores."""
     check_tensor(p, "p", "(K + 1, v) of scores", dims=2)
     if not is_int_tensor(drafts):
         raise TypeError(
@@ -251,7 +251,7 @@ def check_verify_greedy(p, drafts) -> None:
 def verify_greedy(p: torch.Tensor, drafts: torch.Tensor) -> tuple[int, int]:
     """The rule at temperature 0: accept drafts while each is the target's most likely
     token; the next token is the target's choice at the first mismatch (or after the
-    last draft). Shapes: p ``(K + 1, v)`` scores or probabilities, drafts ``(K,)``."""
+    last draft). Shapes: p `(K + 1, v)` scores or probabilities, drafts `(K,)`."""
     check_verify_greedy(p, drafts)
     best = p.argmax(-1)  # (K + 1,)
     n = 0
@@ -263,9 +263,9 @@ def verify_greedy(p: torch.Tensor, drafts: torch.Tensor) -> tuple[int, int]:
 def first_token_distribution(
     p: torch.Tensor, q: torch.Tensor, rule: str = "exact"
 ) -> torch.Tensor:
-    """The exact distribution of the first token the rule emits: draft ``x ~ q`` kept
-    with probability ``min(1, p/q)``, else a draw from the fallback,
-    ``min(p, q) + (1 - sum min(p, q)) · fallback``. Shapes: ``(v,)`` → ``(v,)``."""
+    """The exact distribution of the first token the rule emits: draft `x ~ q` kept
+    with probability `min(1, p/q)`, else a draw from the fallback,
+    `min(p, q) + (1 - sum min(p, q)) · fallback`. Shapes: `(v,)` → `(v,)`."""
     check_rule(rule)
     r = fallback(p, q, rule)  # residual checks p and q
     kept = torch.minimum(p.double(), q.double())
@@ -273,7 +273,7 @@ def first_token_distribution(
 
 
 def _block(p_fn: Dist, q_fn: Dist, prefix: tuple, K: int, rule: str) -> dict:
-    """{emitted tokens: probability} of one round after ``prefix``, enumerated."""
+    """{emitted tokens: probability} of one round after `prefix`, enumerated."""
     out: dict = defaultdict(float)
 
     def walk(drafted: tuple, prob: float) -> None:
@@ -298,7 +298,7 @@ def _block(p_fn: Dist, q_fn: Dist, prefix: tuple, K: int, rule: str) -> dict:
 
 
 def check_prefix(prompt) -> None:
-    """``prompt`` must be a tuple of token ids (ints >= 0)."""
+    """`prompt` must be a tuple of token ids (ints >= 0)."""
     if not (isinstance(prompt, tuple) and all(is_int(i) and i >= 0 for i in prompt)):
         raise TypeError(
             f"prompt must be a tuple of token ids (ints >= 0); got {describe(prompt)}"
@@ -306,7 +306,7 @@ def check_prefix(prompt) -> None:
 
 
 def checked_dist(fn, name: str) -> Dist:
-    """``fn`` (a prefix → next-token distribution), checking each distribution it
+    """`fn` (a prefix → next-token distribution), checking each distribution it
     returns: a row that is not one (negative, or not summing to 1) would make the
     enumerated probabilities wrong without a sign."""
     check_type(name, "name", str, "a str (the name of fn in messages)")
@@ -323,9 +323,9 @@ def checked_dist(fn, name: str) -> Dist:
 def sequence_distribution(
     p_fn: Dist, q_fn: Dist, prompt: tuple, K: int, n: int, rule: str = "exact"
 ) -> dict:
-    """The exact distribution of the first ``n`` tokens that speculative decoding with
-    ``K`` drafts emits after ``prompt``, by enumerating every draft, acceptance and
-    resampling: ``{(x_1, ..., x_n): probability}``."""
+    """The exact distribution of the first `n` tokens that speculative decoding with
+    `K` drafts emits after `prompt`, by enumerating every draft, acceptance and
+    resampling: `{(x_1, ..., x_n): probability}`."""
     check_int(K, "K", 1)
     check_int(n, "n", 1)
     check_rule(rule)
@@ -345,8 +345,8 @@ def sequence_distribution(
 
 
 def sequence_probs(p_fn: Dist, prompt: tuple, n: int) -> dict:
-    """The target's own distribution of its next ``n`` tokens, by the chain rule:
-    ``{(x_1, ..., x_n): p(x_1 | prompt) · ... · p(x_n | prompt, x_<n)}``."""
+    """The target's own distribution of its next `n` tokens, by the chain rule:
+    `{(x_1, ..., x_n): p(x_1 | prompt) · ... · p(x_n | prompt, x_<n)}`."""
     check_int(n, "n", 1)
     check_prefix(prompt)
     p_fn = checked_dist(p_fn, "p_fn")
@@ -361,7 +361,7 @@ def sequence_probs(p_fn: Dist, prompt: tuple, n: int) -> dict:
 
 
 def check_pair(target, draft) -> None:
-    """A GPT target, a GPT or :class:`NGramDraft` draft, over one vocabulary."""
+    """A GPT target, a GPT or `NGramDraft` draft, over one vocabulary."""
     check_type(target, "target", gpt.GPT, "a gpt.GPT")
     check_type(draft, "draft", (gpt.GPT, NGramDraft), "a gpt.GPT or an NGramDraft")
     draft_vocab = (
@@ -376,7 +376,7 @@ def check_pair(target, draft) -> None:
 
 
 def check_prompt(prompt, n_new) -> None:
-    """One prompt ``(1, t)`` of token ids and ``n_new`` >= 1 tokens to generate."""
+    """One prompt `(1, t)` of token ids and `n_new` >= 1 tokens to generate."""
     message = f"prompt must be a (1, t) tensor of token ids; got {describe(prompt)}"
     if not isinstance(prompt, torch.Tensor) or prompt.is_floating_point():
         raise TypeError(message)
@@ -386,7 +386,7 @@ def check_prompt(prompt, n_new) -> None:
 
 
 def check_speculative_generate(target, draft, prompt, n_new, K, temperature, rule):
-    """The arguments of :func:`speculative_generate`."""
+    """The arguments of `speculative_generate`."""
     check_pair(target, draft)
     check_int(K, "K", 1)
     check_prompt(prompt, n_new)
@@ -399,13 +399,13 @@ def check_speculative_generate(target, draft, prompt, n_new, K, temperature, rul
 
 
 def check_cached_model(model, n: int, needs: str) -> None:
-    """``model`` must run on chapter 14's cache exactly, over ``n`` positions."""
+    """`model` must run on chapter 14's cache exactly, over `n` positions."""
     kvcache.check_new_cache(model, 1, 1)
     kvcache.check_positions(model, n, needs)
 
 
 def check_logits_row(logits, name: str) -> None:
-    """``logits`` must be a float tensor ``(v,)`` or ``(n, v)`` with ``v >= 1``."""
+    """`logits` must be a float tensor `(v,)` or `(n, v)` with `v >= 1`."""
     check_tensor(logits, name, "(v,) or (n, v)")
     if logits.dim() not in (1, 2) or logits.shape[-1] < 1:
         raise ValueError(
@@ -415,21 +415,21 @@ def check_logits_row(logits, name: str) -> None:
 
 
 def check_probs_at(logits, temperature) -> None:
-    """The arguments of :func:`probs_at`: logits ``(v,)`` or ``(n, v)`` and a
+    """The arguments of `probs_at`: logits `(v,)` or `(n, v)` and a
     temperature >= 0."""
     check_logits_row(logits, "logits")
     check_number(temperature, "temperature", 0.0)
 
 
 def probs_at(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """``softmax(logits / T)`` in float64; the logits themselves at ``T = 0``."""
+    """`softmax(logits / T)` in float64; the logits themselves at `T = 0`."""
     check_probs_at(logits, temperature)
     return logits if temperature == 0 else (logits.double() / temperature).softmax(-1)
 
 
 def check_draw(probs, temperature, generator) -> None:
-    """The arguments of :func:`draw`: one row ``(v,)`` (probabilities, or the logits
-    :func:`probs_at` returns at ``T = 0``), a temperature >= 0 and a generator or None.
+    """The arguments of `draw`: one row `(v,)` (probabilities, or the logits
+    `probs_at` returns at `T = 0`), a temperature >= 0 and a generator or None.
     The probabilities are read on the CPU only: a read of a GPU tensor would wait for
     the device at every token."""
     check_logits_row(probs, "probs")
@@ -442,7 +442,7 @@ def check_draw(probs, temperature, generator) -> None:
 
 
 def draw(probs: torch.Tensor, temperature: float, generator) -> int:
-    """A token drawn from ``probs``; at ``T = 0`` the most likely one."""
+    """A token drawn from `probs`; at `T = 0` the most likely one."""
     check_draw(probs, temperature, generator)
     if temperature == 0:
         return probs.argmax().item()
@@ -450,9 +450,9 @@ def draw(probs: torch.Tensor, temperature: float, generator) -> int:
 
 
 def check_draft_logits(draft, ids, cache) -> None:
-    """The arguments of :func:`draft_logits`: a GPT or an :class:`NGramDraft`, the ids
-    so far (a list of ints) and, for a GPT, a cache holding fewer than ``len(ids)``
-    positions (:func:`kvcache.cached_forward` checks that the GPT built it); the ids it
+    """The arguments of `draft_logits`: a GPT or an `NGramDraft`, the ids
+    so far (a list of ints) and, for a GPT, a cache holding fewer than `len(ids)`
+    positions (`kvcache.cached_forward` checks that the GPT built it); the ids it
     has not read yet must be of its vocabulary."""
     check_type(draft, "draft", (gpt.GPT, NGramDraft), "a gpt.GPT or an NGramDraft")
     if not (isinstance(ids, list) and all(map(is_int, ids))):
@@ -476,8 +476,8 @@ def check_draft_logits(draft, ids, cache) -> None:
 def draft_logits(
     draft: gpt.GPT | NGramDraft, ids: list[int], cache: kvcache.KVCache | None
 ) -> torch.Tensor:
-    """The draft's logits for the token after ``ids``: a GPT reads the ids its cache
-    does not hold yet; an n-gram table looks up the last ``order - 1``."""
+    """The draft's logits for the token after `ids`: a GPT reads the ids its cache
+    does not hold yet; an n-gram table looks up the last `order - 1`."""
     check_draft_logits(draft, ids, cache)
     if isinstance(draft, NGramDraft):
         return draft.logits(ids)
@@ -497,14 +497,14 @@ def speculative_generate(
     generator: torch.Generator | None = None,
     rule: str = "exact",
 ) -> tuple[torch.Tensor, dict]:
-    """``n_new`` tokens after ``prompt``, sampled at ``temperature`` (0: greedy): each
-    round the draft (a GPT or an :class:`NGramDraft`) proposes ``K`` tokens one by
+    """`n_new` tokens after `prompt`, sampled at `temperature` (0: greedy): each
+    round the draft (a GPT or an `NGramDraft`) proposes `K` tokens one by
     one, the target scores them in one cached forward pass, and the rule
-    (:func:`verify`, or :func:`verify_greedy` at ``T = 0``) keeps a prefix and adds
+    (`verify`, or `verify_greedy` at `T = 0`) keeps a prefix and adds
     one token. The caches hold every token but the newest; a rejection rolls them
     back.
 
-    Returns the ids ``(1, t + n_new)`` and counts: target and draft calls, drafted
+    Returns the ids `(1, t + n_new)` and counts: target and draft calls, drafted
     tokens, tested ones (up to the first rejection), accepted ones, seconds."""
     check_speculative_generate(target, draft, prompt, n_new, K, temperature, rule)
     tic = time.perf_counter()
@@ -548,9 +548,9 @@ def autoregressive_generate(
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, dict]:
-    """Plain decoding with the KV cache at ``temperature`` (0: greedy), one model call
-    per token: the baseline. Returns the ids ``(1, t + n_new)`` and
-    ``{"target_calls", "seconds"}``."""
+    """Plain decoding with the KV cache at `temperature` (0: greedy), one model call
+    per token: the baseline. Returns the ids `(1, t + n_new)` and
+    `{"target_calls", "seconds"}`."""
     check_type(model, "model", gpt.GPT, "a gpt.GPT")
     check_prompt(prompt, n_new)
     check_number(temperature, "temperature", 0.0)
@@ -571,7 +571,7 @@ def autoregressive_generate(
 
 def expected_tokens(alpha: float, K: int) -> float:
     """Tokens emitted per target call when each draft is accepted with probability
-    ``alpha``: ``1 + alpha + ... + alpha^K = (1 - alpha^(K+1)) / (1 - alpha)``."""
+    `alpha`: `1 + alpha + ... + alpha^K = (1 - alpha^(K+1)) / (1 - alpha)`."""
     check_number(alpha, "alpha", 0.0, 1.0)
     check_int(K, "K", 1)
     return float(sum(alpha**i for i in range(K + 1)))
@@ -579,6 +579,6 @@ def expected_tokens(alpha: float, K: int) -> float:
 
 def speedup(alpha: float, K: int, cost: float) -> float:
     """Leviathan et al.'s expected speed-up over plain decoding when a draft call costs
-    ``cost`` target calls: ``expected_tokens / (K · cost + 1)``."""
+    `cost` target calls: `expected_tokens / (K · cost + 1)`."""
     check_number(cost, "cost", 0.0)
     return expected_tokens(alpha, K) / (K * cost + 1)

@@ -1,29 +1,29 @@
 """Chapter 18: a KV cache of bounded size, and which entries to evict.
 
 Generating past the trained context with a fixed memory means dropping cached keys and
-values. :func:`stream` runs chapter 11's :class:`lecturelib.pretraining.gpt.GPT` one token at a time
-over a long text with a cache of at most ``budget`` entries per layer and head, evicting
+values. `stream` runs chapter 11's `lecturelib.pretraining.gpt.GPT` one token at a time
+over a long text with a cache of at most `budget` entries per layer and head, evicting
 with a policy:
 
-- ``"full"``: no eviction (the cache grows, positions run past the trained context);
-- ``"window"``: the ``budget`` most recent tokens;
-- ``"sinks"``: StreamingLLM (Xiao et al., arXiv:2309.17453): the first ``n_sinks``
+- `"full"`: no eviction (the cache grows, positions run past the trained context);
+- `"window"`: the `budget` most recent tokens;
+- `"sinks"`: StreamingLLM (Xiao et al., arXiv:2309.17453): the first `n_sinks`
   tokens, the "attention sinks", plus the most recent ones;
-- ``"h2o"``: Heavy-Hitter Oracle (Zhang et al., arXiv:2306.14048): the ``n_recent`` most
+- `"h2o"`: Heavy-Hitter Oracle (Zhang et al., arXiv:2306.14048): the `n_recent` most
   recent tokens plus, per layer and head, the older ones with the largest attention
   accumulated so far;
-- ``"knn"``: a Memorizing-Transformer-style memory (Wu et al., arXiv:2203.08913):
-  nothing is dropped; each query attends to the ``n_recent`` most recent tokens plus the
-  ``budget - n_recent`` older ones whose keys match it best (exact top-k, per head).
+- `"knn"`: a Memorizing-Transformer-style memory (Wu et al., arXiv:2203.08913):
+  nothing is dropped; each query attends to the `n_recent` most recent tokens plus the
+  `budget - n_recent` older ones whose keys match it best (exact top-k, per head).
 
 As in StreamingLLM, keys are cached before rotation and RoPE positions are assigned
-within the cache (``0..s-1``), so relative distances never exceed the budget; the
+within the cache (`0..s-1`), so relative distances never exceed the budget; the
 rotation is the model's own (its RoPE tables, scaled ones included), and the variants a
-token-by-token forward cannot run exactly are refused by name (:func:`check_stream_model`).
+token-by-token forward cannot run exactly are refused by name (`check_stream_model`).
 Simplifications: one sequence batch at a time with the same text length; the H2O scores
 are summed over all queries so far (the paper's accumulated attention).
 
-Shapes: ``b`` batch, ``h`` heads, ``s`` cached positions, ``e`` d_head, ``T`` tokens.
+Shapes: `b` batch, `h` heads, `s` cached positions, `e` d_head, `T` tokens.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ POLICIES = ("full", "window", "sinks", "h2o", "knn")
 
 
 def check_policy(policy) -> None:
-    """``policy`` must be one of :data:`POLICIES`."""
+    """`policy` must be one of `POLICIES`."""
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}; got {policy!r}")
 
@@ -80,8 +80,8 @@ _OWN_SCORES: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 
 def check_keep(policy, scores, budget, n_sinks, n_recent) -> None:
-    """The arguments of :func:`keep`; H2O's scores, when it evicts by them, must be
-    finite (``topk`` ranks a NaN above every number)."""
+    """The arguments of `keep`; H2O's scores, when it evicts by them, must be
+    finite (`topk` ranks a NaN above every number)."""
     check_policy(policy)
     check_type(scores, "scores", torch.Tensor, "a (b, h, s) tensor")
     if scores.dim() != 3:
@@ -114,10 +114,10 @@ def check_keep(policy, scores, budget, n_sinks, n_recent) -> None:
 def keep(
     policy: str, scores: torch.Tensor, budget: int, n_sinks: int = 4, n_recent: int = 1
 ) -> torch.Tensor:
-    """Which of the ``s`` cached positions survive, in order: ``budget`` of them per
-    sequence and head. ``scores`` are H2O's accumulated attention.
+    """Which of the `s` cached positions survive, in order: `budget` of them per
+    sequence and head. `scores` are H2O's accumulated attention.
 
-    Shapes: scores ``(b, h, s)`` → indices ``(b, h, budget)``."""
+    Shapes: scores `(b, h, s)` → indices `(b, h, budget)`."""
     check_keep(policy, scores, budget, n_sinks, n_recent)
     (b, h, s), device = scores.shape, scores.device
     if s <= budget or policy == "full":
@@ -136,9 +136,9 @@ def keep(
 
 
 def check_gather(x, idx) -> None:
-    """The arguments of :func:`gather`: ``x`` ``(b, h, s, ...)`` and positions ``idx``
-    ``(b, h, k)`` (int64 or int32) of the same ``b, h`` on its device. The positions
-    are read (``0 <= idx < s``) only on the CPU: :func:`stream` gathers at every token,
+    """The arguments of `gather`: `x` `(b, h, s, ...)` and positions `idx`
+    `(b, h, k)` (int64 or int32) of the same `b, h` on its device. The positions
+    are read (`0 <= idx < s`) only on the CPU: `stream` gathers at every token,
     and a read of a GPU tensor would wait for the device each time."""
     check_type(x, "x", torch.Tensor, "a tensor (b, h, s, ...)")
     if x.dim() < 3:
@@ -166,8 +166,8 @@ def check_gather(x, idx) -> None:
 
 
 def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """The rows ``idx`` of ``x`` along the cache axis. Shapes: x ``(b, h, s, ...)``,
-    idx ``(b, h, k)`` → ``(b, h, k, ...)``."""
+    """The rows `idx` of `x` along the cache axis. Shapes: x `(b, h, s, ...)`,
+    idx `(b, h, k)` → `(b, h, k, ...)`."""
     check_gather(x, idx)
     extra = x.shape[3:]
     index = idx.view(*idx.shape, *([1] * len(extra))).expand(*idx.shape, *extra)
@@ -175,8 +175,8 @@ def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 
 
 def check_retrieve(q, k, n_recent, top) -> None:
-    """The arguments of :func:`retrieve`: a query ``(b, h, 1, e)`` and keys ``(b, h, s,
-    e)``, and counts of recent and retrieved positions that keep at least one."""
+    """The arguments of `retrieve`: a query `(b, h, 1, e)` and keys `(b, h, s,
+    e)`, and counts of recent and retrieved positions that keep at least one."""
     check_tensor(q, "q", "(b, h, 1, e)", dims=4)
     check_tensor(k, "k", "(b, h, s, e)", dims=4)
     if q.shape[2] != 1 or q.shape[:2] != k.shape[:2] or q.shape[3] != k.shape[3]:
@@ -191,9 +191,9 @@ def check_retrieve(q, k, n_recent, top) -> None:
 
 
 def retrieve(q: torch.Tensor, k: torch.Tensor, n_recent: int, top: int) -> torch.Tensor:
-    """The ``n_recent`` last positions plus the ``top`` older ones whose (unrotated) keys
-    score highest against the query, in order. Shapes: q ``(b, h, 1, e)``, k ``(b, h, s,
-    e)`` → ``(b, h, min(s, top + n_recent))``."""
+    """The `n_recent` last positions plus the `top` older ones whose (unrotated) keys
+    score highest against the query, in order. Shapes: q `(b, h, 1, e)`, k `(b, h, s,
+    e)` → `(b, h, min(s, top + n_recent))`."""
     check_retrieve(q, k, n_recent, top)
     b, h, s, _ = k.shape
     if s <= top + n_recent:
@@ -205,9 +205,9 @@ def retrieve(q: torch.Tensor, k: torch.Tensor, n_recent: int, top: int) -> torch
 
 
 def check_stream_model(model, ids, policy, budget, n_sinks, n_recent) -> None:
-    """The arguments of :func:`stream`: a GPT whose blocks it runs exactly, one token
+    """The arguments of `stream`: a GPT whose blocks it runs exactly, one token
     at a time without dropout, with its own RoPE tables reaching every position the
-    policy rotates (the text's, or the cache's ``0..budget-1``)."""
+    policy rotates (the text's, or the cache's `0..budget-1`)."""
     needs = "eviction.stream"
     kvcache.check_gpt(model, needs)
     kvcache.check_token_wise(model, needs)
@@ -232,11 +232,11 @@ def stream(
     n_recent: int | None = None,
     attention: bool = False,
 ):
-    """Next-token losses of ``model`` over ``ids`` read one token at a time with a cache
-    of at most ``budget`` entries (``policy`` decides which). With ``attention=True``
+    """Next-token losses of `model` over `ids` read one token at a time with a cache
+    of at most `budget` entries (`policy` decides which). With `attention=True`
     also returns, per layer, the attention of the last query over the cached positions.
 
-    Shapes: ids ``(b, T)`` → losses ``(b, T-1)``."""
+    Shapes: ids `(b, T)` → losses `(b, T-1)`."""
     check_int(budget, "budget", 1)
     n_recent = budget // 2 if n_recent is None else n_recent
     check_stream_model(model, ids, policy, budget, n_sinks, n_recent)

@@ -1,24 +1,24 @@
 """Chapter 18: reading past the context window by retrieving stored keys and values.
 
-- :func:`knn_attention`: attention over the ``top`` stored keys nearest to the query
+- `knn_attention`: attention over the `top` stored keys nearest to the query
   (Memorizing Transformer, Wu et al., arXiv:2203.08913), exact or through an
-  :class:`IVFIndex` (an inverted-file index: k-means cells, only the ``n_probe`` nearest
-  cells searched, as FAISS's ``IndexIVFFlat``).
-- :func:`unlimiformer_query`: Unlimiformer's reformulation (Bertsch et al.,
-  arXiv:2305.01625): ``q kᵀ = (h_d W_q)(h_e W_k)ᵀ = (h_d W_q W_kᵀ) h_eᵀ``, so one index of
-  the encoder states ``h_e`` serves every head and layer.
-- :func:`memory_logits`: a GPT trained on short passkey windows reads a long haystack:
-  the earlier windows are encoded alone (:func:`window_qkv`) and their (unrotated) keys
+  `IVFIndex` (an inverted-file index: k-means cells, only the `n_probe` nearest
+  cells searched, as FAISS's `IndexIVFFlat`).
+- `unlimiformer_query`: Unlimiformer's reformulation (Bertsch et al.,
+  arXiv:2305.01625): `q kᵀ = (h_d W_q)(h_e W_k)ᵀ = (h_d W_q W_kᵀ) h_eᵀ`, so one index of
+  the encoder states `h_e` serves every head and layer.
+- `memory_logits`: a GPT trained on short passkey windows reads a long haystack:
+  the earlier windows are encoded alone (`window_qkv`) and their (unrotated) keys
   and values stored; the last window's queries attend to their local keys and to the
-  ``top`` stored ones they match best (exact search or :class:`IVFIndex`), in one
+  `top` stored ones they match best (exact search or `IVFIndex`), in one
   softmax, the retrieved entries placed at the query's own position (a kNN memory, no
   position of its own).
 
 Simplifications: the chapter-11 model is used as trained (no training with the memory);
 the index is rebuilt, not updated; the memory is written by windows read alone.
 
-Shapes: ``b`` batch, ``h`` heads, ``t`` queries, ``s`` stored keys, ``e`` d_head,
-``d`` d_model.
+Shapes: `b` batch, `h` heads, `t` queries, `s` stored keys, `e` d_head,
+`d` d_model.
 """
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ from lecturelib.validate import (
 
 
 def check_matrices(name: str, *matrices: torch.Tensor) -> None:
-    """Every one of ``matrices`` must be a tensor (``name`` lists them for the message)."""
+    """Every one of `matrices` must be a tensor (`name` lists them for the message)."""
     for m in matrices:
         check_type(m, name, torch.Tensor, "tensors")
 
 
 def check_finite(name: str, *tensors: torch.Tensor) -> None:
-    """Every value of ``tensors`` must be finite: a NaN key scores NaN, and ``topk``
+    """Every value of `tensors` must be finite: a NaN key scores NaN, and `topk`
     ranks it first."""
     for x in tensors:
         if not bool(torch.isfinite(x).all()):
@@ -59,8 +59,8 @@ def check_finite(name: str, *tensors: torch.Tensor) -> None:
 
 
 def check_knn(q, keys, values, top, index=None) -> None:
-    """The arguments of :func:`knn_attention`: float ``q``, ``keys`` and ``values`` of
-    matching sizes, finite queries and keys, ``top`` in ``1..s`` and an ``index``, if
+    """The arguments of `knn_attention`: float `q`, `keys` and `values` of
+    matching sizes, finite queries and keys, `top` in `1..s` and an `index`, if
     given, built from these very keys."""
     check_matrices("q, keys and values", q, keys, values)
     for name, x in (("q", q), ("keys", keys), ("values", values)):
@@ -99,9 +99,9 @@ def knn_attention(
     top: int,
     index: "IVFIndex | None" = None,
 ) -> torch.Tensor:
-    """Softmax attention of each query over its ``top`` best-scoring stored keys only,
-    found exactly or with ``index``. Shapes: q ``(t, e)``, keys ``(s, e)``, values
-    ``(s, e_v)`` → ``(t, e_v)``."""
+    """Softmax attention of each query over its `top` best-scoring stored keys only,
+    found exactly or with `index`. Shapes: q `(t, e)`, keys `(s, e)`, values
+    `(s, e_v)` → `(t, e_v)`."""
     check_knn(q, keys, values, top, index)
     idx = (
         (q @ keys.T).topk(top, -1).indices if index is None else index.search(q, top)
@@ -111,8 +111,8 @@ def knn_attention(
 
 
 def check_index(keys, n_cells, n_probe, iters=10, seed=0) -> None:
-    """The arguments of :class:`IVFIndex`: finite float keys ``(s, e)``, ``n_probe <=
-    n_cells <= s``, ``iters >= 0`` k-means steps and an int seed."""
+    """The arguments of `IVFIndex`: finite float keys `(s, e)`, `n_probe <=
+    n_cells <= s`, `iters >= 0` k-means steps and an int seed."""
     check_sizes(n_cells=n_cells, n_probe=n_probe)
     check_type(keys, "keys", torch.Tensor, "a (s, e) tensor")
     if keys.dim() != 2:
@@ -129,9 +129,9 @@ def check_index(keys, n_cells, n_probe, iters=10, seed=0) -> None:
 
 
 def check_search(index, q, top=1) -> None:
-    """The arguments of :meth:`IVFIndex.search`: finite float queries ``(t, e)`` of
-    the index's ``e`` (a NaN query scores NaN everywhere, and ``topk`` still returns
-    positions) and ``top`` in ``1..s``."""
+    """The arguments of `IVFIndex.search`: finite float queries `(t, e)` of
+    the index's `e` (a NaN query scores NaN everywhere, and `topk` still returns
+    positions) and `top` in `1..s`."""
     e, s = index.keys.shape[1], index.keys.shape[0]
     check_tensor(q, "q", f"(t, e) with e = {e}", dims=2)
     if q.shape[1] != e:
@@ -162,7 +162,7 @@ def _cell_means(
 
 class IVFIndex:
     """An inverted-file index for inner-product search: the keys clustered into
-    ``n_cells`` by k-means; a query scans the keys of its ``n_probe`` best cells only."""
+    `n_cells` by k-means; a query scans the keys of its `n_probe` best cells only."""
 
     def __init__(
         self,
@@ -182,8 +182,8 @@ class IVFIndex:
         self.cell = torch.cdist(keys, centres).argmin(1)
 
     def search(self, q: torch.Tensor, top: int) -> torch.Tensor:
-        """The ``top`` best keys among the probed cells (fewer scanned than all).
-        Shapes: q ``(t, e)`` → indices ``(t, top)``."""
+        """The `top` best keys among the probed cells (fewer scanned than all).
+        Shapes: q `(t, e)` → indices `(t, top)`."""
         check_search(self, q, top)
         probe = (q @ self.centres.T).topk(self.n_probe, -1).indices  # (t, n_probe)
         allowed = (self.cell[None, :, None] == probe[:, None, :]).any(-1)  # (t, s)
@@ -191,14 +191,14 @@ class IVFIndex:
         return scores.topk(top, -1).indices
 
     def scanned(self, q: torch.Tensor) -> torch.Tensor:
-        """How many keys each query scans. Shapes: ``(t, e)`` → ``(t,)``."""
+        """How many keys each query scans. Shapes: `(t, e)` → `(t,)`."""
         check_search(self, q)
         probe = (q @ self.centres.T).topk(self.n_probe, -1).indices
         return (self.cell[None, :, None] == probe[:, None, :]).any(-1).sum(1)
 
 
 def check_unlimiformer(h_d, W_q, W_k) -> None:
-    """The arguments of :func:`unlimiformer_query`."""
+    """The arguments of `unlimiformer_query`."""
     check_matrices("h_d, W_q and W_k", h_d, W_q, W_k)
     ok = (
         all(x.dim() == 2 for x in (h_d, W_q, W_k))
@@ -212,15 +212,15 @@ def check_unlimiformer(h_d, W_q, W_k) -> None:
 def unlimiformer_query(
     h_d: torch.Tensor, W_q: torch.Tensor, W_k: torch.Tensor
 ) -> torch.Tensor:
-    """The query ``h_d W_q W_kᵀ`` that scores raw states ``h_e`` as ``(h_d W_q)(h_e
-    W_k)ᵀ`` would. Shapes: h_d ``(t, d)``, W_q, W_k ``(d, e)`` → ``(t, d)``."""
+    """The query `h_d W_q W_kᵀ` that scores raw states `h_e` as `(h_d W_q)(h_e
+    W_k)ᵀ` would. Shapes: h_d `(t, d)`, W_q, W_k `(d, e)` → `(t, d)`."""
     check_unlimiformer(h_d, W_q, W_k)
     return h_d @ W_q @ W_k.T
 
 
 def check_windows(model, ids) -> None:
-    """``model`` a RoPE GPT, ``ids`` ``(b, T)`` token ids in whole windows of its
-    ``seq_len``."""
+    """`model` a RoPE GPT, `ids` `(b, T)` token ids in whole windows of its
+    `seq_len`."""
     kvcache.check_gpt(model)
     check_ids(ids, "ids")
     w = model.config.seq_len
@@ -230,10 +230,10 @@ def check_windows(model, ids) -> None:
 
 @torch.no_grad()
 def window_qkv(model: gpt.GPT, ids: torch.Tensor) -> list[torch.Tensor]:
-    """Unrotated queries, keys and values at every layer of ``ids`` cut into windows of
-    ``seq_len`` read alone.
+    """Unrotated queries, keys and values at every layer of `ids` cut into windows of
+    `seq_len` read alone.
 
-    Shapes: ids ``(b, n·w)`` → per layer ``(3, b, h, n·w, e)``."""
+    Shapes: ids `(b, n·w)` → per layer `(3, b, h, n·w, e)`."""
     check_windows(model, ids)
     w, b = model.config.seq_len, ids.shape[0]
     states = model.residual_stream(rearrange(ids, "b (n w) -> (b n) w", w=w))
@@ -251,7 +251,7 @@ def window_qkv(model: gpt.GPT, ids: torch.Tensor) -> list[torch.Tensor]:
 
 
 def check_memory(model, ids, top, layers) -> None:
-    """The arguments of :func:`memory_logits`."""
+    """The arguments of `memory_logits`."""
     check_windows(model, ids)
     check_int(top, "top", 0)
     w, n_layers = model.config.seq_len, model.config.n_layers
@@ -278,12 +278,12 @@ def memory_logits(
     n_probe: int = 1,
     layers: tuple[int, ...] | None = None,
 ) -> torch.Tensor:
-    """Logits at the last window (``seq_len`` tokens) of ``ids``: plain (``top=0``), or
+    """Logits at the last window (`seq_len` tokens) of `ids`: plain (`top=0`), or
     with a kNN memory of the earlier windows' keys and values at every head of
-    ``layers`` (all by default), searched exactly or, with ``n_cells``, through an
-    :class:`IVFIndex`.
+    `layers` (all by default), searched exactly or, with `n_cells`, through an
+    `IVFIndex`.
 
-    Shapes: ids ``(b, n·w)`` → ``(b, w, v)``."""
+    Shapes: ids `(b, n·w)` → `(b, w, v)`."""
     check_memory(model, ids, top, layers)
     w, c = model.config.seq_len, model.config
     layers = tuple(range(c.n_layers)) if layers is None else layers
@@ -328,8 +328,8 @@ def memory_logits(
 
 
 def _rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """``x[b, h, idx[b, h, t, j]]``. Shapes: x ``(b, h, s, e)``, idx ``(b, h, t, k)`` →
-    ``(b, h, t, k, e)``."""
+    """`x[b, h, idx[b, h, t, j]]`. Shapes: x `(b, h, s, e)`, idx `(b, h, t, k)` →
+    `(b, h, t, k, e)`."""
     b, h, t, k = idx.shape
     flat = idx.reshape(b, h, t * k, 1).expand(-1, -1, -1, x.shape[-1])
     return x.gather(2, flat).view(b, h, t, k, x.shape[-1])

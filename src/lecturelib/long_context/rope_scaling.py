@@ -1,30 +1,30 @@
 """Chapter 18: stretching RoPE to contexts longer than the trained one.
 
-A RoPE model trained on windows of ``L`` tokens has seen the rotation angles ``m θ_i``
-only for ``m < L``. Each method below changes the frequencies ``θ_i = b^{-2i/d}`` so that
-a context of ``L' = s·L`` tokens (``s >= 1``, the scale) stays, in some sense, inside what
+A RoPE model trained on windows of `L` tokens has seen the rotation angles `m θ_i`
+only for `m < L`. Each method below changes the frequencies `θ_i = b^{-2i/d}` so that
+a context of `L' = s·L` tokens (`s >= 1`, the scale) stays, in some sense, inside what
 was trained:
 
-- ``"none"``: the frequencies unchanged (extrapolation);
-- ``"pi"``: position interpolation, ``θ'_i = θ_i / s`` (Chen et al., arXiv:2306.15595);
-- ``"ntk"``: NTK-aware base change ``b' = b·s^{d/(d-2)}`` (bloc97, 2023): the fastest pair
-  keeps its frequency and the slowest is divided by ``s``;
-- ``"ntk_by_parts"``: pairs whose wavelength ``λ_i = 2π/θ_i`` fits ``r_i = L/λ_i > β``
-  times into ``L`` keep ``θ_i``, those with ``r_i < α`` are interpolated, a ramp
-  ``γ_i`` in between: ``θ'_i = (1-γ_i) θ_i/s + γ_i θ_i`` (Peng et al., arXiv:2309.00071,
-  ``α = 1, β = 32``). The paper's equation ramps linearly in ``r``; the released YaRN
-  code, and Hugging Face's ``yarn`` rope that YaRN models load with, ramp linearly in
-  the pair index ``i`` between the rounded pairs where ``r_i = β`` and ``r_i = α``
-  (:func:`correction_range`, :func:`ramp`). We compute what the models compute: the
+- `"none"`: the frequencies unchanged (extrapolation);
+- `"pi"`: position interpolation, `θ'_i = θ_i / s` (Chen et al., arXiv:2306.15595);
+- `"ntk"`: NTK-aware base change `b' = b·s^{d/(d-2)}` (bloc97, 2023): the fastest pair
+  keeps its frequency and the slowest is divided by `s`;
+- `"ntk_by_parts"`: pairs whose wavelength `λ_i = 2π/θ_i` fits `r_i = L/λ_i > β`
+  times into `L` keep `θ_i`, those with `r_i < α` are interpolated, a ramp
+  `γ_i` in between: `θ'_i = (1-γ_i) θ_i/s + γ_i θ_i` (Peng et al., arXiv:2309.00071,
+  `α = 1, β = 32`). The paper's equation ramps linearly in `r`; the released YaRN
+  code, and Hugging Face's `yarn` rope that YaRN models load with, ramp linearly in
+  the pair index `i` between the rounded pairs where `r_i = β` and `r_i = α`
+  (`correction_range`, `ramp`). We compute what the models compute: the
   code's ramp;
-- ``"yarn"``: NTK-by-parts plus an attention temperature, logits multiplied by
-  ``1/t`` with ``√(1/t) = 0.1 ln s + 1`` (applied, as the paper does, by scaling both the
-  rotated queries and keys by ``√(1/t)``).
+- `"yarn"`: NTK-by-parts plus an attention temperature, logits multiplied by
+  `1/t` with `√(1/t) = 0.1 ln s + 1` (applied, as the paper does, by scaling both the
+  rotated queries and keys by `√(1/t)`).
 
-:func:`extend` returns a copy of a chapter 11 :class:`lecturelib.pretraining.gpt.GPT` whose attention
-layers use the scaled rotation for ``seq_len`` positions.
+`extend` returns a copy of a chapter 11 `lecturelib.pretraining.gpt.GPT` whose attention
+layers use the scaled rotation for `seq_len` positions.
 
-Shapes: ``d`` d_head, pairs ``i = 0..d/2-1``, ``t`` positions.
+Shapes: `d` d_head, pairs `i = 0..d/2-1`, `t` positions.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ ALPHA, BETA = 1.0, 32.0  # NTK-by-parts / YaRN defaults for LLaMA (Peng et al., 
 
 
 def check_scale(scale) -> None:
-    """``scale`` (the new context over the trained one) must be a finite number >= 1."""
+    """`scale` (the new context over the trained one) must be a finite number >= 1."""
     if (
         isinstance(scale, bool)
         or not isinstance(scale, (int, float))
@@ -66,13 +66,13 @@ def check_scale(scale) -> None:
 
 
 def check_method(method) -> None:
-    """``method`` must be one of :data:`METHODS`."""
+    """`method` must be one of `METHODS`."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
 
 
 def check_ramp(alpha, beta) -> None:
-    """The ramp's ends: ``0 < alpha < beta`` turns over the trained context."""
+    """The ramp's ends: `0 < alpha < beta` turns over the trained context."""
     numbers = all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in (alpha, beta)
     )
@@ -83,8 +83,8 @@ def check_ramp(alpha, beta) -> None:
 
 
 def check_frequencies(method, scale, train_len, alpha=ALPHA, beta=BETA) -> None:
-    """The arguments of :func:`scaled_frequencies` (``d_head`` and ``base``: see
-    :func:`check_ntk_head`, and :func:`positions.frequencies` checks them too)."""
+    """The arguments of `scaled_frequencies` (`d_head` and `base`: see
+    `check_ntk_head`, and `positions.frequencies` checks them too)."""
     check_method(method)
     check_scale(scale)
     check_int(train_len, "train_len", 1)
@@ -92,7 +92,7 @@ def check_frequencies(method, scale, train_len, alpha=ALPHA, beta=BETA) -> None:
 
 
 def check_ntk_head(method, d_head) -> None:
-    """NTK's base change ``b·s^{d/(d-2)}`` needs ``d_head >= 4`` (at 2 it divides by
+    """NTK's base change `b·s^{d/(d-2)}` needs `d_head >= 4` (at 2 it divides by
     zero)."""
     if method == "ntk" and not (is_int(d_head) and d_head >= 4):
         raise ValueError(
@@ -102,7 +102,7 @@ def check_ntk_head(method, d_head) -> None:
 
 
 def check_correction_range(d_head, train_len, base, alpha, beta) -> None:
-    """The arguments of :func:`correction_range`."""
+    """The arguments of `correction_range`."""
     check_int(d_head, "d_head", 2)
     if d_head % 2:
         raise ValueError(f"d_head must be even (RoPE rotates pairs); got {d_head}")
@@ -120,9 +120,9 @@ def correction_range(
 ) -> tuple[int, int]:
     """The pairs where the released YaRN code's ramp starts and ends.
 
-    Pair ``i`` turns ``r_i = L θ_i / 2π`` times over the trained context; it turns
-    ``r`` times at ``i(r) = d ln(L / 2πr) / (2 ln b)``. The ramp runs from
-    ``low = ⌊i(β)⌋`` to ``high = ⌈i(α)⌉``, clamped to ``[0, d - 1]`` as the code does.
+    Pair `i` turns `r_i = L θ_i / 2π` times over the trained context; it turns
+    `r` times at `i(r) = d ln(L / 2πr) / (2 ln b)`. The ramp runs from
+    `low = ⌊i(β)⌋` to `high = ⌈i(α)⌉`, clamped to `[0, d - 1]` as the code does.
     """
     check_correction_range(d_head, train_len, base, alpha, beta)
 
@@ -133,8 +133,8 @@ def correction_range(
 
 
 def check_ramp_pairs(n_pairs, low, high) -> None:
-    """The arguments of :func:`ramp`: ``n_pairs >= 1`` and pairs ``0 <= low <= high``
-    (ints, as :func:`correction_range` returns them)."""
+    """The arguments of `ramp`: `n_pairs >= 1` and pairs `0 <= low <= high`
+    (ints, as `correction_range` returns them)."""
     check_int(n_pairs, "n_pairs", 1)
     check_int(low, "low", 0)
     if not is_int(high) or high < low:
@@ -142,8 +142,8 @@ def check_ramp_pairs(n_pairs, low, high) -> None:
 
 
 def ramp(n_pairs: int, low: int, high: int) -> torch.Tensor:
-    """The code's ``γ_i``: 1 (keep ``θ_i``) up to pair ``low``, 0 (interpolate) from
-    pair ``high`` on, linear in ``i`` in between. Shapes: → ``(n_pairs,)``."""
+    """The code's `γ_i`: 1 (keep `θ_i`) up to pair `low`, 0 (interpolate) from
+    pair `high` on, linear in `i` in between. Shapes: → `(n_pairs,)`."""
     check_ramp_pairs(n_pairs, low, high)
     i = torch.arange(n_pairs, dtype=torch.float64)
     return 1 - ((i - low) / ((high - low) or 1e-3)).clamp(0, 1)
@@ -158,8 +158,8 @@ def scaled_frequencies(
     alpha: float = ALPHA,
     beta: float = BETA,
 ) -> torch.Tensor:
-    """The frequencies ``θ'_i`` of ``method`` for a context ``scale`` times the trained
-    ``train_len`` (float64). Shapes: → ``(d_head/2,)``."""
+    """The frequencies `θ'_i` of `method` for a context `scale` times the trained
+    `train_len` (float64). Shapes: → `(d_head/2,)`."""
     check_frequencies(method, scale, train_len, alpha, beta)
     check_ntk_head(method, d_head)
     theta = positions.frequencies(d_head, base)  # (d/2,)
@@ -175,13 +175,13 @@ def scaled_frequencies(
 
 
 def yarn_mscale(scale: float) -> float:
-    """YaRN's ``√(1/t) = 0.1 ln s + 1``, the factor on queries and keys."""
+    """YaRN's `√(1/t) = 0.1 ln s + 1`, the factor on queries and keys."""
     check_scale(scale)
     return 0.1 * math.log(scale) + 1.0
 
 
 def check_extend(model, seq_len, method) -> None:
-    """The arguments of :func:`extend`: a RoPE GPT read at ``seq_len >=`` its trained
+    """The arguments of `extend`: a RoPE GPT read at `seq_len >=` its trained
     length."""
     check_model(model)
     check_method(method)
@@ -190,8 +190,8 @@ def check_extend(model, seq_len, method) -> None:
 
 
 def extend(model: gpt.GPT, seq_len: int, method: str = "none") -> gpt.GPT:
-    """A copy of ``model`` that reads ``seq_len`` tokens with ``method``'s frequencies
-    (scale ``s = seq_len / model.config.seq_len``)."""
+    """A copy of `model` that reads `seq_len` tokens with `method`'s frequencies
+    (scale `s = seq_len / model.config.seq_len`)."""
     check_extend(model, seq_len, method)
     train_len = getattr(model, "train_len", model.config.seq_len)
     scale = seq_len / train_len
@@ -211,13 +211,13 @@ def extend(model: gpt.GPT, seq_len: int, method: str = "none") -> gpt.GPT:
 
 
 def check_model(model) -> None:
-    """``model`` must be a chapter-11 GPT with RoPE."""
+    """`model` must be a chapter-11 GPT with RoPE."""
     kvcache.check_gpt(model, "RoPE scaling")
 
 
 def check_loss_by_position(model, ids, seq_len, batch_size) -> None:
-    """The arguments of :func:`loss_by_position`: a model, a 1-D token stream of at
-    least one window of ``seq_len`` + 1 and a batch size >= 1."""
+    """The arguments of `loss_by_position`: a model, a 1-D token stream of at
+    least one window of `seq_len` + 1 and a batch size >= 1."""
     check_type(model, "model", torch.nn.Module, "a torch.nn.Module (a gpt.GPT)")
     check_int(batch_size, "batch_size", 1)
     check_int(seq_len, "seq_len", 1)
@@ -233,8 +233,8 @@ def check_loss_by_position(model, ids, seq_len, batch_size) -> None:
 def loss_by_position(
     model: torch.nn.Module, ids: torch.Tensor, seq_len: int, batch_size: int = 16
 ) -> torch.Tensor:
-    """Mean next-token loss at each position ``0..seq_len-1`` of consecutive windows of
-    ``seq_len`` tokens cut from the stream ``ids``. Shapes: ``(n,)`` → ``(seq_len,)``."""
+    """Mean next-token loss at each position `0..seq_len-1` of consecutive windows of
+    `seq_len` tokens cut from the stream `ids`. Shapes: `(n,)` → `(seq_len,)`."""
     check_loss_by_position(model, ids, seq_len, batch_size)
     n = (len(ids) - 1) // seq_len
     device = next(model.parameters()).device

@@ -1,25 +1,25 @@
 """Chapter 18: reading past the context window with recurrence over segments.
 
-- :func:`segment_losses`: Transformer-XL's segment recurrence (Dai et al.,
-  arXiv:1901.02860) with chapter 11's GPT: a long text is read in segments of ``segment``
+- `segment_losses`: Transformer-XL's segment recurrence (Dai et al.,
+  arXiv:1901.02860) with chapter 11's GPT: a long text is read in segments of `segment`
   tokens; each segment's queries also attend to the keys and values the previous segment
   left at every layer (a cache, so no gradient flows into it), with relative positions
   (RoPE). Without the memory each segment is read alone.
 
 Trained on a task (chapter 18's long-dependency run):
 
-- :func:`recall_task`: a value symbol placed a controlled distance ``D`` before the
-  query; :class:`SegmentModel` reads it as a fixed window (the last segment), with
+- `recall_task`: a value symbol placed a controlled distance `D` before the
+  query; `SegmentModel` reads it as a fixed window (the last segment), with
   Transformer-XL recurrence (earlier segments run without gradient, their keys and
   values cached) or as a Recurrent Memory Transformer (Bulatov et al.,
   arXiv:2207.06881: memory tokens read and written in every segment, trained with
-  backpropagation through all segments); :func:`train_recall` trains it with
-  :func:`lecturelib.train.fit` and :func:`recall_accuracy` scores it by distance.
+  backpropagation through all segments); `train_recall` trains it with
+  `lecturelib.train.fit` and `recall_accuracy` scores it by distance.
 
 Retrieval of stored keys and values (kNN attention, the IVF index, Unlimiformer, the
-passkey memory) is in :mod:`lecturelib.long_context.retrieval`.
+passkey memory) is in `lecturelib.long_context.retrieval`.
 
-Shapes: ``b`` batch, ``T`` tokens, ``S`` the segment, ``d`` d_model.
+Shapes: `b` batch, `T` tokens, `S` the segment, `d` d_model.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from lecturelib.validate import check_ids, check_sizes, check_type
 
 
 def check_stream(ids, name: str = "ids") -> None:
-    """``ids`` must be ``(b, T)`` integer token ids with ``T >= 2``."""
+    """`ids` must be `(b, T)` integer token ids with `T >= 2`."""
     check_ids(ids, name)
     if ids.dim() != 2 or ids.shape[1] < 2:
         raise ValueError(
@@ -45,7 +45,7 @@ def check_stream(ids, name: str = "ids") -> None:
 
 
 def check_segment_losses(model, ids, segment, memory) -> None:
-    """The arguments of :func:`segment_losses`: the window must fit the trained context."""
+    """The arguments of `segment_losses`: the window must fit the trained context."""
     kvcache.check_gpt(model)
     check_sizes(segment=segment)
     check_stream(ids)
@@ -61,10 +61,10 @@ def check_segment_losses(model, ids, segment, memory) -> None:
 def segment_losses(
     model: gpt.GPT, ids: torch.Tensor, segment: int, memory: bool = True
 ) -> torch.Tensor:
-    """Next-token losses over ``ids`` read in segments of ``segment`` tokens, with the
+    """Next-token losses over `ids` read in segments of `segment` tokens, with the
     previous segment's keys and values as memory (Transformer-XL) or without.
 
-    Shapes: ids ``(b, T)`` → losses ``(b, T - 1)``."""
+    Shapes: ids `(b, T)` → losses `(b, T - 1)`."""
     check_segment_losses(model, ids, segment, memory)
     window = 2 * segment if memory else segment
     b, T = ids.shape
@@ -80,8 +80,8 @@ def segment_losses(
 
 
 def _keep_last(model, cache, n: int, window: int):
-    """A fresh cache holding the last ``n`` entries of ``cache`` (their keys re-rotated
-    to positions ``0..n-1``: RoPE scores depend only on the distance)."""
+    """A fresh cache holding the last `n` entries of `cache` (their keys re-rotated
+    to positions `0..n-1`: RoPE scores depend only on the distance)."""
     new = kvcache.new_cache(model, cache.batch, window)
     if n == 0 or cache.length == 0:
         return new
@@ -96,7 +96,7 @@ def _keep_last(model, cache, n: int, window: int):
 
 
 def _unrotate(rope: kvcache.Rope, k: torch.Tensor, start: int) -> torch.Tensor:
-    """The inverse of ``rope(·, start)``; a scaled table's rows have norm ``cos² + sin²``
+    """The inverse of `rope(·, start)`; a scaled table's rows have norm `cos² + sin²`
     (YaRN's attention factor squared), which the inverse divides out."""
     t = k.shape[-2]
     cos, sin = rope.cos[start : start + t], rope.sin[start : start + t]
@@ -108,7 +108,7 @@ def _unrotate(rope: kvcache.Rope, k: torch.Tensor, start: int) -> torch.Tensor:
 
 
 def check_recall_task(n, n_segments, segment, n_values, vocab_size) -> None:
-    """The arguments of :func:`recall_task`."""
+    """The arguments of `recall_task`."""
     check_sizes(
         n=n,
         n_segments=n_segments,
@@ -133,12 +133,12 @@ def recall_task(
     vocab_size: int = 16,
     seed: int = 0,
 ):
-    """``n`` sequences of ``n_segments * segment`` tokens: random filler, one value
-    symbol at distance ``D`` (uniform in ``1..T-1``) before the last position, which
-    holds ``tasks.SEP``; the answer is the value. Values are the symbols
-    ``2..n_values+1`` and occur nowhere else; filler is ``n_values+2..vocab_size-1``.
+    """`n` sequences of `n_segments * segment` tokens: random filler, one value
+    symbol at distance `D` (uniform in `1..T-1`) before the last position, which
+    holds `tasks.SEP`; the answer is the value. Values are the symbols
+    `2..n_values+1` and occur nowhere else; filler is `n_values+2..vocab_size-1`.
 
-    Shapes: → x ``(n, T)``, answer ``(n,)``, distance ``(n,)``."""
+    Shapes: → x `(n, T)`, answer `(n,)`, distance `(n,)`."""
     check_recall_task(n, n_segments, segment, n_values, vocab_size)
     T = n_segments * segment
     g = torch.Generator().manual_seed(seed)
@@ -154,14 +154,14 @@ KINDS = ("window", "xl", "rmt")
 
 
 def check_segment_model(kind, segment, n_memory) -> None:
-    """The arguments of :class:`SegmentModel`."""
+    """The arguments of `SegmentModel`."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
     check_sizes(segment=segment, n_memory=n_memory)
 
 
 def check_segments(x, segment: int) -> None:
-    """``x`` must be ``(b, T)`` token ids with ``T`` a multiple of ``segment``."""
+    """`x` must be `(b, T)` token ids with `T` a multiple of `segment`."""
     check_ids(x, "x")
     if x.dim() != 2 or x.shape[1] % segment:
         raise ValueError(
@@ -171,14 +171,14 @@ def check_segments(x, segment: int) -> None:
 
 
 class SegmentModel(nn.Module):
-    """A GPT that reads ``(b, T)`` in segments of ``segment`` tokens and predicts from
-    the last position: ``"window"`` reads the last segment only; ``"xl"`` caches the
+    """A GPT that reads `(b, T)` in segments of `segment` tokens and predicts from
+    the last position: `"window"` reads the last segment only; `"xl"` caches the
     previous segment's keys and values at every layer (earlier segments run without
-    gradient: stop-gradient); ``"rmt"`` prepends ``n_memory`` read-memory tokens and
+    gradient: stop-gradient); `"rmt"` prepends `n_memory` read-memory tokens and
     appends as many write tokens, whose outputs become the next segment's read memory
     (gradient flows through all segments).
 
-    Shapes: x ``(b, T)`` → logits ``(b, v)``."""
+    Shapes: x `(b, T)` → logits `(b, v)`."""
 
     def __init__(
         self,
@@ -244,8 +244,8 @@ def train_recall(
     lr: float = 3e-3,
     seed: int = 0,
 ) -> list[float]:
-    """Train ``model`` on fresh :func:`recall_task` batches (cross-entropy of the
-    answer) with :func:`lecturelib.train.fit` (AdamW without weight decay, gradients
+    """Train `model` on fresh `recall_task` batches (cross-entropy of the
+    answer) with `lecturelib.train.fit` (AdamW without weight decay, gradients
     clipped at 1, full precision); returns the losses."""
     check_type(model, "model", SegmentModel, "a SegmentModel")
     check_sizes(steps=steps, batch=batch)
@@ -286,8 +286,8 @@ def train_recall(
 def recall_accuracy(
     model: SegmentModel, x: torch.Tensor, answer: torch.Tensor, distance: torch.Tensor
 ) -> torch.Tensor:
-    """Accuracy for each band of distances ``1..S``, ``S+1..2S``, ... (``S`` the
-    segment). Shapes: → ``(T / S,)``."""
+    """Accuracy for each band of distances `1..S`, `S+1..2S`, ... (`S` the
+    segment). Shapes: → `(T / S,)`."""
     check_type(model, "model", SegmentModel, "a SegmentModel")
     device = next(model.parameters()).device
     right = (model(x.to(device)).argmax(-1).cpu() == answer).float()

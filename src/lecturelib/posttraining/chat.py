@@ -1,15 +1,15 @@
 """Chapter 21: the chat template, and the code that reads and writes it.
 
-- :class:`ChatVocab`: characters plus the special tokens of a chat template
-  (``<|user|>``, ``<|assistant|>``, ``<|end|>``, and ``<|pad|>`` for batches);
-- the chat template (:func:`chat`), the loss on the response only (:func:`masked_loss`),
-  packing several examples into one row with attention kept inside each (:func:`pack`,
-  read by ``GPT.forward(ids, segments)``), and the log-probability of a response
-  (:func:`response_logprobs`) that DPO and GRPO read;
-- :func:`respond`, which samples or greedily decodes responses to prompts, and
-  :func:`group_sampler`, which samples GRPO's groups of responses in the template.
+- `ChatVocab`: characters plus the special tokens of a chat template
+  (`<|user|>`, `<|assistant|>`, `<|end|>`, and `<|pad|>` for batches);
+- the chat template (`chat`), the loss on the response only (`masked_loss`),
+  packing several examples into one row with attention kept inside each (`pack`,
+  read by `GPT.forward(ids, segments)`), and the log-probability of a response
+  (`response_logprobs`) that DPO and GRPO read;
+- `respond`, which samples or greedily decodes responses to prompts, and
+  `group_sampler`, which samples GRPO's groups of responses in the template.
 
-Shapes: ``b`` batch, ``t`` positions, ``v`` vocabulary.
+Shapes: `b` batch, `t` positions, `v` vocabulary.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ CHARS = "\n" + "".join(chr(c) for c in range(32, 127))  # newline and printable 
 
 
 class ChatVocab:
-    """Special tokens first (``<|pad|>`` is id 0), then one id per character.
+    """Special tokens first (`<|pad|>` is id 0), then one id per character.
 
     Text is plain text: a special token's string inside it is read character by
     character, never as the special id, so that no user can write a turn of the
-    template (only :func:`chat` and :meth:`special` give special ids). ``specials``
+    template (only `chat` and `special` give special ids). `specials`
     reads them as one id each, for text that the book writes itself.
 
     >>> v = ChatVocab()
@@ -65,8 +65,8 @@ class ChatVocab:
         return len(self.itos)
 
     def encode(self, text: str, specials: bool = False) -> torch.Tensor:
-        """Ids of ``text``, one per character (with ``specials``, each special token's
-        string one id). Shapes: → ``(t,)``."""
+        """Ids of `text`, one per character (with `specials`, each special token's
+        string one id). Shapes: → `(t,)`."""
         check_type(text, "text", str)
         check_bool(specials, "specials")
         pieces = [p for p in self.split.split(text) if p] if specials else [text]
@@ -85,13 +85,13 @@ class ChatVocab:
         return torch.tensor(ids, dtype=torch.long)
 
     def special(self, token: str) -> torch.Tensor:
-        """The id of the special ``token`` (one of :data:`SPECIALS`). Shapes: →
-        ``(1,)``."""
+        """The id of the special `token` (one of `SPECIALS`). Shapes: →
+        `(1,)`."""
         check_choice(token, "token", SPECIALS)
         return torch.tensor([self.stoi[token]])
 
     def decode(self, ids) -> str:
-        """The text of ``ids`` (a 1-d tensor or a list of ids)."""
+        """The text of `ids` (a 1-d tensor or a list of ids)."""
         if not isinstance(ids, torch.Tensor):
             check_type(ids, "ids", (list, tuple), "a 1-D tensor or a list of ids")
             if not all(is_int(i) for i in ids):
@@ -108,13 +108,13 @@ VOCAB = ChatVocab()
 
 
 def chat(prompt: str, response: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The chat template ``<|user|>prompt<|assistant|>response<|end|>`` as ids, and a
-    mask that marks the response's tokens and ``<|end|>`` (what the model learns to
-    write). With no ``response``: the prompt up to ``<|assistant|>``, where generation
+    """The chat template `<|user|>prompt<|assistant|>response<|end|>` as ids, and a
+    mask that marks the response's tokens and `<|end|>` (what the model learns to
+    write). With no `response`: the prompt up to `<|assistant|>`, where generation
     starts. Prompt and response are plain text (a special token's string in them is
-    read as characters); a final ``<|end|>`` of the response is the template's own.
+    read as characters); a final `<|end|>` of the response is the template's own.
 
-    Shapes: → ids ``(t,)`` long, mask ``(t,)`` bool.
+    Shapes: → ids `(t,)` long, mask `(t,)` bool.
     """
     check_type(prompt, "prompt", str)
     head = torch.cat(
@@ -129,10 +129,10 @@ def chat(prompt: str, response: str | None = None) -> tuple[torch.Tensor, torch.
 
 
 def collate(examples: list[tuple[torch.Tensor, torch.Tensor]]):
-    """Examples ``(ids, mask)`` of :func:`chat` right-padded into one batch
-    (``<|pad|>`` and mask False after each example's end).
+    """Examples `(ids, mask)` of `chat` right-padded into one batch
+    (`<|pad|>` and mask False after each example's end).
 
-    Shapes: → ids ``(b, t)``, mask ``(b, t)`` with ``t`` the longest example.
+    Shapes: → ids `(b, t)`, mask `(b, t)` with `t` the longest example.
     """
     check_examples(examples)
     t = max(len(ids) for ids, _ in examples)
@@ -144,7 +144,7 @@ def collate(examples: list[tuple[torch.Tensor, torch.Tensor]]):
 
 
 def check_examples(examples) -> None:
-    """A non-empty list of ``(ids, mask)`` pairs of equal length, as :func:`chat`
+    """A non-empty list of `(ids, mask)` pairs of equal length, as `chat`
     makes."""
     check_type(examples, "examples", (list, tuple), "a list of (ids, mask) pairs")
     if not examples:
@@ -167,7 +167,7 @@ def check_examples(examples) -> None:
 
 
 def check_masked_loss(logits, targets, mask) -> None:
-    """``logits (b, t, v)``, ``targets (b, t)`` ids, a bool ``mask (b, t)``, one True at
+    """`logits (b, t, v)`, `targets (b, t)` ids, a bool `mask (b, t)`, one True at
     least."""
     check_tensor(logits, "logits", "(b, t, v)", dims=3)
     check_ids(targets, "targets", dims=2, vocab_size=logits.shape[-1], min_len=0)
@@ -185,33 +185,33 @@ def check_masked_loss(logits, targets, mask) -> None:
 def masked_loss(
     logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
-    """Mean cross-entropy over the positions where ``mask`` is True (the response):
-    ``-(1/|M|) Σ_{(i,t)∈M} log p(targets[i,t] | ids[i,≤t])``.
+    """Mean cross-entropy over the positions where `mask` is True (the response):
+    `-(1/|M|) Σ_{(i,t)∈M} log p(targets[i,t] | ids[i,≤t])`.
 
-    Shapes: logits ``(b, t, v)``, targets and mask ``(b, t)`` → scalar.
+    Shapes: logits `(b, t, v)`, targets and mask `(b, t)` → scalar.
     """
     check_masked_loss(logits, targets, mask)
     return F.cross_entropy(logits[mask], targets[mask])
 
 
 def shifted(ids: torch.Tensor, mask: torch.Tensor):
-    """A batch of :func:`collate` as ``sft.sft_loss`` reads it: inputs ``ids[:, :-1]``,
-    targets ``ids[:, 1:]``, no segments, the mask of the targets.
+    """A batch of `collate` as `sft.sft_loss` reads it: inputs `ids[:, :-1]`,
+    targets `ids[:, 1:]`, no segments, the mask of the targets.
 
-    Shapes: ``(b, t)`` → each ``(b, t - 1)``.
+    Shapes: `(b, t)` → each `(b, t - 1)`.
     """
     check_response(ids, mask, allow_first=True)
     return ids[:, :-1], ids[:, 1:], None, mask[:, 1:]
 
 
 def pack(examples: list[tuple[torch.Tensor, torch.Tensor]], seq_len: int):
-    """Examples ``(ids, mask)`` packed end to end into rows of ``seq_len`` inputs, in
+    """Examples `(ids, mask)` packed end to end into rows of `seq_len` inputs, in
     order, a new row when the next one does not fit. Each example gives inputs
-    ``ids[:-1]``, targets ``ids[1:]`` and loss mask ``mask[1:]``; ``segments`` numbers
+    `ids[:-1]`, targets `ids[1:]` and loss mask `mask[1:]`; `segments` numbers
     the examples of a row (padding is one more segment, masked out), so that the model
     attends and counts positions inside each example only.
 
-    Shapes: → ids, targets, segments ``(r, seq_len)`` long, mask ``(r, seq_len)``
+    Shapes: → ids, targets, segments `(r, seq_len)` long, mask `(r, seq_len)`
     bool.
     """
     check_pack(examples, seq_len)
@@ -236,7 +236,7 @@ def pack(examples: list[tuple[torch.Tensor, torch.Tensor]], seq_len: int):
 
 
 def check_pack(examples, seq_len) -> None:
-    """Examples of :func:`chat` and a row length that holds the longest one's inputs."""
+    """Examples of `chat` and a row length that holds the longest one's inputs."""
     check_examples(examples)
     check_int(seq_len, "seq_len", 1)
     longest = max(len(ids) for ids, _ in examples)
@@ -250,10 +250,10 @@ def check_pack(examples, seq_len) -> None:
 def response_logprobs(
     model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
-    """``log π(response | prompt)``: the sum of ``log p(ids[i, t] | ids[i, <t])`` over
-    the positions ``t`` where ``mask`` marks a response token.
+    """`log π(response | prompt)`: the sum of `log p(ids[i, t] | ids[i, <t])` over
+    the positions `t` where `mask` marks a response token.
 
-    Shapes: ids ``(b, t)`` long, mask ``(b, t)`` bool → ``(b,)``.
+    Shapes: ids `(b, t)` long, mask `(b, t)` bool → `(b,)`.
     """
     check_response(ids, mask, model)
     logp = F.log_softmax(model(ids[:, :-1]).float(), dim=-1)  # (b, t-1, v)
@@ -262,11 +262,11 @@ def response_logprobs(
 
 
 def logprobs(model: gpt.GPT, prompts: list[str], responses: list[str]) -> torch.Tensor:
-    """``log π(response | prompt)`` of each pair in the chat template (the response
-    closed by ``<|end|>``), on the model's device: :func:`response_logprobs` of a
-    :func:`collate` batch.
+    """`log π(response | prompt)` of each pair in the chat template (the response
+    closed by `<|end|>`), on the model's device: `response_logprobs` of a
+    `collate` batch.
 
-    Shapes: ``b`` prompts and responses → ``(b,)``.
+    Shapes: `b` prompts and responses → `(b,)`.
     """
     gpt.check_gpt(model)
     check_prompts(prompts)
@@ -281,9 +281,9 @@ def logprobs(model: gpt.GPT, prompts: list[str], responses: list[str]) -> torch.
 
 
 def check_response(ids, mask, model=None, allow_first: bool = False) -> None:
-    """ids ``(b, t)``, ``t >= 2``, and a bool mask of the same shape that never marks
+    """ids `(b, t)`, `t >= 2`, and a bool mask of the same shape that never marks
     the first position (nothing precedes it) and marks a response token in each row
-    (``allow_first``: a mask of inputs, any marks); the model, when given, a GPT."""
+    (`allow_first`: a mask of inputs, any marks); the model, when given, a GPT."""
     if model is not None:
         gpt.check_gpt(model)
     check_ids(ids, "ids", dims=2)
@@ -320,13 +320,13 @@ def respond(
     template: bool = True,
     stop: str = END,
 ) -> list[str]:
-    """The model's responses to ``prompts``: greedy (``temperature`` 0) or sampled with
-    ``generator`` (a CPU generator; the draws are made on the CPU, so they are the same
-    on every device), until ``stop`` (kept in the response) or ``max_new`` tokens. With
-    ``template`` each prompt is wrapped by :func:`chat`; without, the raw text is
+    """The model's responses to `prompts`: greedy (`temperature` 0) or sampled with
+    `generator` (a CPU generator; the draws are made on the CPU, so they are the same
+    on every device), until `stop` (kept in the response) or `max_new` tokens. With
+    `template` each prompt is wrapped by `chat`; without, the raw text is
     continued (plain text either way: a special token's string in a prompt is read as
     characters). The prompts are decoded as one batch on the model's device, left-padded
-    to the longest: the padding is a segment of its own (``GPT(ids, segments)``), so
+    to the longest: the padding is a segment of its own (`GPT(ids, segments)`), so
     each prompt is read exactly as if it were alone."""
     check_respond(model, prompts, max_new, temperature, generator, stop, template)
     heads = [chat(p)[0] if template else VOCAB.encode(p) for p in prompts]
@@ -336,8 +336,8 @@ def respond(
 
 
 def _generate(model, heads, max_new, temperature, generator, stop_id):
-    """The tokens ``model`` writes after each of ``heads`` (1-d ids), up to and with
-    ``stop_id``: one left-padded batch read through a KV cache (``padded_cache``), the
+    """The tokens `model` writes after each of `heads` (1-d ids), up to and with
+    `stop_id`: one left-padded batch read through a KV cache (`padded_cache`), the
     rows that stopped dropped from it."""
     device = train.model_device(model)
     check_room(heads, model.config.seq_len)
@@ -369,13 +369,13 @@ def _generate(model, heads, max_new, temperature, generator, stop_id):
 
 
 def group_sampler(max_new: int = 12, temperature: float = 1.0, seed: int = 0):
-    """A ``sample_fn(model, prompts, group_size) -> (ids, mask, responses)`` for
-    ``rollout.grpo_step``: ``group_size`` responses to each prompt in the chat template,
-    sampled as one batch (:func:`respond`'s decoding); ``ids`` right-padded prompt and
-    response, ``mask`` the response tokens, ``responses`` their text without
-    ``<|end|>``.
+    """A `sample_fn(model, prompts, group_size) -> (ids, mask, responses)` for
+    `rollout.grpo_step`: `group_size` responses to each prompt in the chat template,
+    sampled as one batch (`respond`'s decoding); `ids` right-padded prompt and
+    response, `mask` the response tokens, `responses` their text without
+    `<|end|>`.
 
-    Shapes: ``n`` prompts → ids, mask ``(n·g, t)``, ``n·g`` responses.
+    Shapes: `n` prompts → ids, mask `(n·g, t)`, `n·g` responses.
     """
     check_int(max_new, "max_new", 1)
     check_number(temperature, "temperature", 0, low_open=True)
@@ -409,8 +409,8 @@ def check_prompts(prompts) -> None:
 def check_respond(
     model, prompts, max_new, temperature, generator, stop, template=True
 ) -> None:
-    """A GPT, a non-empty list of prompts (without ``template``, none empty),
-    ``max_new >= 1``, a temperature >= 0 (0: greedy; above, a CPU ``generator``), and a
+    """A GPT, a non-empty list of prompts (without `template`, none empty),
+    `max_new >= 1`, a temperature >= 0 (0: greedy; above, a CPU `generator`), and a
     stop text of one token."""
     gpt.check_gpt(model)
     check_prompts(prompts)
@@ -437,8 +437,8 @@ def check_respond(
 
 
 def check_room(heads, seq_len: int) -> None:
-    """Every prompt's ids (``heads``, 1-d, the template included) leave room for at
-    least one new token in the model's ``seq_len``."""
+    """Every prompt's ids (`heads`, 1-d, the template included) leave room for at
+    least one new token in the model's `seq_len`."""
     for i, h in enumerate(heads):
         if len(h) >= seq_len:
             raise ValueError(

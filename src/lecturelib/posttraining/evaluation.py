@@ -1,13 +1,13 @@
 """Chapter 21: evaluating an assistant.
 
-- :func:`pass_at_k`: the probability that at least one of ``k`` samples solves a
-  problem, estimated without bias from ``n ≥ k`` samples of which ``c`` are correct,
-  ``1 − C(n−c, k)/C(n, k)`` (Chen et al., Codex, arXiv:2107.03374), computed as the
-  paper's code does, ``1 − ∏_{i=n−c+1}^{n} (1 − k/i)``, without the huge binomials.
-  Estimating it as ``1 − (1 − c/n)^k`` is biased low.
-- :func:`answer_perplexity`: the perplexity of the reference answers' tokens, the number
+- `pass_at_k`: the probability that at least one of `k` samples solves a
+  problem, estimated without bias from `n ≥ k` samples of which `c` are correct,
+  `1 − C(n−c, k)/C(n, k)` (Chen et al., Codex, arXiv:2107.03374), computed as the
+  paper's code does, `1 − ∏_{i=n−c+1}^{n} (1 − k/i)`, without the huge binomials.
+  Estimating it as `1 − (1 − c/n)^k` is biased low.
+- `answer_perplexity`: the perplexity of the reference answers' tokens, the number
   that pretraining optimises, to set beside the accuracy that the checker measures.
-- :func:`ngram_overlap`: the fraction of test items that share a word n-gram with the
+- `ngram_overlap`: the fraction of test items that share a word n-gram with the
   training data, the contamination check of GPT-3 (Brown et al., arXiv:2005.14165, which
   uses 13-grams).
 """
@@ -29,8 +29,8 @@ def check_pass_at_k(n, c, k) -> None:
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """The unbiased estimate of pass@k from ``n`` samples with ``c`` correct:
-    ``1 − C(n−c, k)/C(n, k)``, as a product of ``c`` factors near one."""
+    """The unbiased estimate of pass@k from `n` samples with `c` correct:
+    `1 − C(n−c, k)/C(n, k)`, as a product of `c` factors near one."""
     check_pass_at_k(n, c, k)
     if n - c < k:  # every k-subset holds a correct sample
         return 1.0
@@ -50,9 +50,9 @@ def check_answer_perplexity(logprobs, mask) -> None:
 
 
 def answer_perplexity(logprobs: torch.Tensor, mask: torch.Tensor) -> float:
-    """``exp`` of the mean negative log-probability of the masked (answer) tokens.
+    """`exp` of the mean negative log-probability of the masked (answer) tokens.
 
-    Shapes: logprobs ``(b, t)`` per token, mask ``(b, t)`` bool → a number.
+    Shapes: logprobs `(b, t)` per token, mask `(b, t)` bool → a number.
     """
     check_answer_perplexity(logprobs, mask)
     return math.exp(-logprobs[mask].mean().item())
@@ -70,7 +70,7 @@ def check_ngram_overlap(test, train, n) -> None:
 
 
 def ngrams(text: str, n: int) -> set[tuple[str, ...]]:
-    """The word n-grams of ``text`` (a text of 1 to ``n`` words is one n-gram)."""
+    """The word n-grams of `text` (a text of 1 to `n` words is one n-gram)."""
     check_type(text, "text", str)
     check_int(n, "n", 1)
     words = text.split()
@@ -79,7 +79,7 @@ def ngrams(text: str, n: int) -> set[tuple[str, ...]]:
 
 
 def ngram_overlap(test: list[str], train: list[str], n: int = 13) -> float:
-    """The fraction of ``test`` texts that share a word ``n``-gram with ``train``."""
+    """The fraction of `test` texts that share a word `n`-gram with `train`."""
     check_ngram_overlap(test, train, n)
     seen = set().union(*(ngrams(s, n) for s in train))
     return sum(bool(ngrams(s, n) & seen) for s in test) / len(test)

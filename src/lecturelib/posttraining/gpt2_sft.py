@@ -1,13 +1,13 @@
-"""Chapter 21: instruction tuning of the real GPT-2 (the ``gpu`` profile, online).
+"""Chapter 21: instruction tuning of the real GPT-2 (the `gpu` profile, online).
 
 GPT-2 has no chat tokens, so its template is plain text that its tokenizer already
-reads, ``Question: {prompt}\\nAnswer: {response}<|endoftext|>``, the end of the response
-marked by the one special token GPT-2 has. :func:`encode` gives the ids and the mask of
-the tokens the model learns to write (the response and ``<|endoftext|>``);
-:func:`finetune` trains a copy of the model on them with the loss on the response
-only, as the chapter's own SFT does; :func:`respond` decodes greedily, the prompts as
-one left-padded batch read exactly as if each were alone (``GPT(ids, segments)``), to
-``<|endoftext|>``. The tests run all three on a small random GPT-2 and a tokenizer built
+reads, `Question: {prompt}\\nAnswer: {response}<|endoftext|>`, the end of the response
+marked by the one special token GPT-2 has. `encode` gives the ids and the mask of
+the tokens the model learns to write (the response and `<|endoftext|>`);
+`finetune` trains a copy of the model on them with the loss on the response
+only, as the chapter's own SFT does; `respond` decodes greedily, the prompts as
+one left-padded batch read exactly as if each were alone (`GPT(ids, segments)`), to
+`<|endoftext|>`. The tests run all three on a small random GPT-2 and a tokenizer built
 offline.
 """
 
@@ -34,8 +34,8 @@ EOS = "<|endoftext|>"
 
 
 def check_tokenizer(tokenizer) -> None:
-    """A ``tokenizers.Tokenizer`` (or any object with ``encode(text).ids``,
-    ``decode(ids)`` and ``token_to_id``) that knows ``<|endoftext|>``."""
+    """A `tokenizers.Tokenizer` (or any object with `encode(text).ids`,
+    `decode(ids)` and `token_to_id`) that knows `<|endoftext|>`."""
     for name in ("encode", "decode", "token_to_id"):
         if not callable(getattr(tokenizer, name, None)):
             raise TypeError(
@@ -47,10 +47,10 @@ def check_tokenizer(tokenizer) -> None:
 
 
 def text_ids(tokenizer, text: str) -> list[int]:
-    """The ids of ``text`` read as plain text: a special token's string in it (a typed
-    ``<|endoftext|>``) is split like any other text, never read as the special id
-    (``tokenizers``' ``encode_special_tokens``, which is restored after). A tokenizer
-    without that switch that still gives ``<|endoftext|>``'s id is refused."""
+    """The ids of `text` read as plain text: a special token's string in it (a typed
+    `<|endoftext|>`) is split like any other text, never read as the special id
+    (`tokenizers`' `encode_special_tokens`, which is restored after). A tokenizer
+    without that switch that still gives `<|endoftext|>`'s id is refused."""
     check_tokenizer(tokenizer)
     check_type(text, "text", str)
     plain = getattr(tokenizer, "encode_special_tokens", None)
@@ -71,12 +71,12 @@ def text_ids(tokenizer, text: str) -> list[int]:
 
 
 def encode(tokenizer, prompt: str, response: str | None = None):
-    """``Question: {prompt}\\nAnswer: {response}<|endoftext|>`` as ids, and the mask of
-    the response's tokens and ``<|endoftext|>``; with no ``response``, the prompt up to
-    ``Answer:``, where generation starts. Prompt and response are plain text
-    (:func:`text_ids`): only the template's own end is ``<|endoftext|>``'s id.
+    """`Question: {prompt}\\nAnswer: {response}<|endoftext|>` as ids, and the mask of
+    the response's tokens and `<|endoftext|>`; with no `response`, the prompt up to
+    `Answer:`, where generation starts. Prompt and response are plain text
+    (`text_ids`): only the template's own end is `<|endoftext|>`'s id.
 
-    Shapes: → ids ``(t,)`` long, mask ``(t,)`` bool.
+    Shapes: → ids `(t,)` long, mask `(t,)` bool.
     """
     check_tokenizer(tokenizer)
     check_type(prompt, "prompt", str)
@@ -90,7 +90,7 @@ def encode(tokenizer, prompt: str, response: str | None = None):
 
 
 def check_pairs(pairs) -> None:
-    """A non-empty list of ``(prompt, response)`` string pairs."""
+    """A non-empty list of `(prompt, response)` string pairs."""
     if not (
         isinstance(pairs, (list, tuple))
         and pairs
@@ -128,9 +128,9 @@ def finetune(
     seed: int = 0,
     progress: bool = True,
 ) -> tuple[gpt.GPT, train.History]:
-    """A copy of ``model`` finetuned on ``pairs`` ``(prompt, response)`` in the template
-    of :func:`encode`, the loss on the response only, AdamW at ``lr`` with a short
-    warm-up (a tenth of the steps, at least one when ``steps`` > 1) and cosine decay, on the model's device (mixed precision on CUDA)."""
+    """A copy of `model` finetuned on `pairs` `(prompt, response)` in the template
+    of `encode`, the loss on the response only, AdamW at `lr` with a short
+    warm-up (a tenth of the steps, at least one when `steps` > 1) and cosine decay, on the model's device (mixed precision on CUDA)."""
     check_finetune(model, tokenizer, pairs, steps, batch_size, lr, seed)
     examples = [encode(tokenizer, p, r) for p, r in pairs]
     eos = tokenizer.token_to_id(EOS)
@@ -189,12 +189,12 @@ def respond(
     *,
     template: bool = True,
 ) -> list[str]:
-    """Greedy responses of ``model`` to ``prompts`` in the template of :func:`encode`
-    (with ``template=False``: the prompts' plain continuations, as a base model reads
-    text), up to ``<|endoftext|>`` (not kept) or ``max_new`` tokens, stripped of
+    """Greedy responses of `model` to `prompts` in the template of `encode`
+    (with `template=False`: the prompts' plain continuations, as a base model reads
+    text), up to `<|endoftext|>` (not kept) or `max_new` tokens, stripped of
     surrounding spaces. One batch, left-padded: the padding is a segment of its own, so
     each prompt is read as if it were alone. A prompt that leaves no room to answer in
-    the model's ``seq_len`` is refused."""
+    the model's `seq_len` is refused."""
     check_respond(model, tokenizer, prompts, max_new, template)
     device = train.model_device(model)
     eos = tokenizer.token_to_id(EOS)

@@ -1,16 +1,16 @@
 """Chapter 21: the instructions an assistant learns, and their exact checkers.
 
-- the task mix built on :mod:`lecturelib.tasks`: :func:`problems` gives
-  ``(prompt, answer)`` pairs of four kinds (reverse letters, sort digits, normalise a
+- the task mix built on `lecturelib.tasks`: `problems` gives
+  `(prompt, answer)` pairs of four kinds (reverse letters, sort digits, normalise a
   date, add two numbers), each phrased as an instruction in several ways, some held out
-  for evaluation; :func:`solve` reads the prompt and computes the answer, so
-  :func:`is_correct` is an exact checker that needs no stored answer, and
-  :func:`follows_format` checks the chat template's ending;
-- the raw corpus a base model is pretrained on (:func:`corpus`): blocks of bare
-  demonstrations ``x > y`` of one rule each, several rules per document, so that the
+  for evaluation; `solve` reads the prompt and computes the answer, so
+  `is_correct` is an exact checker that needs no stored answer, and
+  `follows_format` checks the chat template's ending;
+- the raw corpus a base model is pretrained on (`corpus`): blocks of bare
+  demonstrations `x > y` of one rule each, several rules per document, so that the
   rule must be read from the examples in context (Brown et al., arXiv:2005.14165);
-- :func:`scores` and :func:`accuracy`, a model's greedy accuracy and format-following on
-  the mix, and :func:`echo_pairs`, the preference pairs that DPO learns from.
+- `scores` and `accuracy`, a model's greedy accuracy and format-following on
+  the mix, and `echo_pairs`, the preference pairs that DPO learns from.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ CORPUS = 7919  # the corpus draws its blocks from a stream of seeds of its own
 
 
 def _mix(seed: int, k: int) -> int:
-    """A seed for the ``k``-th stream drawn from ``seed`` (streams do not overlap)."""
+    """A seed for the `k`-th stream drawn from `seed` (streams do not overlap)."""
     return (seed * 1_000_003 + k) % 2**61
 
 
@@ -81,8 +81,8 @@ def check_kind(kind) -> None:
 
 
 def _strings(task, n: int, alphabet: str, seed: int) -> list[tuple[str, str]]:
-    """``n`` (input, answer) strings from a token task of :mod:`lecturelib.tasks`, of
-    lengths drawn from :data:`LENGTHS`, its symbols written with ``alphabet``."""
+    """`n` (input, answer) strings from a token task of `lecturelib.tasks`, of
+    lengths drawn from `LENGTHS`, its symbols written with `alphabet`."""
     rng = random.Random(seed)
     lengths = [rng.randint(*LENGTHS) for _ in range(n)]
     out: list = [None] * n
@@ -98,7 +98,7 @@ def _strings(task, n: int, alphabet: str, seed: int) -> list[tuple[str, str]]:
 
 
 def check_exclude(exclude) -> None:
-    """A set (or frozenset) of inputs ``x`` as :func:`operands` writes them."""
+    """A set (or frozenset) of inputs `x` as `operands` writes them."""
     check_type(exclude, "exclude", (set, frozenset), "a set of input strings")
     for x in exclude:
         if not isinstance(x, str):
@@ -108,10 +108,10 @@ def check_exclude(exclude) -> None:
 def operands(
     kind: str, n: int, seed: int = 0, exclude: frozenset = frozenset()
 ) -> list[tuple[str, str]]:
-    """``n`` bare problems ``(x, answer)`` of ``kind``: ``("abc", "cba")`` for reverse,
-    ``("312", "123")`` for sort, ``("3 Mar 1998", "1998-03-03")`` for date,
-    ``("37 + 45", "82")`` for add. With ``exclude``, none whose input ``x`` is in it
-    (drawn from a longer stream of the same seed, those in ``exclude`` dropped), so
+    """`n` bare problems `(x, answer)` of `kind`: `("abc", "cba")` for reverse,
+    `("312", "123")` for sort, `("3 Mar 1998", "1998-03-03")` for date,
+    `("37 + 45", "82")` for add. With `exclude`, none whose input `x` is in it
+    (drawn from a longer stream of the same seed, those in `exclude` dropped), so
     that held-out and RL problems can be kept apart from the training data."""
     check_kind(kind)
     check_int(n, "n", 1)
@@ -151,9 +151,9 @@ def problems(
     held_out: bool = False,
     exclude: frozenset = frozenset(),
 ) -> list[tuple[str, str]]:
-    """``n`` instructions ``(prompt, answer)`` of ``kind``, each phrased with one of the
-    training phrasings of :data:`PHRASINGS` (or, with ``held_out``, one of those kept
-    for evaluation); with ``exclude``, none whose input is in it (:func:`operands`).
+    """`n` instructions `(prompt, answer)` of `kind`, each phrased with one of the
+    training phrasings of `PHRASINGS` (or, with `held_out`, one of those kept
+    for evaluation); with `exclude`, none whose input is in it (`operands`).
 
     >>> problems("reverse", 1, seed=3)
     [('Write ivua backwards.', 'auvi')]
@@ -168,9 +168,9 @@ def problems(
 def mix(
     n_per_kind: int, seed: int = 0, held_out: bool = False, exclude=None
 ) -> list[tuple[str, ...]]:
-    """``(kind, prompt, answer)`` for ``n_per_kind`` problems of every kind of
-    :data:`KINDS`, kind after kind; ``exclude`` maps a kind to the inputs to leave out
-    (:func:`operands`)."""
+    """`(kind, prompt, answer)` for `n_per_kind` problems of every kind of
+    `KINDS`, kind after kind; `exclude` maps a kind to the inputs to leave out
+    (`operands`)."""
     exclude = {} if exclude is None else exclude
     check_type(exclude, "exclude", dict, "a dict from kind to a set of inputs")
     return [
@@ -181,8 +181,8 @@ def mix(
 
 
 def seen_operands(n_per_kind: int, seed: int) -> dict[str, frozenset]:
-    """The inputs of the training mix ``mix(n_per_kind, seed)`` (as SFT draws it), per
-    kind: what held-out and RL problems pass as ``exclude``."""
+    """The inputs of the training mix `mix(n_per_kind, seed)` (as SFT draws it), per
+    kind: what held-out and RL problems pass as `exclude`."""
     return {k: frozenset(x for x, _ in operands(k, n_per_kind, seed)) for k in KINDS}
 
 
@@ -213,8 +213,8 @@ def _iso(date: str) -> str:
 
 
 def operand(kind: str, prompt: str) -> str:
-    """The input of the instruction ``prompt``, read out of any phrasing of
-    :data:`PHRASINGS`: ``operand("add", "What is 37 + 45?") == "37 + 45"``."""
+    """The input of the instruction `prompt`, read out of any phrasing of
+    `PHRASINGS`: `operand("add", "What is 37 + 45?") == "37 + 45"`."""
     check_kind(kind)
     check_type(prompt, "prompt", str)
     x = next((m.group(1) for p in _PATTERNS[kind] if (m := p.match(prompt))), None)
@@ -226,7 +226,7 @@ def operand(kind: str, prompt: str) -> str:
 
 
 def solve(kind: str, prompt: str) -> str:
-    """The answer to ``prompt``, computed from the prompt alone (the checker's side)."""
+    """The answer to `prompt`, computed from the prompt alone (the checker's side)."""
     x = operand(kind, prompt)
     if kind == "reverse":
         return x[::-1]
@@ -241,14 +241,14 @@ def solve(kind: str, prompt: str) -> str:
 
 
 def is_correct(kind: str, prompt: str, response: str) -> bool:
-    """Whether ``response`` (the text after ``<|assistant|>``, with or without the final
-    ``<|end|>``) is exactly the answer to ``prompt``."""
+    """Whether `response` (the text after `<|assistant|>`, with or without the final
+    `<|end|>`) is exactly the answer to `prompt`."""
     check_type(response, "response", str)
     return response.removesuffix(END) == solve(kind, prompt)
 
 
 def follows_format(response: str) -> bool:
-    """Whether ``response`` is plain text closed by one ``<|end|>``, nothing after."""
+    """Whether `response` is plain text closed by one `<|end|>`, nothing after."""
     check_type(response, "response", str)
     body = response.removesuffix(END)
     return (
@@ -273,8 +273,8 @@ OTHER_KINDS = tuple(k for k in KINDS if k not in RULES)
 
 
 def demonstrations(rule: str, n: int, seed: int = 0) -> list[str]:
-    """``n`` raw demonstrations ``"x > y"`` of ``rule``: a rule of letters of
-    :data:`RULES` or a task kind of :data:`KINDS`."""
+    """`n` raw demonstrations `"x > y"` of `rule`: a rule of letters of
+    `RULES` or a task kind of `KINDS`."""
     check_choice(rule, "rule", (*RULES, *KINDS))
     if rule in KINDS:
         return [f"{x} > {y}" for x, y in operands(rule, n, seed)]
@@ -283,8 +283,8 @@ def demonstrations(rule: str, n: int, seed: int = 0) -> list[str]:
 
 
 def few_shot(rule: str, shots: int, n: int, seed: int = 0) -> list[tuple[str, str]]:
-    """``n`` prompts of ``shots`` demonstrations of ``rule`` followed by a new input,
-    and the expected continuation: ``("\\n\\nabc > cba\\nxyz > ", "zyx")`` for one shot
+    """`n` prompts of `shots` demonstrations of `rule` followed by a new input,
+    and the expected continuation: `("\\n\\nabc > cba\\nxyz > ", "zyx")` for one shot
     of reverse."""
     check_int(shots, "shots", 0)
     lines = demonstrations(rule, n * (shots + 1), seed)
@@ -299,7 +299,7 @@ def few_shot(rule: str, shots: int, n: int, seed: int = 0) -> list[tuple[str, st
 def corpus(n_chars: int, seed: int = 0) -> str:
     """Raw text for pretraining: blocks of 2 to 8 demonstrations of one rule, each block
     after a blank line, the rule drawn anew for every block: a rule of letters
-    (:data:`RULES`, the reverse task among them) half the time, one of the other task
+    (`RULES`, the reverse task among them) half the time, one of the other task
     kinds otherwise."""
     check_int(n_chars, "n_chars", 1)
     check_int(seed, "seed", 0)
@@ -320,16 +320,16 @@ def corpus(n_chars: int, seed: int = 0) -> str:
 
 
 def accuracy(model: gpt.GPT, pairs: list[tuple[str, str]], kind: str, **kw) -> dict:
-    """Greedy accuracy (exact checker) and format-following of ``model`` on problems of
-    ``kind``: ``{"accuracy": ..., "format": ...}``, fractions in [0, 1]."""
+    """Greedy accuracy (exact checker) and format-following of `model` on problems of
+    `kind`: `{"accuracy": ..., "format": ...}`, fractions in [0, 1]."""
     check_kind(kind)
     return scores(model, [(kind, p, a) for p, a in pairs], **kw)[kind]
 
 
 def scores(model: gpt.GPT, items: list[tuple[str, str, str]], **kw) -> dict:
-    """Greedy accuracy and format-following of ``model`` per kind on the items
-    ``(kind, prompt, answer)``, answered as one batch: ``{kind: {"accuracy": ...,
-    "format": ...}}``; ``kw`` go to :func:`respond`."""
+    """Greedy accuracy and format-following of `model` per kind on the items
+    `(kind, prompt, answer)`, answered as one batch: `{kind: {"accuracy": ...,
+    "format": ...}}`; `kw` go to `respond`."""
     check_items(items)
     responses = respond(model, [p for _, p, _ in items], **kw)
     out = {}
@@ -345,10 +345,10 @@ def scores(model: gpt.GPT, items: list[tuple[str, str, str]], **kw) -> dict:
 
 
 def echo_pairs(items: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
-    """Preference pairs ``(prompt, chosen, rejected)`` for the items
-    ``(kind, prompt, answer)``: chosen is the right answer, rejected the input echoed
+    """Preference pairs `(prompt, chosen, rejected)` for the items
+    `(kind, prompt, answer)`: chosen is the right answer, rejected the input echoed
     back, a wrong response that a model which has not learned a task is prone to give
-    (an item whose answer is its input gives no pair). Both end with ``<|end|>``."""
+    (an item whose answer is its input gives no pair). Both end with `<|end|>`."""
     check_items(items)
     pairs = []
     for kind, prompt, answer in items:
@@ -359,7 +359,7 @@ def echo_pairs(items: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
 
 
 def check_items(items) -> None:
-    """A non-empty list of ``(kind, prompt, answer)`` triples, as :func:`mix` makes."""
+    """A non-empty list of `(kind, prompt, answer)` triples, as `mix` makes."""
     if not (
         isinstance(items, (list, tuple))
         and items

@@ -1,22 +1,22 @@
 """Chapter 21: batched decoding of left-padded prompts with a KV cache.
 
-``chat.respond`` and ``chat.group_sampler`` decode many prompts as one batch, each
+`chat.respond` and `chat.group_sampler` decode many prompts as one batch, each
 left-padded to the longest with a segment of its own (segment 0) so that
-``GPT(ids, segments)`` restarts each row's positions at its first real token and
-hides the padding. :class:`PaddedDecoder` gives the same next-token logits as that
+`GPT(ids, segments)` restarts each row's positions at its first real token and
+hides the padding. `PaddedDecoder` gives the same next-token logits as that
 forward, without recomputing the prefix: a *prefill* of the padded prompts through
-``gpt.GPT``'s own modules, storing every layer's keys and values in chapter 14's
-``kvcache.KVCache``, then one *decode* step per new token, each row's token at its own
+`gpt.GPT`'s own modules, storing every layer's keys and values in chapter 14's
+`kvcache.KVCache`, then one *decode* step per new token, each row's token at its own
 position, attending to the cached keys of its own segment. Rows that stopped are
 dropped from the cache, so only the rows still writing are computed.
 
-It runs a plain ``gpt.GPT`` in eval mode (or without dropout) only (:func:`runs`);
-:func:`decoder` falls back to the full forward for anything else (a subclass, LoRA or
+It runs a plain `gpt.GPT` in eval mode (or without dropout) only (`runs`);
+`decoder` falls back to the full forward for anything else (a subclass, LoRA or
 adapter layers, hooks, a MoE, dropout while training), which computes what that
 model's own forward computes.
 
-Shapes: ``b`` batch, ``a`` active rows, ``t`` positions, ``s`` cached positions, ``h``
-heads, ``e`` d_head, ``v`` vocabulary.
+Shapes: `b` batch, `a` active rows, `t` positions, `s` cached positions, `h`
+heads, `e` d_head, `v` vocabulary.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ PLAIN = (  # the module types whose computation the cached path repeats exactly
 
 
 def runs(model) -> bool:
-    """Whether the cached path computes what ``model(ids, segments)`` computes: a
-    ``gpt.GPT`` built of its own module types only (no subclass, LoRA, adapter or MoE),
+    """Whether the cached path computes what `model(ids, segments)` computes: a
+    `gpt.GPT` built of its own module types only (no subclass, LoRA, adapter or MoE),
     without hooks, and with no dropout active."""
     if type(model) is not gpt.GPT:
         return False
@@ -59,11 +59,11 @@ def runs(model) -> bool:
 
 
 def decoder(model: gpt.GPT, max_len: int):
-    """A function ``(ids, segments, rows) -> logits`` of the next token of each of the
-    ``rows`` of a left-padded batch: :class:`PaddedDecoder` where :func:`runs`, the full
-    forward ``model(ids[rows], segments[rows])[:, -1]`` otherwise.
+    """A function `(ids, segments, rows) -> logits` of the next token of each of the
+    `rows` of a left-padded batch: `PaddedDecoder` where `runs`, the full
+    forward `model(ids[rows], segments[rows])[:, -1]` otherwise.
 
-    Shapes: ids, segments ``(b, t)``, rows ``(a,)`` → ``(a, v)``."""
+    Shapes: ids, segments `(b, t)`, rows `(a,)` → `(a, v)`."""
     check_decoder(model, max_len)
     if runs(model):
         return PaddedDecoder(model, max_len)
@@ -71,8 +71,8 @@ def decoder(model: gpt.GPT, max_len: int):
 
 
 def check_step(decoder: PaddedDecoder, ids, segments, rows) -> None:
-    """ids and segments ``(b, t)``, ``t`` one more than at the previous call (after
-    the prefill); ``rows`` a 1-d CPU integer tensor of distinct rows in ``0..b-1``,
+    """ids and segments `(b, t)`, `t` one more than at the previous call (after
+    the prefill); `rows` a 1-d CPU integer tensor of distinct rows in `0..b-1`,
     each one that the previous call read."""
     for x, name in ((ids, "ids"), (segments, "segments")):  # no look at the values:
         if not is_int_tensor(x) or x.dim() != 2:  # no wait for the device per token
@@ -110,7 +110,7 @@ def check_step(decoder: PaddedDecoder, ids, segments, rows) -> None:
 
 
 def check_decoder(model, max_len) -> None:
-    """A GPT and a ``max_len`` of 1 to the model's ``seq_len`` positions."""
+    """A GPT and a `max_len` of 1 to the model's `seq_len` positions."""
     gpt.check_gpt(model)
     check_int(max_len, "max_len", 1)
     if max_len > model.config.seq_len:
@@ -123,11 +123,11 @@ def check_decoder(model, max_len) -> None:
 class PaddedDecoder:
     """Next-token logits of a left-padded batch whose rows grow by one token per call:
     the first call prefills the cache with the whole batch, each later one reads only
-    the newest token of each of ``rows`` (the rows still writing: rows that an earlier
+    the newest token of each of `rows` (the rows still writing: rows that an earlier
     call read, in any order), after dropping the others from the cache and putting the
-    rest in the order of ``rows``.
+    rest in the order of `rows`.
 
-    Shapes: ids, segments ``(b, t)``, rows ``(a,)`` → ``(a, v)``."""
+    Shapes: ids, segments `(b, t)`, rows `(a,)` → `(a, v)`."""
 
     def __init__(self, model: gpt.GPT, max_len: int):
         self.model, self.max_len = model, max_len
@@ -151,7 +151,7 @@ class PaddedDecoder:
         return self.forward(ids, positions, mask)[:, -1]
 
     def keep(self, rows: torch.Tensor) -> None:
-        """Keep in the cache the rows ``rows`` (each one it holds), in their order."""
+        """Keep in the cache the rows `rows` (each one it holds), in their order."""
         if rows.tolist() == self.rows:
             return
         at = {r: i for i, r in enumerate(self.rows)}  # where the cache holds each row
@@ -163,10 +163,10 @@ class PaddedDecoder:
         self.cache.batch = len(rows)
 
     def forward(self, ids, positions, mask) -> torch.Tensor:
-        """``gpt.GPT.forward`` on ``t`` new tokens after the cached ones: the same
+        """`gpt.GPT.forward` on `t` new tokens after the cached ones: the same
         modules in the same order, the keys and values written to the cache.
 
-        Shapes: ids, positions ``(a, t)``, mask ``(a, 1, t, s)`` → ``(a, t, v)``."""
+        Shapes: ids, positions `(a, t)`, mask `(a, 1, t, s)` → `(a, t, v)`."""
         model, cache = self.model, self.cache
         x = model.embed_ids(ids, positions)  # (a, t, d)
         for layer, block in enumerate(model.blocks):

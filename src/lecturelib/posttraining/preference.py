@@ -1,27 +1,27 @@
 """Chapter 21: learning from preferences, a reward model and DPO.
 
-- :func:`bradley_terry_loss`: the Bradley–Terry model (1952) says a response with reward
-  ``r_c`` is preferred to one with ``r_r`` with probability ``σ(r_c − r_r)``; a reward
+- `bradley_terry_loss`: the Bradley–Terry model (1952) says a response with reward
+  `r_c` is preferred to one with `r_r` with probability `σ(r_c − r_r)`; a reward
   model is fitted by maximum likelihood on human (here: checker) comparisons, the loss
   of InstructGPT's reward model (Ouyang et al., arXiv:2203.02155).
-- :class:`RewardModel`: the book's GPT with its output head replaced by a scalar read
+- `RewardModel`: the book's GPT with its output head replaced by a scalar read
   from the last hidden state of each sequence's final token.
-- :func:`dpo_loss`: the KL-regularised objective ``max E[r] − β KL(π ‖ π_ref)`` has the
-  optimal policy ``π*(y|x) ∝ π_ref(y|x) exp(r(x, y)/β)``, so ``r = β log π*/π_ref`` up
-  to a term of ``x`` alone, which cancels in Bradley–Terry; Direct Preference
+- `dpo_loss`: the KL-regularised objective `max E[r] − β KL(π ‖ π_ref)` has the
+  optimal policy `π*(y|x) ∝ π_ref(y|x) exp(r(x, y)/β)`, so `r = β log π*/π_ref` up
+  to a term of `x` alone, which cancels in Bradley–Terry; Direct Preference
   Optimisation (Rafailov et al., arXiv:2305.18290) fits that implicit reward directly:
-  ``−log σ(β[(log π_c − log π_ref,c) − (log π_r − log π_ref,r)])``. The formula and the
-  detached rewards are TRL's ``DPOTrainer.dpo_loss`` (``loss_type="sigmoid"``, no label
+  `−log σ(β[(log π_c − log π_ref,c) − (log π_r − log π_ref,r)])`. The formula and the
+  detached rewards are TRL's `DPOTrainer.dpo_loss` (`loss_type="sigmoid"`, no label
   smoothing); a test checks it.
-- :func:`sequence_kl`: a Monte Carlo estimate of ``KL(π ‖ π_ref)`` from sequences drawn
-  from ``π`` (Schulman, "Approximating KL divergence", 2020): ``k1`` the mean of
-  ``log π − log π_ref`` (unbiased, can be negative for one sample), ``k3`` the mean of
-  ``(ρ − 1) − log ρ`` with ``ρ = π_ref/π`` (unbiased and never negative; the estimator
+- `sequence_kl`: a Monte Carlo estimate of `KL(π ‖ π_ref)` from sequences drawn
+  from `π` (Schulman, "Approximating KL divergence", 2020): `k1` the mean of
+  `log π − log π_ref` (unbiased, can be negative for one sample), `k3` the mean of
+  `(ρ − 1) − log ρ` with `ρ = π_ref/π` (unbiased and never negative; the estimator
   GRPO uses per token).
 
-Log-probabilities are of whole responses: the sum of ``log π(token)`` over the response
-tokens (``chat.response_logprobs``). Shapes: ``b`` pairs or sequences, ``t``
-positions, ``d`` d_model.
+Log-probabilities are of whole responses: the sum of `log π(token)` over the response
+tokens (`chat.response_logprobs`). Shapes: `b` pairs or sequences, `t`
+positions, `d` d_model.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ KL_ESTIMATORS = ("k1", "k3")
 
 
 def check_paired(name: str, *tensors_and_names) -> None:
-    """Float tensors ``(b,)`` of one length, ``b >= 1``: ``check_paired(func, (x, "x"),
-    ...)``."""
+    """Float tensors `(b,)` of one length, `b >= 1`: `check_paired(func, (x, "x"),
+    ...)`."""
     for x, label in tensors_and_names:
         check_tensor(x, label, "(b,)", dims=1)
     first, label = tensors_and_names[0]
@@ -61,9 +61,9 @@ def check_bradley_terry(r_chosen, r_rejected) -> None:
 def bradley_terry_loss(
     r_chosen: torch.Tensor, r_rejected: torch.Tensor
 ) -> torch.Tensor:
-    """The negative log-likelihood of the preferences, ``−log σ(r_c − r_r)``, averaged.
+    """The negative log-likelihood of the preferences, `−log σ(r_c − r_r)`, averaged.
 
-    Shapes: r_chosen, r_rejected ``(b,)`` → ``()``.
+    Shapes: r_chosen, r_rejected `(b,)` → `()`.
     """
     check_bradley_terry(r_chosen, r_rejected)
     return -F.logsigmoid(r_chosen - r_rejected).mean()
@@ -91,11 +91,11 @@ def check_reward_ids(ids, last, config: gpt.GPTConfig) -> None:
 
 
 class RewardModel(nn.Module):
-    """A GPT body read out by a linear head: the reward of a sequence is ``w·h + c`` for
-    the final norm's output ``h`` at its last token (``last``, default the last
+    """A GPT body read out by a linear head: the reward of a sequence is `w·h + c` for
+    the final norm's output `h` at its last token (`last`, default the last
     position; right-padded batches pass each sequence's last real position).
 
-    Shapes: ids ``(b, t)``, last ``(b,)`` → rewards ``(b,)``.
+    Shapes: ids `(b, t)`, last `(b,)` → rewards `(b,)`.
     """
 
     def __init__(self, body: gpt.GPT):
@@ -142,13 +142,13 @@ def dpo_loss(
     ref_rejected: torch.Tensor,
     beta: float = 0.1,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The DPO loss and the implicit rewards ``β(log π − log π_ref)`` of the chosen and
+    """The DPO loss and the implicit rewards `β(log π − log π_ref)` of the chosen and
     the rejected responses (detached: they are for plotting, as in TRL).
 
-    The preference accuracy is ``(chosen > rejected).float().mean()``, the margin
-    ``(chosen − rejected).mean()``.
+    The preference accuracy is `(chosen > rejected).float().mean()`, the margin
+    `(chosen − rejected).mean()`.
 
-    Shapes: the four log-probabilities ``(b,)`` → loss ``()``, rewards ``(b,)`` each.
+    Shapes: the four log-probabilities `(b,)` → loss `()`, rewards `(b,)` each.
     """
     check_dpo(pi_chosen, pi_rejected, ref_chosen, ref_rejected, beta)
     chosen = beta * (pi_chosen - ref_chosen)  # (b,) implicit rewards
@@ -166,11 +166,11 @@ def check_sequence_kl(logp, ref_logp, estimator) -> None:
 def sequence_kl(
     logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k1"
 ) -> torch.Tensor:
-    """A Monte Carlo estimate of ``KL(π ‖ π_ref)`` from sequences ``y ~ π``, given
-    ``log π(y)`` and ``log π_ref(y)``: ``k1`` averages ``log π(y) − log π_ref(y)``,
-    ``k3`` averages ``ρ − 1 − log ρ`` with ``ρ = π_ref(y)/π(y)``.
+    """A Monte Carlo estimate of `KL(π ‖ π_ref)` from sequences `y ~ π`, given
+    `log π(y)` and `log π_ref(y)`: `k1` averages `log π(y) − log π_ref(y)`,
+    `k3` averages `ρ − 1 − log ρ` with `ρ = π_ref(y)/π(y)`.
 
-    Shapes: logp, ref_logp ``(b,)`` → ``()``.
+    Shapes: logp, ref_logp `(b,)` → `()`.
     """
     check_sequence_kl(logp, ref_logp, estimator)
     log_ratio = ref_logp - logp  # (b,) log ρ

@@ -1,28 +1,28 @@
 """Chapter 21: the losses of reinforcement learning from verifiable rewards, from
 REINFORCE to GRPO.
 
-- :func:`reinforce_loss`: the score-function (REINFORCE) estimator of ``∇ E[R]``,
-  ``(R − b) ∇ log π(y)``, with a baseline ``b`` that does not depend on ``y`` (Williams,
-  1992): unbiased for any such ``b``, of lower variance for a good one.
-- :func:`ppo_clipped_loss`: PPO's clipped surrogate ``−min(ρA, clip(ρ, 1−ε, 1+ε)A)``,
-  ``ρ = π/π_old`` (Schulman et al., arXiv:1707.06347), elementwise: per token when given
-  ``(b, t)`` token log-probabilities, per sequence when given ``(b,)`` sums.
-- :func:`group_advantages`: GRPO's advantage (Shao et al., DeepSeekMath,
+- `reinforce_loss`: the score-function (REINFORCE) estimator of `∇ E[R]`,
+  `(R − b) ∇ log π(y)`, with a baseline `b` that does not depend on `y` (Williams,
+  1992): unbiased for any such `b`, of lower variance for a good one.
+- `ppo_clipped_loss`: PPO's clipped surrogate `−min(ρA, clip(ρ, 1−ε, 1+ε)A)`,
+  `ρ = π/π_old` (Schulman et al., arXiv:1707.06347), elementwise: per token when given
+  `(b, t)` token log-probabilities, per sequence when given `(b,)` sums.
+- `group_advantages`: GRPO's advantage (Shao et al., DeepSeekMath,
   arXiv:2402.03300) replaces PPO's value network by the other samples of the same
-  prompt: ``(r − mean_group)/(std_group + ε)``, with the unbiased (``n − 1``) standard
-  deviation and ``ε = 1e-4``, as TRL's ``GRPOTrainer`` computes it.
-- :func:`kl_k3`: the per-token KL penalty of DeepSeekMath, ``ρ − log ρ − 1`` with
-  ``ρ = π_ref/π``, an unbiased and never negative estimate of ``KL(π ‖ π_ref)`` on
-  tokens drawn from ``π`` (Schulman, "Approximating KL divergence", 2020).
-- :func:`grpo_loss`: the clipped surrogate plus ``β`` times that KL at every response
+  prompt: `(r − mean_group)/(std_group + ε)`, with the unbiased (`n − 1`) standard
+  deviation and `ε = 1e-4`, as TRL's `GRPOTrainer` computes it.
+- `kl_k3`: the per-token KL penalty of DeepSeekMath, `ρ − log ρ − 1` with
+  `ρ = π_ref/π`, an unbiased and never negative estimate of `KL(π ‖ π_ref)` on
+  tokens drawn from `π` (Schulman, "Approximating KL divergence", 2020).
+- `grpo_loss`: the clipped surrogate plus `β` times that KL at every response
   token, averaged over each response's tokens and then over responses (DeepSeekMath's
-  ``1/|o_i|`` normalisation, TRL's ``loss_type="grpo"``).
-- :func:`same_characters` is a checker that can be fooled (the right characters in any
+  `1/|o_i|` normalisation, TRL's `loss_type="grpo"`).
+- `same_characters` is a checker that can be fooled (the right characters in any
   order), for the chapter's demonstration of reward hacking.
 
 The step that samples responses and minimises these losses is
-:func:`lecturelib.posttraining.rollout.grpo_step`. Shapes: ``b`` sequences, ``t``
-positions, ``n`` prompts, ``g`` group size.
+`lecturelib.posttraining.rollout.grpo_step`. Shapes: `b` sequences, `t`
+positions, `n` prompts, `g` group size.
 """
 
 from __future__ import annotations
@@ -54,13 +54,13 @@ def check_same_shape(x, name: str, like, like_name: str) -> None:
 
 
 def check_nonempty(x, name: str) -> None:
-    """``x`` holds at least one value (the mean of none is NaN)."""
+    """`x` holds at least one value (the mean of none is NaN)."""
     if not x.numel():
         raise ValueError(f"{name} must not be empty; got shape {tuple(x.shape)}")
 
 
 def check_logprobs(*named) -> None:
-    """Each ``(x, name)`` holds log-probabilities: values <= 0, none NaN (a probability
+    """Each `(x, name)` holds log-probabilities: values <= 0, none NaN (a probability
     given for a log-probability is above 0). One look at the values of all of them.
     Empty tensors pass (the callers refuse them by name)."""
     named = [(x, name) for x, name in named if x.numel()]
@@ -97,11 +97,11 @@ def check_reinforce(logprobs, rewards, baseline) -> None:
 def reinforce_loss(
     logprobs: torch.Tensor, rewards: torch.Tensor, baseline=0.0
 ) -> torch.Tensor:
-    """A loss whose gradient is minus the REINFORCE estimate of ``∇ E[R]``:
-    ``−mean((R − b) log π(y))``, the advantage ``R − b`` held constant.
+    """A loss whose gradient is minus the REINFORCE estimate of `∇ E[R]`:
+    `−mean((R − b) log π(y))`, the advantage `R − b` held constant.
 
-    Shapes: logprobs (``log π(y)`` of the sampled ``y``), rewards ``(b,)``; baseline a
-    number or ``(b,)`` → ``()``.
+    Shapes: logprobs (`log π(y)` of the sampled `y`), rewards `(b,)`; baseline a
+    number or `(b,)` → `()`.
     """
     check_reinforce(logprobs, rewards, baseline)
     advantage = (rewards - baseline).detach()  # (b,)
@@ -109,7 +109,7 @@ def reinforce_loss(
 
 
 def check_ppo(logp_new, logp_old, advantages, clip, values: bool = True) -> None:
-    """The arguments of :func:`ppo_clipped_loss` (only ``logp_new − logp_old`` matters
+    """The arguments of `ppo_clipped_loss` (only `logp_new − logp_old` matters
     to it, so their values are not checked: a log-ratio and 0 are valid)."""
     check_tensor(logp_new, "logp_new", "(b,) or (b, t)")
     if logp_new.dim() not in (1, 2):
@@ -134,13 +134,13 @@ def ppo_clipped_loss(
     advantages: torch.Tensor,
     clip: float = 0.2,
 ) -> torch.Tensor:
-    """PPO's clipped surrogate loss at every element, ``−min(ρA, clip(ρ)A)`` with
-    ``ρ = exp(logp_new − logp_old)``; the caller averages it (:func:`masked_mean`).
-    Where the clip binds, the gradient is zero. ``logp_old`` (the policy that sampled)
+    """PPO's clipped surrogate loss at every element, `−min(ρA, clip(ρ)A)` with
+    `ρ = exp(logp_new − logp_old)`; the caller averages it (`masked_mean`).
+    Where the clip binds, the gradient is zero. `logp_old` (the policy that sampled)
     and the advantages are constants of the step: no gradient flows into them.
 
-    Shapes: logp_new, logp_old ``(b, t)`` (per token) or ``(b,)`` (per sequence);
-    advantages ``(b,)`` or their shape → the shape of logp_new.
+    Shapes: logp_new, logp_old `(b, t)` (per token) or `(b,)` (per sequence);
+    advantages `(b,)` or their shape → the shape of logp_new.
     """
     check_ppo(logp_new, logp_old, advantages, clip)
     if advantages.dim() < logp_new.dim():
@@ -170,10 +170,10 @@ def group_advantages(
     eps: float = ADVANTAGE_EPS,
 ) -> torch.Tensor:
     """GRPO's advantages: each reward minus the mean of its group, divided by the
-    group's unbiased standard deviation plus ``eps`` when ``normalise``. A group whose
+    group's unbiased standard deviation plus `eps` when `normalise`. A group whose
     rewards are all equal gets zero advantages: it teaches nothing.
 
-    Shapes: rewards ``(n·g,)``, each prompt's ``g`` together → ``(n·g,)``.
+    Shapes: rewards `(n·g,)`, each prompt's `g` together → `(n·g,)`.
     """
     check_group_advantages(rewards, group_size, normalise, eps)
     r = rewards.view(-1, group_size)  # (n, g)
@@ -194,11 +194,11 @@ def check_kl(logp, ref_logp, values: bool = True) -> None:
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """The k3 estimate of ``KL(π ‖ π_ref)`` at every sampled token:
-    ``exp(ref − logp) − (ref − logp) − 1``, zero where the two agree; the reference
-    is fixed (no gradient flows into ``ref_logp``).
+    """The k3 estimate of `KL(π ‖ π_ref)` at every sampled token:
+    `exp(ref − logp) − (ref − logp) − 1`, zero where the two agree; the reference
+    is fixed (no gradient flows into `ref_logp`).
 
-    Shapes: logp, ref_logp ``(b, t)`` → ``(b, t)``.
+    Shapes: logp, ref_logp `(b, t)` → `(b, t)`.
     """
     check_kl(logp, ref_logp)
     log_ratio = ref_logp.detach() - logp  # log π_ref/π
@@ -212,7 +212,7 @@ def check_mask(mask, like, name: str = "mask") -> None:
 
 
 def check_marks(mask, name: str = "mask") -> None:
-    """``mask`` marks one token at least (a mean over none is no loss at all)."""
+    """`mask` marks one token at least (a mean over none is no loss at all)."""
     if not mask.any():
         raise ValueError(
             f"{name} marks no token (shape {tuple(mask.shape)}): there is nothing to "
@@ -221,10 +221,10 @@ def check_marks(mask, name: str = "mask") -> None:
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The mean of ``x`` over each sequence's masked positions, then over sequences
+    """The mean of `x` over each sequence's masked positions, then over sequences
     (a sequence without any counts as zero; a batch without any is refused).
 
-    Shapes: x ``(b, t)``, mask ``(b, t)`` bool → ``()``.
+    Shapes: x `(b, t)`, mask `(b, t)` bool → `()`.
     """
     check_tensor(x, "x", "(b, t)", dims=2)
     check_mask(mask, x)
@@ -252,12 +252,12 @@ def grpo_loss(
     clip: float = 0.2,
     beta: float = 0.04,
 ) -> torch.Tensor:
-    """The GRPO loss: ``−min(ρA, clip(ρ)A) + β·k3`` at every response token, averaged
+    """The GRPO loss: `−min(ρA, clip(ρ)A) + β·k3` at every response token, averaged
     over each response's tokens, then over responses.
 
-    Shapes: logp, logp_old, ref_logp ``(b, t)`` token log-probabilities under the
-    policy, the policy that sampled and the reference; advantages ``(b,)``; mask
-    ``(b, t)`` bool → ``()``.
+    Shapes: logp, logp_old, ref_logp `(b, t)` token log-probabilities under the
+    policy, the policy that sampled and the reference; advantages `(b,)`; mask
+    `(b, t)` bool → `()`.
     """
     check_grpo(logp, logp_old, ref_logp, advantages, mask, clip, beta)
     surrogate = ppo_clipped_loss(logp, logp_old, advantages, clip)  # (b, t)
@@ -265,9 +265,9 @@ def grpo_loss(
 
 
 def same_characters(answer: str, response: str) -> float:
-    """A checker that can be fooled: 1.0 when ``response`` holds the characters of
-    ``answer``, each as often, in any order, spaces aside (``"21"`` passes for
-    ``"12"``, and so does a sorting problem's unsorted input), else 0.0."""
+    """A checker that can be fooled: 1.0 when `response` holds the characters of
+    `answer`, each as often, in any order, spaces aside (`"21"` passes for
+    `"12"`, and so does a sorting problem's unsorted input), else 0.0."""
     check_type(answer, "answer", str, "a str")
     check_type(response, "response", str, "a str")
     counts = [Counter(s.replace(" ", "")) for s in (answer, response)]

@@ -1,18 +1,18 @@
 """Chapter 21: GRPO's rollouts, sampling groups of responses and stepping on them.
 
-- :func:`grpo_step` samples ``group_size`` responses per prompt, scores them with an
-  exact checker, and takes ``iterations`` optimiser steps on the GRPO loss of
-  :mod:`lecturelib.posttraining.rl` (DeepSeekMath's ``μ``; with one, ``ρ = 1`` and the
+- `grpo_step` samples `group_size` responses per prompt, scores them with an
+  exact checker, and takes `iterations` optimiser steps on the GRPO loss of
+  `lecturelib.posttraining.rl` (DeepSeekMath's `μ`; with one, `ρ = 1` and the
   loss's gradient is the policy gradient).
-- :func:`sample` draws one response per prompt by ancestral sampling, as one batch;
-  :func:`sampler` turns it into the ``sample_fn`` that :func:`grpo_step` calls.
+- `sample` draws one response per prompt by ancestral sampling, as one batch;
+  `sampler` turns it into the `sample_fn` that `grpo_step` calls.
 
-A batch of sequences is right-padded token ids ``(b, t)`` with a bool ``mask`` marking
-the response tokens (the targets); :func:`token_logprobs` gives
-``log π(ids_j | ids_<j)`` at every position ``j`` (0 at ``j = 0``), so a response's
-log-probability is ``(token_logprobs(model, ids) * mask).sum(-1)``, as
-``chat.response_logprobs`` computes it. Shapes: ``b`` sequences, ``t`` positions,
-``v`` vocabulary, ``n`` prompts, ``g`` group size.
+A batch of sequences is right-padded token ids `(b, t)` with a bool `mask` marking
+the response tokens (the targets); `token_logprobs` gives
+`log π(ids_j | ids_<j)` at every position `j` (0 at `j = 0`), so a response's
+log-probability is `(token_logprobs(model, ids) * mask).sum(-1)`, as
+`chat.response_logprobs` computes it. Shapes: `b` sequences, `t` positions,
+`v` vocabulary, `n` prompts, `g` group size.
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ from lecturelib.validate import (
 
 
 def token_logprobs(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-    """``log π(ids_j | ids_<j)`` at every position ``j``, 0 at the first (nothing
-    predicts it). Exact on right-padded batches: a causal model's position ``j`` reads
-    only ``ids_≤j``.
+    """`log π(ids_j | ids_<j)` at every position `j`, 0 at the first (nothing
+    predicts it). Exact on right-padded batches: a causal model's position `j` reads
+    only `ids_≤j`.
 
-    Shapes: ids ``(b, t)`` → ``(b, t)``.
+    Shapes: ids `(b, t)` → `(b, t)`.
     """
     check_token_logprobs(model, ids)
     logp = F.log_softmax(model(ids)[:, :-1].float(), dim=-1)  # (b, t-1, v)
@@ -58,7 +58,7 @@ def token_logprobs(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
 
 
 def check_token_logprobs(model, ids) -> None:
-    """A model (a callable module) and ids ``(b, t)`` with ``t >= 2``."""
+    """A model (a callable module) and ids `(b, t)` with `t >= 2`."""
     check_type(model, "model", nn.Module, "an nn.Module (a causal language model)")
     check_ids(ids, "ids", dims=2)
     if ids.shape[1] < 2:
@@ -98,11 +98,11 @@ def sample(
     generator: torch.Generator | None = None,
 ) -> list[torch.Tensor]:
     """Ancestral sampling of one response per prompt, each up to and including its
-    first ``eos``, at most ``max_new`` tokens and within the model's context. The
+    first `eos`, at most `max_new` tokens and within the model's context. The
     prompts are left-padded into one batch, the padding a segment of its own
-    (``GPT(ids, segments)``): no prompt sees it, and positions start at each prompt.
+    (`GPT(ids, segments)`): no prompt sees it, and positions start at each prompt.
 
-    Shapes: ``b`` prompts ``(p_i,)`` → ``b`` responses ``(≤ max_new,)``.
+    Shapes: `b` prompts `(p_i,)` → `b` responses `(≤ max_new,)`.
     """
     if generator is None:
         generator = torch.Generator().manual_seed(0)
@@ -132,10 +132,10 @@ def sample(
 def pad_right(
     prompts: list[torch.Tensor], responses: list[torch.Tensor], pad: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Prompt + response sequences right-padded with ``pad``, and the mask of the
+    """Prompt + response sequences right-padded with `pad`, and the mask of the
     response tokens.
 
-    Shapes: ``b`` prompts and responses (1-d) → ids, mask ``(b, t)``.
+    Shapes: `b` prompts and responses (1-d) → ids, mask `(b, t)`.
     """
     check_pad_right(prompts, responses, pad)
     rows = [torch.cat([p, r]) for p, r in zip(prompts, responses)]
@@ -184,13 +184,13 @@ def sampler(
     temperature: float = 1.0,
     seed: int = 0,
 ):
-    """A ``sample_fn(model, prompts, group_size) -> (ids, mask, responses)`` for
-    :func:`grpo_step`: ``encode`` turns a prompt into the token ids the model answers
-    (the chat template up to the assistant's turn), ``decode`` a response's ids (without
-    its ``eos``) into text. All ``n·g`` responses are sampled as one batch.
+    """A `sample_fn(model, prompts, group_size) -> (ids, mask, responses)` for
+    `grpo_step`: `encode` turns a prompt into the token ids the model answers
+    (the chat template up to the assistant's turn), `decode` a response's ids (without
+    its `eos`) into text. All `n·g` responses are sampled as one batch.
 
-    Shapes: ``n`` prompts → ids, mask ``(n·g, t)`` and ``n·g`` responses, each prompt's
-    ``g`` together.
+    Shapes: `n` prompts → ids, mask `(n·g, t)` and `n·g` responses, each prompt's
+    `g` together.
     """
     check_sampler(encode, decode, eos, max_new, temperature, seed)
     generator = torch.Generator().manual_seed(seed)
@@ -239,7 +239,7 @@ def check_grpo_step(
 
 
 def check_samples(ids, mask, responses, rewards, n: int) -> None:
-    """What ``sample_fn`` and ``reward_fn`` returned for ``n`` sequences."""
+    """What `sample_fn` and `reward_fn` returned for `n` sequences."""
     check_ids(ids, "sample_fn's ids", dims=2)
     if len(ids) != n:
         raise ValueError(f"sample_fn must return {n} sequences (n·g); got {len(ids)}")
@@ -266,13 +266,13 @@ def grpo_step(
     iterations: int = 1,
     max_norm: float = 1.0,
 ) -> dict:
-    """One GRPO step: ``group_size`` responses per prompt from ``sample_fn(policy,
-    prompts, group_size)``, their rewards ``reward_fn(prompt, response)``, group
-    advantages, then ``iterations`` clipped, KL-penalised optimiser steps on them.
+    """One GRPO step: `group_size` responses per prompt from `sample_fn(policy,
+    prompts, group_size)`, their rewards `reward_fn(prompt, response)`, group
+    advantages, then `iterations` clipped, KL-penalised optimiser steps on them.
 
-    Returns the mean ``reward``, the ``kl`` to the reference (k3, per token), the mean
-    response ``length`` in tokens, the last ``loss``, and the ``rewards`` and
-    ``responses`` themselves (each prompt's group together).
+    Returns the mean `reward`, the `kl` to the reference (k3, per token), the mean
+    response `length` in tokens, the last `loss`, and the `rewards` and
+    `responses` themselves (each prompt's group together).
     """
     check_grpo_step(
         policy,

@@ -1,15 +1,15 @@
 """Chapter 21: supervised finetuning (SFT), and the chapter's models, trained on the
 profile's device and cached like chapter 11's GPT.
 
-- :func:`sft_loss`: the masked loss of a model on a batch of :func:`pack` or
-  :func:`shifted` (:mod:`lecturelib.posttraining.chat`), the response its only target;
-- :func:`base_model`: a GPT pretrained with a chapter 11 recipe on the raw corpus of
-  :func:`lecturelib.posttraining.instructions.corpus`;
-- :func:`sft_model`: the base model finetuned on the instruction mix (Ouyang et al.,
-  arXiv:2203.02155, step 1) by :func:`finetune`, the loss on the response only, the
+- `sft_loss`: the masked loss of a model on a batch of `pack` or
+  `shifted` (`lecturelib.posttraining.chat`), the response its only target;
+- `base_model`: a GPT pretrained with a chapter 11 recipe on the raw corpus of
+  `lecturelib.posttraining.instructions.corpus`;
+- `sft_model`: the base model finetuned on the instruction mix (Ouyang et al.,
+  arXiv:2203.02155, step 1) by `finetune`, the loss on the response only, the
   examples packed;
-- the recipes of each profile (:class:`ChatRecipe`, :data:`RECIPES`, :func:`recipe`)
-  and where the models are cached (:func:`model_path`, :func:`history`).
+- the recipes of each profile (`ChatRecipe`, `RECIPES`, `recipe`)
+  and where the models are cached (`model_path`, `history`).
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from lecturelib.validate import (
 
 
 def sft_loss(model: gpt.GPT, batch) -> torch.Tensor:
-    """:func:`masked_loss` of ``model`` on a batch ``(ids, targets, segments, mask)`` of
-    :func:`pack` (``segments`` None for a batch of :func:`shifted`)."""
+    """`masked_loss` of `model` on a batch `(ids, targets, segments, mask)` of
+    `pack` (`segments` None for a batch of `shifted`)."""
     check_callable(model, "model (a GPT)")
     check_sft_batch(batch)
     ids, targets, segments, mask = batch
@@ -57,8 +57,8 @@ def sft_loss(model: gpt.GPT, batch) -> torch.Tensor:
 
 
 def check_sft_batch(batch) -> None:
-    """Four items, as :func:`pack` and :func:`shifted` make (their tensors are checked
-    by the model and :func:`masked_loss`)."""
+    """Four items, as `pack` and `shifted` make (their tensors are checked
+    by the model and `masked_loss`)."""
     if not isinstance(batch, (tuple, list)) or len(batch) != 4:
         n = f" of length {len(batch)}" if isinstance(batch, (tuple, list)) else ""
         raise TypeError(
@@ -72,8 +72,8 @@ def check_sft_batch(batch) -> None:
 
 @dataclass(frozen=True)
 class SFTRecipe:
-    """Supervised finetuning on the instruction mix: ``n_per_kind`` problems of each
-    kind (training phrasings), packed into rows of the model's ``seq_len``."""
+    """Supervised finetuning on the instruction mix: `n_per_kind` problems of each
+    kind (training phrasings), packed into rows of the model's `seq_len`."""
 
     n_per_kind: int = 2000
     batch_size: int = 16  # packed rows per step
@@ -92,7 +92,7 @@ class SFTRecipe:
 @dataclass(frozen=True)
 class ChatRecipe:
     """The chapter's models of one profile: the base model's pretraining (a chapter 11
-    :class:`~lecturelib.pretraining.pretrain.Recipe` on :func:`corpus`) and its SFT."""
+    `Recipe` on `corpus`) and its SFT."""
 
     base: pretrain.Recipe
     corpus_chars: int
@@ -104,7 +104,7 @@ class ChatRecipe:
         check_type(self.sft, "ChatRecipe.sft", SFTRecipe, "an SFTRecipe")
 
     def key(self, part: str) -> str:
-        """A short hash of what decides the ``part`` ("base" or "sft") model."""
+        """A short hash of what decides the `part` ("base" or "sft") model."""
         fields = {"base": self.base, "corpus_chars": self.corpus_chars, "version": 2}
         if part == "sft":
             fields.update(sft=self.sft, sft_version=2)
@@ -163,7 +163,7 @@ HELD = 90_000  # the seed of the held-out responses whose loss SFT records
 
 
 def check_device(device) -> None:
-    """A device name or a ``torch.device`` that this machine has."""
+    """A device name or a `torch.device` that this machine has."""
     check_type(device, "device", (str, torch.device), "a str or a torch.device")
     try:
         torch.empty(0, device=device)
@@ -176,10 +176,10 @@ def check_profile(profile) -> None:
 
 
 def recipe(profile: str) -> ChatRecipe:
-    """The recipe of ``profile``, its step counts capped by ``$LECTURELIB_STEPS_CAP``
-    (:func:`lecturelib.runtime.cap_steps`; the warm-ups shortened to fit, and the data
-    cut to what a few steps read: :data:`CAPPED_CORPUS` characters,
-    :data:`CAPPED_PER_KIND` instructions of each kind)."""
+    """The recipe of `profile`, its step counts capped by `$LECTURELIB_STEPS_CAP`
+    (`lecturelib.runtime.cap_steps`; the warm-ups shortened to fit, and the data
+    cut to what a few steps read: `CAPPED_CORPUS` characters,
+    `CAPPED_PER_KIND` instructions of each kind)."""
     check_profile(profile)
     r = RECIPES[profile]
     if runtime.steps_cap() is None:
@@ -198,7 +198,7 @@ def recipe(profile: str) -> ChatRecipe:
 
 
 def model_path(profile: str, part: str) -> Path:
-    """Where the cached ``part`` ("base" or "sft") model of ``profile`` lives (the name
+    """Where the cached `part` ("base" or "sft") model of `profile` lives (the name
     carries the hash of its recipe, so a changed or capped recipe is trained afresh)."""
     check_choice(part, "part", ("base", "sft"))
     key = recipe(profile).key(part)
@@ -221,7 +221,7 @@ def _save(path: Path, model: gpt.GPT, hist: train.History) -> None:
 
 
 def history(profile: str, part: str) -> train.History:
-    """The training history saved with the cached ``part`` model of ``profile``."""
+    """The training history saved with the cached `part` model of `profile`."""
     return train.History.from_dict(
         checkpoint.load(model_path(profile, part))["history"]
     )
@@ -230,8 +230,8 @@ def history(profile: str, part: str) -> train.History:
 def base_model(
     profile: str, device: torch.device | str = "cpu", *, progress: bool = True
 ) -> tuple[gpt.GPT, ChatVocab]:
-    """The chapter's base model for ``profile`` in eval mode, and its vocabulary: loaded
-    from the cache when there, otherwise pretrained on :func:`corpus` on ``device`` and
+    """The chapter's base model for `profile` in eval mode, and its vocabulary: loaded
+    from the cache when there, otherwise pretrained on `corpus` on `device` and
     cached."""
     check_device(device)
     path = model_path(profile, "base")
@@ -256,7 +256,7 @@ def base_model(
 
 
 def sft_examples(n_per_kind: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The instruction mix: ``n_per_kind`` problems of every kind (training phrasings)
+    """The instruction mix: `n_per_kind` problems of every kind (training phrasings)
     in the chat template, shuffled."""
     check_int(n_per_kind, "n_per_kind", 1)
     pairs = [pq for kind in KINDS for pq in problems(kind, n_per_kind, seed)]
@@ -268,7 +268,7 @@ def held_examples(
     n_per_kind: int, seed: int
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Sixteen problems of every kind (training phrasings) whose inputs are not in
-    :func:`sft_examples` ``(n_per_kind, seed)``: the held-out responses whose loss SFT
+    `sft_examples` `(n_per_kind, seed)`: the held-out responses whose loss SFT
     records."""
     check_int(n_per_kind, "n_per_kind", 1)
     seen = seen_operands(n_per_kind, seed)
@@ -288,10 +288,10 @@ def finetune(
     progress: bool = True,
     desc: str = "SFT",
 ) -> tuple[gpt.GPT, train.History]:
-    """A copy of ``model`` finetuned on :func:`sft_examples` with ``recipe``, packed,
-    the loss on the response only (``masked``) or on every token (not); with ``stop``,
-    only the first ``stop`` steps of the recipe's schedule. The returned history records
-    the loss on held-out responses in ``evals["response_loss"]`` either way, at the same
+    """A copy of `model` finetuned on `sft_examples` with `recipe`, packed,
+    the loss on the response only (`masked`) or on every token (not); with `stop`,
+    only the first `stop` steps of the recipe's schedule. The returned history records
+    the loss on held-out responses in `evals["response_loss"]` either way, at the same
     steps."""
     gpt.check_gpt(model)
     check_type(recipe, "recipe", SFTRecipe, "an SFTRecipe")
@@ -346,9 +346,9 @@ def finetune(
 def sft_model(
     profile: str, device: torch.device | str = "cpu", *, progress: bool = True
 ) -> tuple[gpt.GPT, ChatVocab]:
-    """The chapter's SFT model for ``profile`` in eval mode, and its vocabulary: the
-    base model of :func:`base_model` finetuned on the instruction mix with the profile's
-    :class:`SFTRecipe` on ``device``; cached."""
+    """The chapter's SFT model for `profile` in eval mode, and its vocabulary: the
+    base model of `base_model` finetuned on the instruction mix with the profile's
+    `SFTRecipe` on `device`; cached."""
     check_device(device)
     path = model_path(profile, "sft")
     if path.exists():

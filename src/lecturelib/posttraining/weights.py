@@ -1,21 +1,21 @@
 """Chapter 21: GPT-2's released weights in the book's GPT (chapter 11).
 
 GPT-2 small (124M parameters; Radford et al., 2019) is chapter 11's
-:class:`~lecturelib.pretraining.gpt.GPT` with learned positions, LayerNorm (eps 1e-5)
+`GPT` with learned positions, LayerNorm (eps 1e-5)
 with biases, biases in every linear layer, a tied output head and GELU's tanh
-approximation. :func:`gpt2_config` reads its ``config.json`` into a ``GPTConfig`` and
-refuses, by name, what the book's GPT cannot express. :func:`from_gpt2_state_dict`
-renames GPT-2's tensors (``h.{i}.attn.c_attn.weight`` → ``blocks.{i}.attn.qkv.weight``,
-...) and transposes the weights of its ``Conv1D`` layers, which store a linear map
-``(in, out)`` where ``nn.Linear`` stores ``(out, in)``; a test asserts equal logits and
-equal greedy generations against ``transformers.GPT2LMHeadModel`` on a random small
+approximation. `gpt2_config` reads its `config.json` into a `GPTConfig` and
+refuses, by name, what the book's GPT cannot express. `from_gpt2_state_dict`
+renames GPT-2's tensors (`h.{i}.attn.c_attn.weight` → `blocks.{i}.attn.qkv.weight`,
+...) and transposes the weights of its `Conv1D` layers, which store a linear map
+`(in, out)` where `nn.Linear` stores `(out, in)`; a test asserts equal logits and
+equal greedy generations against `transformers.GPT2LMHeadModel` on a random small
 configuration.
 
-:func:`load_gpt2` fetches the real files (``config.json``, ``model.safetensors``,
-``tokenizer.json``) at a pinned revision through :mod:`lecturelib.data` (SHA-256, cache,
-progress bar, and an error that says what to do offline), and :func:`read_safetensors`
-reads the weights with the ``safetensors`` package: 8 bytes holding the header's length
-``n`` (little-endian), ``n`` bytes of JSON giving each tensor's dtype, shape and byte
+`load_gpt2` fetches the real files (`config.json`, `model.safetensors`,
+`tokenizer.json`) at a pinned revision through `lecturelib.data` (SHA-256, cache,
+progress bar, and an error that says what to do offline), and `read_safetensors`
+reads the weights with the `safetensors` package: 8 bytes holding the header's length
+`n` (little-endian), `n` bytes of JSON giving each tensor's dtype, shape and byte
 range, then the raw little-endian tensors.
 """
 
@@ -63,10 +63,10 @@ BLOCK = {
 
 
 def gpt2_config(hf_config: dict) -> gpt.GPTConfig:
-    """The ``GPTConfig`` of a GPT-2 ``config.json`` (a dict): ``n_embd`` → ``d_model``,
-    ``n_layer``, ``n_head``, ``n_positions`` → ``seq_len``, ``n_inner`` → ``d_ff``, its
+    """The `GPTConfig` of a GPT-2 `config.json` (a dict): `n_embd` → `d_model`,
+    `n_layer`, `n_head`, `n_positions` → `seq_len`, `n_inner` → `d_ff`, its
     one dropout rate, and GPT-2's form: learned positions, LayerNorm, biases, tied head.
-    Missing options take ``transformers.GPT2Config``'s defaults."""
+    Missing options take `transformers.GPT2Config`'s defaults."""
     check_gpt2_config(hf_config)
     c = hf_config
     return gpt.GPTConfig(
@@ -125,7 +125,7 @@ def check_gpt2_config(hf_config) -> None:
 
 
 def gpt2_names(n_layers: int) -> dict[str, tuple[str, bool]]:
-    """The book's GPT's parameter names → (GPT-2's, whether it is a ``Conv1D`` weight to
+    """The book's GPT's parameter names → (GPT-2's, whether it is a `Conv1D` weight to
     transpose). The tied output head is the embedding and has no entry."""
     check_int(n_layers, "n_layers", 1)
     names = {
@@ -142,9 +142,9 @@ def gpt2_names(n_layers: int) -> dict[str, tuple[str, bool]]:
 
 
 def gpt2_tensors(state_dict: Mapping) -> dict[str, torch.Tensor]:
-    """GPT-2's tensors by their names in ``GPT2Model`` (``transformer.`` dropped, as in
-    the released file), without the causal-mask buffers ``attn.bias`` and
-    ``attn.masked_bias``."""
+    """GPT-2's tensors by their names in `GPT2Model` (`transformer.` dropped, as in
+    the released file), without the causal-mask buffers `attn.bias` and
+    `attn.masked_bias`."""
     check_type(state_dict, "state_dict", Mapping, "a dict of tensors")
     bad = [k for k in state_dict if not isinstance(k, str)]
     if bad:
@@ -158,9 +158,9 @@ def gpt2_tensors(state_dict: Mapping) -> dict[str, torch.Tensor]:
 
 
 def from_gpt2_state_dict(state_dict: Mapping, config: gpt.GPTConfig) -> gpt.GPT:
-    """A :class:`~lecturelib.pretraining.gpt.GPT` holding GPT-2's weights: each tensor
-    renamed (:func:`gpt2_names`), each ``Conv1D`` weight transposed, since ``x W`` with
-    ``W`` ``(in, out)`` is ``nn.Linear`` with weight ``Wᵀ``."""
+    """A `GPT` holding GPT-2's weights: each tensor
+    renamed (`gpt2_names`), each `Conv1D` weight transposed, since `x W` with
+    `W` `(in, out)` is `nn.Linear` with weight `Wᵀ`."""
     check_gpt2_state_dict(state_dict, config)
     theirs = gpt2_tensors(state_dict)
     ours = {
@@ -176,8 +176,8 @@ def from_gpt2_state_dict(state_dict: Mapping, config: gpt.GPTConfig) -> gpt.GPT:
 
 
 def check_gpt2_state_dict(state_dict, config) -> None:
-    """``state_dict`` must hold exactly GPT-2's tensors for ``config`` (a GPT-2-shaped
-    ``GPTConfig``), each of its shape; a tied ``lm_head.weight`` must equal ``wte``."""
+    """`state_dict` must hold exactly GPT-2's tensors for `config` (a GPT-2-shaped
+    `GPTConfig`), each of its shape; a tied `lm_head.weight` must equal `wte`."""
     check_type(state_dict, "state_dict", Mapping, "a dict of tensors")
     check_type(config, "config", gpt.GPTConfig, "a GPTConfig")
     form = {"norm": "layer", "positions": "learned", "bias": True}
@@ -229,11 +229,11 @@ def check_gpt2_state_dict(state_dict, config) -> None:
 
 
 def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
-    """The tensors of a ``.safetensors`` file (8 bytes holding the header's length ``n``,
-    ``n`` bytes of JSON giving each tensor's dtype, shape and byte range, then the raw
-    tensors), read by the ``safetensors`` package, which refuses a malformed file
+    """The tensors of a `.safetensors` file (8 bytes holding the header's length `n`,
+    `n` bytes of JSON giving each tensor's dtype, shape and byte range, then the raw
+    tensors), read by the `safetensors` package, which refuses a malformed file
     (a truncated header, byte ranges that overlap, leave gaps or miss the file, a
-    dtype it does not know, a shape that does not fill its bytes): a ``ValueError``
+    dtype it does not know, a shape that does not fill its bytes): a `ValueError`
     naming the file."""
     check_type(path, "path", (str, os.PathLike), "a str or a Path")
     try:
@@ -244,12 +244,12 @@ def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
 
 def load_gpt2(device: str | torch.device = "cpu"):
     """GPT-2 small (124M) at the pinned revision as the book's GPT, in eval mode on
-    ``device``, and its byte-level BPE tokenizer (a ``tokenizers.Tokenizer``).
+    `device`, and its byte-level BPE tokenizer (a `tokenizers.Tokenizer`).
 
     The three files (about 550 MB) are downloaded once into the cache and verified
-    against their SHA-256 at every use (:mod:`lecturelib.data`, data sets
-    ``gpt2/config``, ``gpt2/model``, ``gpt2/tokenizer``); offline, the
-    ``data.DataError`` says where to copy them by hand.
+    against their SHA-256 at every use (`lecturelib.data`, data sets
+    `gpt2/config`, `gpt2/model`, `gpt2/tokenizer`); offline, the
+    `data.DataError` says where to copy them by hand.
     """
     check_type(device, "device", (str, torch.device), "a str or a torch.device")
     config = gpt2_config(json.loads(data.read_text("gpt2/config")))

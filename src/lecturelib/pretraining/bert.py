@@ -1,22 +1,22 @@
 """Chapter 12: BERT, an encoder pretrained by masked language modelling (Devlin et al.,
 2019, arXiv:1810.04805), with RoBERTa's changes (Liu et al., 2019, arXiv:1907.11692).
 
-- :func:`mask_tokens` is BERT's corruption: each ordinary token is selected with
-  probability ``p`` (15%); a selected token becomes ``[MASK]`` (80%), a random token
+- `mask_tokens` is BERT's corruption: each ordinary token is selected with
+  probability `p` (15%); a selected token becomes `[MASK]` (80%), a random token
   (10%) or stays (10%), and only selected positions are targets (the others get
-  ``IGNORE``). Special and padding tokens are never selected. Called afresh for every
-  batch it is RoBERTa's *dynamic* masking; :func:`mlm_batches` does that.
-- :class:`BERT` is chapter 8's encoder blocks (``transformer.stack``; Pre-LN, where BERT
+  `IGNORE`). Special and padding tokens are never selected. Called afresh for every
+  batch it is RoBERTa's *dynamic* masking; `mlm_batches` does that.
+- `BERT` is chapter 8's encoder blocks (`transformer.stack`; Pre-LN, where BERT
   was Post-LN, because it trains reliably in a few hundred steps) over token + learned
   position embeddings, with an MLM head tied to the token embeddings and a linear
-  classification head on the ``[CLS]`` state or on the mean of the real states. BERT's
-  next-sentence prediction and its pooler (a ``tanh`` layer under the classifier) are
+  classification head on the `[CLS]` state or on the mean of the real states. BERT's
+  next-sentence prediction and its pooler (a `tanh` layer under the classifier) are
   left out, as in RoBERTa.
-- :class:`Specials` names the ids of ``[PAD] [CLS] [SEP] [MASK]``, placed after the ids
-  of a tokenizer's ``n_text`` ordinary tokens; :func:`encode_sentence` and :func:`pad`
-  build classification batches and :func:`token_stream` the pretraining stream.
+- `Specials` names the ids of `[PAD] [CLS] [SEP] [MASK]`, placed after the ids
+  of a tokenizer's `n_text` ordinary tokens; `encode_sentence` and `pad`
+  build classification batches and `token_stream` the pretraining stream.
 
-Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``v`` vocabulary, ``c`` classes.
+Shapes: `b` batch, `t` positions, `d` d_model, `v` vocabulary, `c` classes.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ POOLS = ("cls", "mean")
 
 @dataclass(frozen=True)
 class Specials:
-    """The ids of the special tokens, after the ``n_text`` ids of ordinary tokens."""
+    """The ids of the special tokens, after the `n_text` ids of ordinary tokens."""
 
     n_text: int
 
@@ -89,12 +89,12 @@ def mask_tokens(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT's masking: the corrupted inputs and the targets of a batch of token ids.
 
-    Each ordinary token (id < ``specials.n_text``) is selected with probability ``p``; a
-    selected token is replaced by ``[MASK]`` with probability ``p_mask``, by a random
-    ordinary token with probability ``p_random``, and kept otherwise. Targets hold the
-    original id at selected positions and ``IGNORE`` elsewhere.
+    Each ordinary token (id < `specials.n_text`) is selected with probability `p`; a
+    selected token is replaced by `[MASK]` with probability `p_mask`, by a random
+    ordinary token with probability `p_random`, and kept otherwise. Targets hold the
+    original id at selected positions and `IGNORE` elsewhere.
 
-    Shapes: ids ``(..., t)`` → inputs, targets ``(..., t)``.
+    Shapes: ids `(..., t)` → inputs, targets `(..., t)`.
     """
     check_mask_tokens(ids, specials, p, p_mask, p_random)
     # drawn where the generator lives (the same draws for ids on any device)
@@ -114,7 +114,7 @@ def mask_tokens(
 
 
 def check_mask_tokens(ids, specials: Specials, p, p_mask, p_random) -> None:
-    """The arguments of :func:`mask_tokens`."""
+    """The arguments of `mask_tokens`."""
     check_ids(ids, "ids", min_len=0)
     if ids.dim() not in (1, 2):
         raise ValueError(
@@ -136,10 +136,10 @@ def check_mask_tokens(ids, specials: Specials, p, p_mask, p_random) -> None:
 
 
 def token_stream(sentences: Sequence[list[int]], specials: Specials) -> torch.Tensor:
-    """The sentences' ids one after another, each followed by ``[SEP]`` (RoBERTa packs
+    """The sentences' ids one after another, each followed by `[SEP]` (RoBERTa packs
     full sentences into each training window).
 
-    Shapes: ``n`` lists of ids → ``(sum of lengths + n,)``."""
+    Shapes: `n` lists of ids → `(sum of lengths + n,)`."""
     check_type(specials, "specials", Specials, "a Specials")
     if isinstance(sentences, (str, torch.Tensor)) or not all(
         isinstance(s, (list, tuple)) for s in sentences
@@ -166,14 +166,14 @@ def mlm_batches(
     dynamic: bool = True,
     **masking,
 ) -> Callable[[int], tuple[torch.Tensor, torch.Tensor]]:
-    """A function ``step -> (inputs, targets)``: windows of ``seq_len - 1`` tokens of
-    the stream after a ``[CLS]``, masked by :func:`mask_tokens`.
+    """A function `step -> (inputs, targets)`: windows of `seq_len - 1` tokens of
+    the stream after a `[CLS]`, masked by `mask_tokens`.
 
-    ``dynamic=True`` draws a fresh mask every time (RoBERTa); ``dynamic=False`` gives a
+    `dynamic=True` draws a fresh mask every time (RoBERTa); `dynamic=False` gives a
     window the same mask every time it is drawn (BERT masked its data once, in ten
     copies; here each window start has one mask).
 
-    Shapes: stream ``(n,)`` → inputs, targets ``(batch_size, seq_len)``.
+    Shapes: stream `(n,)` → inputs, targets `(batch_size, seq_len)`.
     """
     check_type(specials, "specials", Specials, "a Specials")
     check_ids(stream, "stream", dims=1, vocab_size=specials.vocab_size, min_len=0)
@@ -207,7 +207,7 @@ def mlm_batches(
 
 
 def encode_sentence(ids: Sequence[int], specials: Specials, max_len: int) -> list[int]:
-    """``[CLS] ids [SEP]``, the ids cut so that the whole fits ``max_len`` positions."""
+    """`[CLS] ids [SEP]`, the ids cut so that the whole fits `max_len` positions."""
     check_type(specials, "specials", Specials, "a Specials")
     check_int(max_len, "max_len", 3)
     if isinstance(ids, (str, torch.Tensor)) or not all(
@@ -221,8 +221,8 @@ def encode_sentence(ids: Sequence[int], specials: Specials, max_len: int) -> lis
 
 
 def check_pad(rows, pad_id) -> None:
-    """The arguments of :func:`pad`: non-empty lists of token ids (ints >= 0; a float
-    would be truncated into the long tensor) and a ``pad_id`` >= 0 (a negative id is
+    """The arguments of `pad`: non-empty lists of token ids (ints >= 0; a float
+    would be truncated into the long tensor) and a `pad_id` >= 0 (a negative id is
     no token of any embedding)."""
     if (
         not rows
@@ -242,9 +242,9 @@ def check_pad(rows, pad_id) -> None:
 
 
 def pad(rows: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad lists of ids to one length with ``pad_id``.
+    """Right-pad lists of ids to one length with `pad_id`.
 
-    Shapes: ``b`` lists → ids ``(b, t)`` with ``t`` the longest, lengths ``(b,)``."""
+    Shapes: `b` lists → ids `(b, t)` with `t` the longest, lengths `(b,)`."""
     check_pad(rows, pad_id)
     lengths = torch.tensor([len(r) for r in rows])
     ids = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)
@@ -255,8 +255,8 @@ def pad(rows: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Ten
 
 @dataclass(kw_only=True)
 class BERTConfig(transformer.TransformerConfig):
-    """A :class:`BERT`: chapter 8's stack sizes, the vocabulary (ordinary + special
-    tokens), the positions (``max_len``), the classes and how a sentence is pooled."""
+    """A `BERT`: chapter 8's stack sizes, the vocabulary (ordinary + special
+    tokens), the positions (`max_len`), the classes and how a sentence is pooled."""
 
     n_classes: int = 2
     pool: str = "mean"
@@ -267,7 +267,7 @@ class BERTConfig(transformer.TransformerConfig):
 
 
 def check_bert_config(config: BERTConfig) -> None:
-    """The fields :class:`BERTConfig` adds to chapter 8's ``TransformerConfig`` (whose
+    """The fields `BERTConfig` adds to chapter 8's `TransformerConfig` (whose
     own checks then run): the vocabulary, positions, classes and pooling."""
     check_int(config.vocab_size, "BERTConfig.vocab_size", 1)
     check_int(config.max_len, "BERTConfig.max_len", 1)
@@ -276,15 +276,15 @@ def check_bert_config(config: BERTConfig) -> None:
 
 
 def check_states(h, d_model: int) -> None:
-    """``h`` must be float states ``(..., d_model)``."""
+    """`h` must be float states `(..., d_model)`."""
     check_tensor(h, "h", f"(..., d={d_model})")
     if h.dim() < 1 or h.shape[-1] != d_model:
         raise ValueError(f"h must be (..., d={d_model}); got shape {tuple(h.shape)}")
 
 
 def check_batch_ids(ids) -> None:
-    """``ids`` must be an integer tensor ``(b, t)``, a batch of sentences (one sentence
-    ``(t,)`` needs its batch axis: ``ids[None]``)."""
+    """`ids` must be an integer tensor `(b, t)`, a batch of sentences (one sentence
+    `(t,)` needs its batch axis: `ids[None]`)."""
     if not is_int_tensor(ids):
         raise TypeError(
             f"ids must be an integer tensor (b, t) of token ids; got {describe(ids)}"
@@ -297,8 +297,8 @@ def check_batch_ids(ids) -> None:
 
 
 class MLMHead(nn.Module):
-    """``LN(GELU(W h)) Eᵀ + b``: BERT's transform, then the token embeddings ``E``
-    (tied) as the output matrix. Shapes: h ``(..., d)`` → logits ``(..., v)``."""
+    """`LN(GELU(W h)) Eᵀ + b`: BERT's transform, then the token embeddings `E`
+    (tied) as the output matrix. Shapes: h `(..., d)` → logits `(..., v)`."""
 
     def __init__(self, embedding: nn.Embedding):
         super().__init__()
@@ -319,9 +319,9 @@ class BERT(nn.Module):
     """Embeddings → bidirectional blocks (a padding mask, no causal mask) → final norm,
     with an MLM head and a classification head.
 
-    Shapes: ids ``(b, t)``, lengths ``(b,)`` or None (no padding) → states
-    ``(b, t, d)`` (:meth:`encode`), MLM logits ``(b, t, v)`` (:meth:`mlm_logits`), class
-    logits ``(b, c)`` (``forward``).
+    Shapes: ids `(b, t)`, lengths `(b,)` or None (no padding) → states
+    `(b, t, d)` (`encode`), MLM logits `(b, t, v)` (`mlm_logits`), class
+    logits `(b, c)` (`forward`).
     """
 
     def __init__(self, config: BERTConfig):
@@ -340,7 +340,7 @@ class BERT(nn.Module):
     def keys(self, ids: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
         """The padding mask of the keys, True at real tokens.
 
-        Shapes: → ``(b, 1, t)``."""
+        Shapes: → `(b, 1, t)`."""
         check_batch_ids(ids)
         if lengths is None:
             return torch.ones(
@@ -366,7 +366,7 @@ class BERT(nn.Module):
     def pooled(
         self, ids: torch.Tensor, lengths: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """One vector per sentence: the ``[CLS]`` state or the mean of the real
+        """One vector per sentence: the `[CLS]` state or the mean of the real
         states."""
         h = self.encode(ids, lengths)  # (b, t, d)
         if self.config.pool == "cls":
@@ -380,8 +380,8 @@ class BERT(nn.Module):
 
 
 def mlm_loss(model: BERT, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Mean cross-entropy over the selected positions (targets not ``IGNORE``); the head
-    runs at those positions only, a seventh of the work at ``p = 0.15``. A batch with
+    """Mean cross-entropy over the selected positions (targets not `IGNORE`); the head
+    runs at those positions only, a seventh of the work at `p = 0.15`. A batch with
     no selected position has no loss to average (it would be NaN): refused."""
     check_mlm_batch(model, batch)
     inputs, targets = batch
@@ -391,7 +391,7 @@ def mlm_loss(model: BERT, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Ten
 
 
 def check_bert_like(model) -> None:
-    """``model`` must be a :class:`BERT`, or a module with its ``encode`` and ``mlm`` (the
+    """`model` must be a `BERT`, or a module with its `encode` and `mlm` (the
     chapter's own copy of the class)."""
     if not (
         isinstance(model, nn.Module)
@@ -402,8 +402,8 @@ def check_bert_like(model) -> None:
 
 
 def check_mlm_batch(model, batch) -> None:
-    """The arguments of :func:`mlm_loss`: a :class:`BERT` and a batch ``(inputs,
-    targets)`` of two integer tensors of one shape (what :func:`mask_tokens` returns),
+    """The arguments of `mlm_loss`: a `BERT` and a batch `(inputs,
+    targets)` of two integer tensors of one shape (what `mask_tokens` returns),
     whose targets select at least one position, each a token id of the model."""
     check_bert_like(model)
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
@@ -435,7 +435,7 @@ def check_mlm_batch(model, batch) -> None:
 
 
 def check_labels(labels, n: int, n_classes: int | None = None) -> None:
-    """``labels`` must be ``n`` integer class ids (``(n,)``), in ``0..n_classes - 1``
+    """`labels` must be `n` integer class ids (`(n,)`), in `0..n_classes - 1`
     once the number of classes is known."""
     if (
         not isinstance(labels, torch.Tensor)
@@ -457,7 +457,7 @@ def check_labels(labels, n: int, n_classes: int | None = None) -> None:
 
 
 def classify_loss(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """Cross-entropy of ``model(ids, lengths)`` against the labels."""
+    """Cross-entropy of `model(ids, lengths)` against the labels."""
     check_classify_batch(model, batch)
     ids, lengths, labels = batch
     logits = model(ids, lengths)
@@ -466,8 +466,8 @@ def classify_loss(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Te
 
 
 def check_classify_batch(model, batch) -> None:
-    """The arguments of :func:`classify_loss`: a module and a batch ``(ids, lengths,
-    labels)`` of integer labels (their number and range are checked against the
+    """The arguments of `classify_loss`: a module and a batch `(ids, lengths,
+    labels)` of integer labels (their number and range are checked against the
     logits, in one pass)."""
     check_type(model, "model", nn.Module, "a torch.nn.Module (a BERT)")
     if not isinstance(batch, (tuple, list)) or len(batch) != 3:

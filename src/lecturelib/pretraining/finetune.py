@@ -1,15 +1,15 @@
 """Chapter 12: finetuning a pretrained GPT for classification, as GPT-1 did (Radford et
 al., 2018, "Improving Language Understanding by Generative Pre-Training").
 
-Every task becomes one token sequence ``[START] text_a [DELIM] text_b [EXTRACT]``
-(:func:`format_input`; a one-text task leaves out ``[DELIM] text_b``). The special
-tokens are new rows of the embedding matrix (:func:`extend_vocab`), and a linear head
-reads the final hidden state of the ``[EXTRACT]`` position, which has seen the whole
-input through causal attention (:class:`GPTClassifier`). GPT-1 also kept the
+Every task becomes one token sequence `[START] text_a [DELIM] text_b [EXTRACT]`
+(`format_input`; a one-text task leaves out `[DELIM] text_b`). The special
+tokens are new rows of the embedding matrix (`extend_vocab`), and a linear head
+reads the final hidden state of the `[EXTRACT]` position, which has seen the whole
+input through causal attention (`GPTClassifier`). GPT-1 also kept the
 language-model loss on the input as an auxiliary loss (weight 0.5);
-:func:`classifier_loss` takes its weight.
+`classifier_loss` takes its weight.
 
-Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``v`` vocabulary, ``c`` classes.
+Shapes: `b` batch, `t` positions, `d` d_model, `v` vocabulary, `c` classes.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ SPECIAL_TOKENS = ("[START]", "[DELIM]", "[EXTRACT]")
 
 
 def check_id_list(ids, name: str) -> None:
-    """``ids`` must be a list (or tuple) of token ids, ints >= 0."""
+    """`ids` must be a list (or tuple) of token ids, ints >= 0."""
     if (
         isinstance(ids, (str, torch.Tensor))
         or not isinstance(ids, Sequence)
@@ -53,8 +53,8 @@ def format_input(
     extract: int,
     max_len: int,
 ) -> list[int]:
-    """``[START] a [DELIM] b [EXTRACT]`` (or ``[START] a [EXTRACT]`` when ``text_b`` is
-    None), cutting the end of the longer text until the whole fits ``max_len``."""
+    """`[START] a [DELIM] b [EXTRACT]` (or `[START] a [EXTRACT]` when `text_b` is
+    None), cutting the end of the longer text until the whole fits `max_len`."""
     check_format_input(text_a, text_b, max_len)
     n_special = 2 if text_b is None else 3
     a, b = list(text_a), None if text_b is None else list(text_b)
@@ -69,7 +69,7 @@ def format_input(
 
 
 def check_format_input(text_a, text_b, max_len: int) -> None:
-    """The arguments of :func:`format_input`: room for one token of each text."""
+    """The arguments of `format_input`: room for one token of each text."""
     check_id_list(text_a, "text_a")
     if text_b is not None:
         check_id_list(text_b, "text_b")
@@ -77,8 +77,8 @@ def check_format_input(text_a, text_b, max_len: int) -> None:
 
 
 def copy_model(model: nn.Module) -> nn.Module:
-    """``copy.deepcopy(model)``, also after a forward pass that left a tensor of its
-    autograd graph on a module (a MoE layer's auxiliary loss), which ``deepcopy``
+    """`copy.deepcopy(model)`, also after a forward pass that left a tensor of its
+    autograd graph on a module (a MoE layer's auxiliary loss), which `deepcopy`
     refuses: such tensors are copied detached."""
     check_type(model, "model", nn.Module, "an nn.Module")
     memo = {}
@@ -97,11 +97,11 @@ def extend_vocab(
     std: float = 0.02,
     generator: torch.Generator | None = None,
 ) -> gpt.GPT:
-    """A copy of ``model`` with ``n_new`` more tokens: ids ``vocab_size ..
-    vocab_size + n_new - 1`` get new embedding rows ``N(0, std²)`` (and zero rows of an
+    """A copy of `model` with `n_new` more tokens: ids `vocab_size ..
+    vocab_size + n_new - 1` get new embedding rows `N(0, std²)` (and zero rows of an
     untied head). Everything else is the model's own: its class (a LoRA-wrapped,
     MoE or RoPE-scaled GPT stays one), every weight, buffer and attribute, and which
-    parameters train. It may follow a forward pass (:func:`copy_model`)."""
+    parameters train. It may follow a forward pass (`copy_model`)."""
     check_extend_vocab(model, n_new, std)
     v = model.config.vocab_size + n_new
     bigger = copy_model(model)
@@ -120,8 +120,8 @@ def extend_vocab(
 
 
 def check_extend_vocab(model, n_new, std) -> None:
-    """The arguments of :func:`extend_vocab`: a GPT whose token embedding is an
-    ``nn.Embedding`` and whose head an ``nn.Linear`` without bias (the tables that
+    """The arguments of `extend_vocab`: a GPT whose token embedding is an
+    `nn.Embedding` and whose head an `nn.Linear` without bias (the tables that
     grow), tied exactly when its config says so."""
     gpt.check_gpt(model)
     check_int(n_new, "n_new", 1)
@@ -144,9 +144,9 @@ def check_extend_vocab(model, n_new, std) -> None:
 
 class GPTClassifier(nn.Module):
     """A GPT and a linear head on the final (normalised) hidden state of the last real
-    position of each sequence (the ``[EXTRACT]`` token).
+    position of each sequence (the `[EXTRACT]` token).
 
-    Shapes: ids ``(b, t)``, lengths ``(b,)`` → logits ``(b, c)``.
+    Shapes: ids `(b, t)`, lengths `(b,)` → logits `(b, c)`.
     """
 
     def __init__(self, model: gpt.GPT, n_classes: int):
@@ -156,11 +156,11 @@ class GPTClassifier(nn.Module):
         self.head = nn.Linear(model.config.d_model, n_classes)
 
     def hidden(self, ids: torch.Tensor) -> torch.Tensor:
-        """The final hidden states. Shapes: ``(b, t)`` → ``(b, t, d)``."""
+        """The final hidden states. Shapes: `(b, t)` → `(b, t, d)`."""
         return self.gpt.norm(self.gpt.residual_stream(ids)[-1])
 
     def extract(self, h: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """The state at position ``length - 1`` of each row. Shapes: → ``(b, d)``."""
+        """The state at position `length - 1` of each row. Shapes: → `(b, d)`."""
         check_extract(h, lengths)
         return h[torch.arange(len(h), device=h.device), lengths.to(h.device) - 1]
 
@@ -169,14 +169,14 @@ class GPTClassifier(nn.Module):
 
 
 def check_gpt_classifier(model, n_classes: int) -> None:
-    """The arguments of :class:`GPTClassifier`."""
+    """The arguments of `GPTClassifier`."""
     gpt.check_gpt(model)
     check_int(n_classes, "n_classes", 2)
 
 
 def check_extract(h: torch.Tensor, lengths) -> None:
-    """``lengths`` must be ``(b,)`` integer lengths in ``1..t`` for the states ``h``
-    ``(b, t, d)``."""
+    """`lengths` must be `(b,)` integer lengths in `1..t` for the states `h`
+    `(b, t, d)`."""
     message = (
         f"lengths must be (b,) = ({h.shape[0]},) integer lengths in 1..{h.shape[1]}; "
         f"got {describe(lengths)}"
@@ -199,7 +199,7 @@ def check_extract(h: torch.Tensor, lengths) -> None:
 def classifier_loss(
     model: GPTClassifier, batch: tuple[torch.Tensor, ...], lm_weight: float = 0.0
 ) -> torch.Tensor:
-    """Cross-entropy of the classes, plus ``lm_weight`` × the next-token loss on the
+    """Cross-entropy of the classes, plus `lm_weight` × the next-token loss on the
     real positions of the input (GPT-1's auxiliary objective; it used 0.5)."""
     check_number(lm_weight, "lm_weight", 0.0)
     ids, lengths, labels = batch

@@ -1,29 +1,29 @@
 """Chapter 11: a decoder-only Transformer language model (GPT) and its pretraining data.
 
 The model is GPT-2's (Radford et al., 2019) as nanoGPT writes it, with the options the field
-has adopted since, each a field of :class:`GPTConfig`:
+has adopted since, each a field of `GPTConfig`:
 
-- ``positions``: ``"learned"`` absolute embeddings (GPT-2) or ``"rope"`` rotary embeddings of
+- `positions`: `"learned"` absolute embeddings (GPT-2) or `"rope"` rotary embeddings of
   queries and keys (Su et al., arXiv:2104.09864; chapter 7);
-- ``norm``: ``"layer"`` LayerNorm (GPT-2) or ``"rms"`` RMSNorm (Zhang and Sennrich,
+- `norm`: `"layer"` LayerNorm (GPT-2) or `"rms"` RMSNorm (Zhang and Sennrich,
   arXiv:1910.07467; chapter 8), always Pre-LN, plus a final norm before the output head;
-- ``bias``: biases in the linear layers and norms, or none (PaLM, LLaMA);
-- ``tie_embeddings``: the output head shares the token embedding matrix (Press and Wolf,
+- `bias`: biases in the linear layers and norms, or none (PaLM, LLaMA);
+- `tie_embeddings`: the output head shares the token embedding matrix (Press and Wolf,
   arXiv:1608.05859);
-- ``activation``: the MLP's ``"gelu"`` (exact, ``x Φ(x)``) or ``"gelu_tanh"``, the tanh
+- `activation`: the MLP's `"gelu"` (exact, `x Φ(x)`) or `"gelu_tanh"`, the tanh
   approximation that GPT-2 was trained with (chapter 21 loads its weights exactly).
 
-Attention runs through ``F.scaled_dot_product_attention(is_causal=True)`` (a fused kernel);
-a test asserts it equals chapter 6's plain ``self_attention.MultiHeadAttention`` with a causal
-mask, and that :class:`Block` equals chapter 8's ``transformer.Block`` on the same weights.
-``GPT(ids, segments)`` reads rows that pack several examples (chapter 21): attention
+Attention runs through `F.scaled_dot_product_attention(is_causal=True)` (a fused kernel);
+a test asserts it equals chapter 6's plain `self_attention.MultiHeadAttention` with a causal
+mask, and that `Block` equals chapter 8's `transformer.Block` on the same weights.
+`GPT(ids, segments)` reads rows that pack several examples (chapter 21): attention
 stays inside each example and positions restart at 0 in each
-(:func:`segment_positions_and_mask`).
-Weights are initialised as GPT-2: ``N(0, 0.02)``, with the output projections of the residual
-branches scaled by ``1/√(2·n_layers)`` so that the residual stream's variance does not grow
+(`segment_positions_and_mask`).
+Weights are initialised as GPT-2: `N(0, 0.02)`, with the output projections of the residual
+branches scaled by `1/√(2·n_layers)` so that the residual stream's variance does not grow
 with depth.
 
-Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``h`` heads, ``e`` d_head, ``v`` vocabulary.
+Shapes: `b` batch, `t` positions, `d` d_model, `h` heads, `e` d_head, `v` vocabulary.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ ACTIVATIONS = ("gelu", "gelu_tanh")
 
 @dataclass
 class GPTConfig:
-    """The sizes and options of a :class:`GPT`."""
+    """The sizes and options of a `GPT`."""
 
     vocab_size: int
     seq_len: int = 64  # the context window (nanoGPT's block_size)
@@ -81,7 +81,7 @@ class GPTConfig:
 
 
 def check_gpt_config(config: GPTConfig) -> None:
-    """The fields of a :class:`GPTConfig`."""
+    """The fields of a `GPTConfig`."""
     for name in ("vocab_size", "seq_len", "d_model", "n_layers", "n_heads"):
         check_int(getattr(config, name), f"GPTConfig.{name}", 1)
     if config.d_ff is not None:
@@ -105,9 +105,9 @@ def check_gpt_config(config: GPTConfig) -> None:
 
 
 def check_make_norm(config) -> None:
-    """The argument of :func:`make_norm`: a config (a :class:`GPTConfig`, or the
-    chapter's copy of it) whose ``norm`` is one of :data:`NORMS`, ``d_model`` an int
-    >= 1 and ``bias`` a bool (its fields are read again: one changed after
+    """The argument of `make_norm`: a config (a `GPTConfig`, or the
+    chapter's copy of it) whose `norm` is one of `NORMS`, `d_model` an int
+    >= 1 and `bias` a bool (its fields are read again: one changed after
     construction would otherwise pick LayerNorm for any name but "rms")."""
     if not all(hasattr(config, f) for f in ("norm", "d_model", "bias")):
         raise TypeError(
@@ -128,9 +128,9 @@ def make_norm(config: GPTConfig) -> nn.Module:
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention with one fused ``W_qkv`` projection.
+    """Multi-head causal self-attention with one fused `W_qkv` projection.
 
-    Shapes: x ``(b, t, d)`` → ``(b, t, d)``.
+    Shapes: x `(b, t, d)` → `(b, t, d)`.
     """
 
     def __init__(self, config: GPTConfig):
@@ -147,7 +147,7 @@ class CausalSelfAttention(nn.Module):
             self.register_buffer("sin", angles.sin(), persistent=False)
 
     def rotate(self, x: torch.Tensor, pos=None) -> torch.Tensor:
-        """RoPE (chapter 7's ``positions.rope_rotate``), cosines and sines cached."""
+        """RoPE (chapter 7's `positions.rope_rotate`), cosines and sines cached."""
         if pos is None:  # positions 0..t-1
             cos, sin = self.cos[: x.shape[-2]], self.sin[: x.shape[-2]]  # (t, e/2)
         else:  # each token's own position, pos (b, t): (b, 1, t, e/2)
@@ -169,8 +169,8 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    """``W_2 GELU(W_1 x)`` at every position, GELU exact or its tanh approximation
-    (GPT-2). Shapes: ``(b, t, d)`` → ``(b, t, d)``."""
+    """`W_2 GELU(W_1 x)` at every position, GELU exact or its tanh approximation
+    (GPT-2). Shapes: `(b, t, d)` → `(b, t, d)`."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -184,7 +184,7 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """A Pre-LN Transformer block: ``x + attn(norm(x))``, then ``x + mlp(norm(x))``."""
+    """A Pre-LN Transformer block: `x + attn(norm(x))`, then `x + mlp(norm(x))`."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -201,7 +201,7 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """Token embedding → blocks → final norm → output head.
 
-    Shapes: ids ``(b, t)`` with ``t <= seq_len`` → logits ``(b, t, v)``.
+    Shapes: ids `(b, t)` with `t <= seq_len` → logits `(b, t, v)`.
     """
 
     def __init__(self, config: GPTConfig):
@@ -238,8 +238,8 @@ class GPT(nn.Module):
         check_gpt_ids(ids, self.config)
 
     def embed_ids(self, ids: torch.Tensor, positions=None) -> torch.Tensor:
-        """The input of the first block, at ``positions`` ``(b, t)`` (default
-        ``0..t-1``). Shapes: ``(b, t)`` → ``(b, t, d)``."""
+        """The input of the first block, at `positions` `(b, t)` (default
+        `0..t-1`). Shapes: `(b, t)` → `(b, t, d)`."""
         self.check_ids(ids)
         x = self.embed(ids)
         if self.pos is not None:
@@ -249,8 +249,8 @@ class GPT(nn.Module):
         return self.drop(x)
 
     def forward(self, ids: torch.Tensor, segments=None) -> torch.Tensor:
-        """``segments`` ``(b, t)``: which example of a packed row each position belongs
-        to (chapter 21); ``None``, one sequence per row."""
+        """`segments` `(b, t)`: which example of a packed row each position belongs
+        to (chapter 21); `None`, one sequence per row."""
         positions = mask = None
         if segments is not None:
             positions, mask = segment_positions_and_mask(segments, ids)
@@ -263,7 +263,7 @@ class GPT(nn.Module):
         """The residual stream before the first block and after every block (the logit
         lens of chapter 13 reads these).
 
-        Shapes: ``(b, t)`` → ``n_layers + 1`` tensors ``(b, t, d)``."""
+        Shapes: `(b, t)` → `n_layers + 1` tensors `(b, t, d)`."""
         states = [self.embed_ids(ids)]
         for block in self.blocks:
             states.append(block(states[-1]))
@@ -272,13 +272,13 @@ class GPT(nn.Module):
     def step(self, prefixes: torch.Tensor) -> torch.Tensor:
         """Next-token logits for chapter 10's decoders, from the last seq_len tokens.
 
-        Shapes: ``(b, t)`` → ``(b, v)``."""
+        Shapes: `(b, t)` → `(b, v)`."""
         return self(prefixes[:, -self.config.seq_len :])[:, -1]
 
 
 def check_gpt_ids(ids, config: GPTConfig) -> None:
-    """The ids a :class:`GPT` with ``config`` reads: an integer tensor ``(b, t)`` of ids in
-    ``0..vocab_size - 1`` with ``t`` in ``1..seq_len``."""
+    """The ids a `GPT` with `config` reads: an integer tensor `(b, t)` of ids in
+    `0..vocab_size - 1` with `t` in `1..seq_len`."""
     check_ids(ids, "ids", dims=2, vocab_size=config.vocab_size, min_len=0)
     if not 1 <= ids.shape[1] <= config.seq_len:
         raise ValueError(
@@ -289,12 +289,12 @@ def check_gpt_ids(ids, config: GPTConfig) -> None:
 
 def segment_positions_and_mask(segments: torch.Tensor, ids: torch.Tensor):
     """The positions and attention mask of rows that pack several examples, each a run
-    of equal ``segments`` ids: position ``i`` restarts at 0 where its example starts,
-    and query ``i`` sees key ``j`` when ``j <= i`` in the same example (a block-diagonal
+    of equal `segments` ids: position `i` restarts at 0 where its example starts,
+    and query `i` sees key `j` when `j <= i` in the same example (a block-diagonal
     causal mask), so each example is read as if it were alone.
 
-    Shapes: segments ``(b, t)`` like ``ids`` → positions ``(b, t)``, mask
-    ``(b, 1, t, t)`` bool (``True``: attend)."""
+    Shapes: segments `(b, t)` like `ids` → positions `(b, t)`, mask
+    `(b, 1, t, t)` bool (`True`: attend)."""
     check_segments(segments, ids)
     t = segments.shape[1]
     i = torch.arange(t, device=segments.device)
@@ -307,7 +307,7 @@ def segment_positions_and_mask(segments: torch.Tensor, ids: torch.Tensor):
 
 
 def check_segments(segments, ids) -> None:
-    """``segments`` must be an integer tensor shaped like ``ids``, non-decreasing along
+    """`segments` must be an integer tensor shaped like `ids`, non-decreasing along
     each row (each example one run; give padding an id of its own)."""
     check_ids(ids, "ids", dims=2, min_len=0)
     if not is_int_tensor(segments):
@@ -328,13 +328,13 @@ def check_segments(segments, ids) -> None:
 
 
 def check_gpt(model, name: str = "model") -> None:
-    """``model`` must be a :class:`GPT` (or a subclass of it)."""
+    """`model` must be a `GPT` (or a subclass of it)."""
     check_type(model, name, GPT, "a gpt.GPT")
 
 
 def check_n_params(model, embeddings) -> None:
-    """The arguments of :func:`n_params`: a GPT (or the chapter's copy of the class: a
-    module with an ``embed`` table and ``pos``) and a bool."""
+    """The arguments of `n_params`: a GPT (or the chapter's copy of the class: a
+    module with an `embed` table and `pos`) and a bool."""
     if not (
         isinstance(model, nn.Module)
         and isinstance(getattr(model, "embed", None), nn.Embedding)
@@ -345,8 +345,8 @@ def check_n_params(model, embeddings) -> None:
 
 
 def n_params(model: GPT, embeddings: bool = False) -> int:
-    """Parameters of ``model``, without the token and position embedding tables unless
-    ``embeddings`` (the ``N`` of the scaling laws counts the non-embedding ones, Kaplan et al.,
+    """Parameters of `model`, without the token and position embedding tables unless
+    `embeddings` (the `N` of the scaling laws counts the non-embedding ones, Kaplan et al.,
     arXiv:2001.08361). A tied output head is the embedding table and is counted once."""
     check_n_params(model, embeddings)
     total = sum(p.numel() for p in model.parameters())
@@ -357,12 +357,12 @@ def n_params(model: GPT, embeddings: bool = False) -> int:
 
 
 def windows(ids: torch.Tensor, batch_size: int, seq_len: int, seed: int = 0):
-    """A function ``step -> (x, y)`` of random windows of the token stream ``ids``.
+    """A function `step -> (x, y)` of random windows of the token stream `ids`.
 
-    Each step's windows come from a generator seeded with ``(seed, step)``, so they are
+    Each step's windows come from a generator seeded with `(seed, step)`, so they are
     the same in a resumed run and in every process of a distributed one.
 
-    Shapes: ids ``(n,)`` → x, y ``(batch_size, seq_len)``.
+    Shapes: ids `(n,)` → x, y `(batch_size, seq_len)`.
     """
     check_windows(ids, batch_size, seq_len)
     offsets = torch.arange(seq_len + 1)
@@ -377,7 +377,7 @@ def windows(ids: torch.Tensor, batch_size: int, seq_len: int, seed: int = 0):
 
 
 def check_windows(ids, batch_size: int, seq_len: int) -> None:
-    """The arguments of :func:`windows`: a 1-d stream longer than ``seq_len``."""
+    """The arguments of `windows`: a 1-d stream longer than `seq_len`."""
     check_ids(ids, "ids", dims=1, min_len=0)
     check_sizes(batch_size=batch_size, seq_len=seq_len)
     if len(ids) <= seq_len:
@@ -388,7 +388,7 @@ def check_windows(ids, batch_size: int, seq_len: int) -> None:
 
 @torch.no_grad()
 def check_evaluate_loss(model, ids, seq_len, batch_size) -> None:
-    """The arguments of :func:`evaluate_loss`: a module with parameters, a 1-D stream of
+    """The arguments of `evaluate_loss`: a module with parameters, a 1-D stream of
     token ids, and sizes >= 1."""
     check_type(model, "model", nn.Module, "a torch.nn.Module (a language model)")
     if next(model.parameters(), None) is None:
@@ -400,8 +400,8 @@ def check_evaluate_loss(model, ids, seq_len, batch_size) -> None:
 def evaluate_loss(
     model: nn.Module, ids: torch.Tensor, seq_len: int, batch_size: int = 64
 ) -> float:
-    """Mean next-token cross-entropy over the whole stream ``ids`` cut into consecutive
-    windows of ``seq_len`` (each position predicted once, from up to ``seq_len`` tokens)."""
+    """Mean next-token cross-entropy over the whole stream `ids` cut into consecutive
+    windows of `seq_len` (each position predicted once, from up to `seq_len` tokens)."""
     check_evaluate_loss(model, ids, seq_len, batch_size)
     n = (len(ids) - 1) // seq_len
     if n < 1:

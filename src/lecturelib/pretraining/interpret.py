@@ -3,14 +3,14 @@
 - The logit lens (nostalgebraist, 2020): apply the final norm and the output head to the
   residual stream after every block, as if the model stopped there, and read what it
   would predict.
-- Attention maps: each block's attention weights ``softmax(q kᵀ / √e + causal mask)``
+- Attention maps: each block's attention weights `softmax(q kᵀ / √e + causal mask)`
   computed on a plain path (the model itself runs the fused
-  ``F.scaled_dot_product_attention``, which never forms the weights); :func:`attention`
+  `F.scaled_dot_product_attention`, which never forms the weights); `attention`
   also returns the block's attention output from these weights so that a test can
   compare it with the model's.
 
-Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``h`` heads, ``e`` d_head, ``v``
-vocabulary, ``L`` n_layers.
+Shapes: `b` batch, `t` positions, `d` d_model, `h` heads, `e` d_head, `v`
+vocabulary, `L` n_layers.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from lecturelib.validate import check_type, describe
 @torch.no_grad()
 def logit_lens(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
     """Logits read from the residual stream before the first block and after each block;
-    the last entry equals ``model(ids)``.
+    the last entry equals `model(ids)`.
 
-    Shapes: ids ``(b, t)`` → ``(L + 1, b, t, v)``."""
+    Shapes: ids `(b, t)` → `(L + 1, b, t, v)`."""
     check_gpt(model)
     states = model.residual_stream(ids)  # L + 1 tensors (b, t, d)
     return torch.stack([model.head(model.norm(h)) for h in states])
@@ -42,8 +42,8 @@ def lens_loss_rank(
     model: gpt.GPT, ids: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per layer of the logit lens, the mean cross-entropy of the true next token and
-    its mean rank (0: the top prediction). Shapes: ids ``(b, t)`` with ``t >= 2`` →
-    ``(L + 1,)`` twice."""
+    its mean rank (0: the top prediction). Shapes: ids `(b, t)` with `t >= 2` →
+    `(L + 1,)` twice."""
     check_lens_loss_rank(model, ids)
     logits = logit_lens(model, ids)[:, :, :-1]  # (L+1, b, t-1, v)
     target = ids[:, 1:].expand(len(logits), -1, -1)  # (L+1, b, t-1)
@@ -64,10 +64,10 @@ def check_lens_loss_rank(model, ids) -> None:
 
 
 def attention(attn: gpt.CausalSelfAttention, x: torch.Tensor):
-    """The attention weights of one block's attention on its (normalised) input ``x``,
+    """The attention weights of one block's attention on its (normalised) input `x`,
     and the attention output computed from them on the plain path.
 
-    Shapes: x ``(b, t, d)`` → weights ``(b, h, t, t)``, output ``(b, t, d)``."""
+    Shapes: x `(b, t, d)` → weights `(b, h, t, t)`, output `(b, t, d)`."""
     check_attention(attn, x)
     q, k, v = rearrange(
         attn.qkv(x), "b t (three h e) -> three b h t e", three=3, h=attn.n_heads
@@ -83,7 +83,7 @@ def attention(attn: gpt.CausalSelfAttention, x: torch.Tensor):
 
 
 def check_attention(attn, x) -> None:
-    """The arguments of :func:`attention`: a GPT attention and its input ``(b, t, d)``."""
+    """The arguments of `attention`: a GPT attention and its input `(b, t, d)`."""
     check_type(attn, "attn", gpt.CausalSelfAttention, "a gpt.CausalSelfAttention")
     d = attn.out.in_features
     message = f"x must be a (b, t, {d}) tensor; got {describe(x)}"
@@ -95,9 +95,9 @@ def check_attention(attn, x) -> None:
 
 @torch.no_grad()
 def attention_maps(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
-    """Every block's attention weights on ``ids``.
+    """Every block's attention weights on `ids`.
 
-    Shapes: ``(b, t)`` → ``(L, b, h, t, t)``."""
+    Shapes: `(b, t)` → `(L, b, h, t, t)`."""
     check_gpt(model)
     states = model.residual_stream(ids)
     return torch.stack(

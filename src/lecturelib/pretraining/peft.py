@@ -1,16 +1,16 @@
 """Chapter 13: parameter-efficient finetuning of the chapter 11 GPT.
 
-Four ways to adapt a frozen pretrained :class:`~lecturelib.pretraining.gpt.GPT` by training few new
+Four ways to adapt a frozen pretrained `GPT` by training few new
 parameters:
 
-- LoRA (Hu et al., arXiv:2106.09685): ``h = W_0 x + (alpha/r) B A x`` with ``A`` random
-  and ``B`` zero, so the model starts unchanged; the update merges into ``W_0`` for free
-  inference. Our GPT fuses ``W_Q, W_K, W_V`` into one ``qkv`` Linear, so
-  :class:`LoRALinear` can update chosen groups of output rows only, each group with its
-  own ``A`` and ``B``: one adapter on the ``q`` slice and one on the ``v`` slice, the
-  paper's placement (and the ``peft`` library's, tested against it).
-- Adapters (Houlsby et al., arXiv:1902.00751): a bottleneck MLP ``x + U GELU(D x)``
-  after the attention and the MLP of every block, ``U`` zero so the model starts
+- LoRA (Hu et al., arXiv:2106.09685): `h = W_0 x + (alpha/r) B A x` with `A` random
+  and `B` zero, so the model starts unchanged; the update merges into `W_0` for free
+  inference. Our GPT fuses `W_Q, W_K, W_V` into one `qkv` Linear, so
+  `LoRALinear` can update chosen groups of output rows only, each group with its
+  own `A` and `B`: one adapter on the `q` slice and one on the `v` slice, the
+  paper's placement (and the `peft` library's, tested against it).
+- Adapters (Houlsby et al., arXiv:1902.00751): a bottleneck MLP `x + U GELU(D x)`
+  after the attention and the MLP of every block, `U` zero so the model starts
   unchanged.
 - Prefix tuning (Li and Liang, arXiv:2101.00190): learned keys and values that every
   position of every layer can attend to. The paper learns them through an MLP for
@@ -19,9 +19,9 @@ parameters:
 - Prompt tuning (Lester et al., arXiv:2104.08691): learned input vectors before the
   text, initialised from embeddings of real tokens.
 
-Prefix and prompt tuning run the model's own blocks through :func:`run_blocks` (gpt.py
-is untouched). Shapes: ``b`` batch, ``t`` positions, ``d`` d_model, ``h`` heads, ``e``
-d_head, ``v`` vocabulary, ``p`` prefix or prompt length, ``r`` rank.
+Prefix and prompt tuning run the model's own blocks through `run_blocks` (gpt.py
+is untouched). Shapes: `b` batch, `t` positions, `d` d_model, `h` heads, `e`
+d_head, `v` vocabulary, `p` prefix or prompt length, `r` rank.
 """
 
 from __future__ import annotations
@@ -47,13 +47,13 @@ from lecturelib.validate import (
 
 
 class LoRALinear(nn.Module):
-    """A frozen ``nn.Linear`` plus one rank-``r`` update ``(alpha/r) B_g A_g`` per group
-    ``g`` of output rows: ``rows`` is None (one adapter on all rows), a 1-d list (one
-    on those rows) or a 2-d list, one group of rows per adapter (e.g. the ``q`` rows
-    and the ``v`` rows of a fused ``qkv``).
+    """A frozen `nn.Linear` plus one rank-`r` update `(alpha/r) B_g A_g` per group
+    `g` of output rows: `rows` is None (one adapter on all rows), a 1-d list (one
+    on those rows) or a 2-d list, one group of rows per adapter (e.g. the `q` rows
+    and the `v` rows of a fused `qkv`).
 
-    Shapes: x ``(..., d_in)`` → ``(..., d_out)``; rows ``(g, m)``, A ``(g, r, d_in)``,
-    B ``(g, m, r)``."""
+    Shapes: x `(..., d_in)` → `(..., d_out)`; rows `(g, m)`, A `(g, r, d_in)`,
+    B `(g, m, r)`."""
 
     def __init__(self, base: nn.Linear, r: int, alpha: float, rows=None):
         super().__init__()
@@ -75,15 +75,15 @@ class LoRALinear(nn.Module):
         return self.base(x).index_add(-1, self.rows.flatten(), update.flatten(-2))
 
     def delta_weight(self) -> torch.Tensor:
-        """Each ``(alpha/r) B_g A_g`` scattered into its rows.
+        """Each `(alpha/r) B_g A_g` scattered into its rows.
 
-        Shapes: → ``(d_out, d_in)``."""
+        Shapes: → `(d_out, d_in)`."""
         update = self.scale * self.B @ self.A  # (g, m, d_in)
         delta = torch.zeros_like(self.base.weight)
         return delta.index_add(0, self.rows.flatten(), update.flatten(0, 1))
 
     def merged(self) -> nn.Linear:
-        """An ``nn.Linear`` with ``W = W_0 + ΔW``: the same function, no overhead."""
+        """An `nn.Linear` with `W = W_0 + ΔW`: the same function, no overhead."""
         out = copy.deepcopy(self.base)
         with torch.no_grad():
             out.weight += self.delta_weight()
@@ -91,7 +91,7 @@ class LoRALinear(nn.Module):
 
 
 def check_lora_linear(base, r: int, alpha: float, rows) -> None:
-    """The arguments of :class:`LoRALinear`."""
+    """The arguments of `LoRALinear`."""
     check_type(base, "base", nn.Linear, "an nn.Linear")
     d_out, d_in = base.weight.shape
     check_int(r, "r", 1, min(d_in, d_out))
@@ -122,7 +122,7 @@ def check_lora_linear(base, r: int, alpha: float, rows) -> None:
 
 
 def freeze(model: nn.Module) -> nn.Module:
-    """Turn off the gradients of every parameter of ``model``; returns it."""
+    """Turn off the gradients of every parameter of `model`; returns it."""
     check_type(model, "model", nn.Module, "a torch.nn.Module")
     return model.requires_grad_(False)
 
@@ -130,10 +130,10 @@ def freeze(model: nn.Module) -> nn.Module:
 def add_lora(
     model: gpt.GPT, r: int = 4, alpha: float = 8.0, parts: str = "qv"
 ) -> gpt.GPT:
-    """Freeze ``model`` and wrap every block's fused ``qkv`` projection in a
-    :class:`LoRALinear` with one adapter per slice named by ``parts`` (letters of
-    ``"qkv"``; ``"qv"``: one on ``W_Q``, one on ``W_V``, as in the paper). Changes
-    ``model`` in place and returns it."""
+    """Freeze `model` and wrap every block's fused `qkv` projection in a
+    `LoRALinear` with one adapter per slice named by `parts` (letters of
+    `"qkv"`; `"qv"`: one on `W_Q`, one on `W_V`, as in the paper). Changes
+    `model` in place and returns it."""
     check_add_lora(model, parts)
     d = model.config.d_model
     rows = torch.stack([torch.arange(d) + "qkv".index(s) * d for s in parts])  # (g, d)
@@ -144,7 +144,7 @@ def add_lora(
 
 
 def check_add_lora(model, parts: str) -> None:
-    """The arguments of :func:`add_lora`: a GPT without LoRA yet, and the slices."""
+    """The arguments of `add_lora`: a GPT without LoRA yet, and the slices."""
     gpt.check_gpt(model)
     if (
         not isinstance(parts, str)
@@ -168,7 +168,7 @@ def check_add_lora(model, parts: str) -> None:
 
 
 def merge_lora(model: gpt.GPT) -> gpt.GPT:
-    """Replace every :class:`LoRALinear` of ``model`` by its merged ``nn.Linear``, in
+    """Replace every `LoRALinear` of `model` by its merged `nn.Linear`, in
     place."""
     gpt.check_gpt(model)
     merged = 0
@@ -181,8 +181,8 @@ def merge_lora(model: gpt.GPT) -> gpt.GPT:
 
 
 class Adapter(nn.Module):
-    """Houlsby's bottleneck ``y + U GELU(D y)`` applied to the output ``y`` of
-    ``module``; ``U`` starts at zero. Shapes: ``(b, t, d)`` → ``(b, t, d)``."""
+    """Houlsby's bottleneck `y + U GELU(D y)` applied to the output `y` of
+    `module`; `U` starts at zero. Shapes: `(b, t, d)` → `(b, t, d)`."""
 
     def __init__(self, module: nn.Module, d_model: int, d_bottleneck: int):
         super().__init__()
@@ -199,7 +199,7 @@ class Adapter(nn.Module):
 
 
 def check_add_adapters(model, d_bottleneck) -> None:
-    """The arguments of :func:`add_adapters`: a GPT without adapters yet (a second call
+    """The arguments of `add_adapters`: a GPT without adapters yet (a second call
     would nest new adapters around the first and freeze the trained ones) and a
     bottleneck width >= 1."""
     gpt.check_gpt(model)
@@ -212,8 +212,8 @@ def check_add_adapters(model, d_bottleneck) -> None:
 
 
 def add_adapters(model: gpt.GPT, d_bottleneck: int = 8) -> gpt.GPT:
-    """Freeze ``model`` and put an :class:`Adapter` after the attention and after the
-    MLP of every block (in place; returns ``model``)."""
+    """Freeze `model` and put an `Adapter` after the attention and after the
+    MLP of every block (in place; returns `model`)."""
     check_add_adapters(model, d_bottleneck)
     freeze(model)
     d = model.config.d_model
@@ -229,11 +229,11 @@ def attend(
     x: torch.Tensor,
     prefix: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """The attention of a GPT block, with optional learned keys and values ``prefix``
+    """The attention of a GPT block, with optional learned keys and values `prefix`
     that every position attends to (they carry no position: RoPE rotates the text's
     only).
 
-    Shapes: x ``(b, t, d)``, prefix ``(h, p, e)`` twice → ``(b, t, d)``."""
+    Shapes: x `(b, t, d)`, prefix `(h, p, e)` twice → `(b, t, d)`."""
     q, k, v = rearrange(
         attn.qkv(x), "b t (three h e) -> three b h t e", three=3, h=attn.n_heads
     )  # (b, h, t, e) each
@@ -252,9 +252,9 @@ def attend(
 
 
 def check_run_blocks(model, x, prefixes) -> None:
-    """The arguments of :func:`run_blocks`: a GPT, its first block's input ``(b, t, d)``
-    (``1 <= t <= seq_len``, the model's dtype and device) and None or one pair of
-    key and value tensors ``(h, p, e)`` per layer (shapes only)."""
+    """The arguments of `run_blocks`: a GPT, its first block's input `(b, t, d)`
+    (`1 <= t <= seq_len`, the model's dtype and device) and None or one pair of
+    key and value tensors `(h, p, e)` per layer (shapes only)."""
     gpt.check_gpt(model)
     c, weight = model.config, model.embed.weight
     check_tensor(x, "x", f"(b, t, d={c.d_model})", dims=3)
@@ -299,11 +299,11 @@ def check_run_blocks(model, x, prefixes) -> None:
 
 
 def run_blocks(model: gpt.GPT, x: torch.Tensor, prefixes=None) -> torch.Tensor:
-    """The GPT from the first block's input ``x`` to the logits, each block's attention
-    given its ``prefixes[layer]`` (a pair of key and value tensors) when there are
+    """The GPT from the first block's input `x` to the logits, each block's attention
+    given its `prefixes[layer]` (a pair of key and value tensors) when there are
     prefixes.
 
-    Shapes: x ``(b, t, d)`` → logits ``(b, t, v)``."""
+    Shapes: x `(b, t, d)` → logits `(b, t, v)`."""
     check_run_blocks(model, x, prefixes)
     for i, block in enumerate(model.blocks):
         prefix = None if prefixes is None else prefixes[i]
@@ -317,9 +317,9 @@ def run_blocks(model: gpt.GPT, x: torch.Tensor, prefixes=None) -> torch.Tensor:
 
 
 class PromptTuned(nn.Module):
-    """A frozen GPT reading ``n_prompt`` learned vectors before its input ids,
-    initialised from the embeddings of ``init_ids``. Shapes: ids ``(b, t)`` with
-    ``t + n_prompt <= seq_len`` → logits ``(b, t, v)``."""
+    """A frozen GPT reading `n_prompt` learned vectors before its input ids,
+    initialised from the embeddings of `init_ids`. Shapes: ids `(b, t)` with
+    `t + n_prompt <= seq_len` → logits `(b, t, v)`."""
 
     def __init__(self, model: gpt.GPT, init_ids: torch.Tensor):
         super().__init__()
@@ -350,8 +350,8 @@ def check_prompted_ids(ids, n_prompt: int, seq_len: int) -> None:
 
 class PrefixTuned(nn.Module):
     """A frozen GPT whose every layer attends to learned keys and values, initialised
-    from the model's own keys and values of the tokens ``init_ids``.
-    Shapes: ids ``(b, t)`` → logits ``(b, t, v)``."""
+    from the model's own keys and values of the tokens `init_ids`.
+    Shapes: ids `(b, t)` → logits `(b, t, v)`."""
 
     def __init__(self, model: gpt.GPT, init_ids: torch.Tensor):
         super().__init__()
@@ -379,8 +379,8 @@ class PrefixTuned(nn.Module):
 
 
 def check_tuned(model, init_ids) -> None:
-    """The arguments of :class:`PromptTuned` and :class:`PrefixTuned`: a GPT, and an
-    integer tensor of 1 to ``seq_len - 1`` token ids to start the prompt or prefix from."""
+    """The arguments of `PromptTuned` and `PrefixTuned`: a GPT, and an
+    integer tensor of 1 to `seq_len - 1` token ids to start the prompt or prefix from."""
     gpt.check_gpt(model)
     c = model.config
     check_ids(init_ids, "init_ids", min_len=0)
@@ -396,7 +396,7 @@ def check_tuned(model, init_ids) -> None:
 
 
 def trainable(model: nn.Module) -> tuple[int, int]:
-    """``(trainable, total)`` parameter counts of ``model`` (a tied head counted
+    """`(trainable, total)` parameter counts of `model` (a tied head counted
     once)."""
     check_type(model, "model", nn.Module, "an nn.Module")
     params = list(model.parameters())  # unique tensors
@@ -405,8 +405,8 @@ def trainable(model: nn.Module) -> tuple[int, int]:
 
 
 def check_to_vocab(text, vocab) -> None:
-    """The arguments of :func:`to_vocab`: a str and a vocabulary with a ``stoi`` dict
-    (an :class:`lecturelib.recurrence.lm.Vocab`)."""
+    """The arguments of `to_vocab`: a str and a vocabulary with a `stoi` dict
+    (an `lecturelib.recurrence.lm.Vocab`)."""
     check_type(text, "text", str, "a str")
     if not isinstance(getattr(vocab, "stoi", None), dict):
         raise TypeError(
@@ -416,9 +416,9 @@ def check_to_vocab(text, vocab) -> None:
 
 
 def to_vocab(text: str, vocab) -> tuple[str, dict[str, int]]:
-    """``text`` with characters outside ``vocab`` mapped to ASCII (curly quotes to
-    straight ones, double quotes to ``'`` when the vocabulary has no ``"``, dashes to
-    ``-``, accented letters to plain ones) or dropped; returns the text and the count of
+    """`text` with characters outside `vocab` mapped to ASCII (curly quotes to
+    straight ones, double quotes to `'` when the vocabulary has no `"`, dashes to
+    `-`, accented letters to plain ones) or dropped; returns the text and the count of
     every dropped character."""
     check_to_vocab(text, vocab)
     known = set(vocab.stoi)

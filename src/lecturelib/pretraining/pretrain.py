@@ -1,9 +1,9 @@
 """Chapter 11's pretraining recipe, and the book's one pretrained GPT for later chapters.
 
-:class:`Recipe` is everything that decides a pretraining run: the model's config, batch size,
-accumulation, steps and the optimiser's settings. :data:`RECIPES` holds the book's recipe per
-profile and nanoGPT's published CPU recipe for comparison. :func:`train_gpt` runs a recipe with
-:func:`lecturelib.train.fit`. :func:`pretrained` returns the book's GPT for a profile: it loads
+`Recipe` is everything that decides a pretraining run: the model's config, batch size,
+accumulation, steps and the optimiser's settings. `RECIPES` holds the book's recipe per
+profile and nanoGPT's published CPU recipe for comparison. `train_gpt` runs a recipe with
+`lecturelib.train.fit`. `pretrained` returns the book's GPT for a profile: it loads
 a cached, checksummed file from the cache directory, or trains the model with the same recipe
 and seed and saves it when the file is missing, so every chapter that needs the model still runs
 alone, top to bottom.
@@ -74,7 +74,7 @@ class Recipe:
 
 
 def check_recipe(recipe: Recipe) -> None:
-    """The fields of a :class:`Recipe`: sizes and counts ints >= 1, a warm-up shorter
+    """The fields of a `Recipe`: sizes and counts ints >= 1, a warm-up shorter
     than the run, finite positive rates, betas in [0, 1), a known optimizer."""
     check_type(recipe.model, "Recipe.model", dict, "a dict of GPTConfig fields")
     check_int(recipe.batch_size, "Recipe.batch_size", 1)
@@ -202,8 +202,8 @@ def train_gpt(
     resume: bool = False,
     progress: bool = True,
 ) -> tuple[gpt.GPT, train.History]:
-    """Train a GPT with ``recipe`` on random windows of ``train_ids``; the validation loss on
-    ``val_ids`` (its first ``eval_tokens``, or all) is evaluated ``evals`` times."""
+    """Train a GPT with `recipe` on random windows of `train_ids`; the validation loss on
+    `val_ids` (its first `eval_tokens`, or all) is evaluated `evals` times."""
     check_type(recipe, "recipe", Recipe, "a Recipe")
     torch.manual_seed(recipe.seed)
     model = gpt.GPT(recipe.config(vocab_size)).to(device)
@@ -239,9 +239,9 @@ def train_gpt(
 
 
 def recipe(profile: str) -> Recipe:
-    """The recipe of ``profile`` (:data:`RECIPES`), its steps capped by
-    ``$LECTURELIB_STEPS_CAP`` (:func:`lecturelib.runtime.cap_steps`; the warm-up shortened
-    to fit): the one that :func:`pretrained` trains and caches, so that a capped run never
+    """The recipe of `profile` (`RECIPES`), its steps capped by
+    `$LECTURELIB_STEPS_CAP` (`lecturelib.runtime.cap_steps`; the warm-up shortened
+    to fit): the one that `pretrained` trains and caches, so that a capped run never
     pretrains a full recipe."""
     check_profile(profile)
     r = RECIPES[profile]
@@ -251,8 +251,8 @@ def recipe(profile: str) -> Recipe:
 
 
 def model_path(profile: str) -> Path:
-    """Where the cached pretrained GPT of ``profile`` lives (the name carries the hash of
-    its :func:`recipe`, so a changed or capped recipe is trained afresh)."""
+    """Where the cached pretrained GPT of `profile` lives (the name carries the hash of
+    its `recipe`, so a changed or capped recipe is trained afresh)."""
     return (
         data.cache_dir()
         / "models"
@@ -263,10 +263,10 @@ def model_path(profile: str) -> Path:
 def pretrained(
     profile: str, device: torch.device | str = "cpu", *, progress: bool = True
 ) -> tuple[gpt.GPT, lm.Vocab]:
-    """The book's GPT for ``profile`` on ``device`` in eval mode, with its character
+    """The book's GPT for `profile` on `device` in eval mode, with its character
     vocabulary: loaded from the cache when there (checksum verified); otherwise trained
-    on ``device`` and cached, after a line that says so with an estimate of the time
-    (``progress``: a progress bar while it trains)."""
+    on `device` and cached, after a line that says so with an estimate of the time
+    (`progress`: a progress bar while it trains)."""
     check_profile(profile)
     check_bool(progress, "progress")
     path = model_path(profile)
@@ -288,7 +288,7 @@ def pretrained(
 
 
 def _pretrain(profile, device, progress, path, r, data) -> gpt.GPT:
-    """Train the ``profile`` GPT on ``data`` (vocabulary size, training and validation
+    """Train the `profile` GPT on `data` (vocabulary size, training and validation
     ids), saying so with an estimate of the time, and cache it."""
     vocab_size, train_ids, val_ids = data
     seconds = _estimate_seconds(r, vocab_size, train_ids, val_ids, device)
@@ -313,7 +313,7 @@ def _pretrain(profile, device, progress, path, r, data) -> gpt.GPT:
 
 
 def check_cached_config(state, expected: gpt.GPTConfig, profile: str, path) -> None:
-    """The cached file must hold a GPT of the ``profile`` recipe's config: a file of
+    """The cached file must hold a GPT of the `profile` recipe's config: a file of
     another model under this name would be loaded as the book's GPT."""
     config = state.get("config") if isinstance(state, dict) else None
     if not isinstance(config, dict) or config != asdict(expected):
@@ -333,9 +333,9 @@ def _estimate_seconds(
     evals: int = 10,
     probe: int = 3,
 ) -> float:
-    """The seconds :func:`train_gpt` will take for ``recipe`` on ``device``: ``probe``
+    """The seconds `train_gpt` will take for `recipe` on `device`: `probe`
     optimisation steps timed after one that warms up, times the recipe's steps, plus
-    its evaluations of ``val_ids`` (``evals`` asked for), timed on a slice of it."""
+    its evaluations of `val_ids` (`evals` asked for), timed on a slice of it."""
     model = gpt.GPT(recipe.config(vocab_size)).to(device)
     opt = optimizer(model, recipe)
     seq_len = model.config.seq_len
@@ -359,7 +359,7 @@ def _estimate_seconds(
 
 
 def _duration(seconds: float) -> str:
-    """``seconds`` in words: ``"40 s"``, ``"12 min"``, ``"1.5 h"``."""
+    """`seconds` in words: `"40 s"`, `"12 min"`, `"1.5 h"`."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 90 * 60:
@@ -368,7 +368,7 @@ def _duration(seconds: float) -> str:
 
 
 def save_pretrained(profile: str, model: gpt.GPT, hist: train.History) -> Path:
-    """Cache ``model`` (trained with :func:`recipe` of ``profile``) where :func:`pretrained`
+    """Cache `model` (trained with `recipe` of `profile`) where `pretrained`
     finds it."""
     path = model_path(profile)
     if model.config != RECIPES[profile].config(model.config.vocab_size):
@@ -384,13 +384,13 @@ def save_pretrained(profile: str, model: gpt.GPT, hist: train.History) -> Path:
 
 
 def with_steps(recipe: Recipe, steps: int) -> Recipe:
-    """The same recipe trained for ``steps`` (warm-up shortened if it would not fit)."""
+    """The same recipe trained for `steps` (warm-up shortened if it would not fit)."""
     check_type(recipe, "recipe", Recipe, "a Recipe")
     check_int(steps, "steps", 1)
     return replace(recipe, steps=steps, warmup=min(recipe.warmup, steps - 1))
 
 
 def check_profile(profile: str) -> None:
-    """``profile`` must name one of :data:`RECIPES`."""
+    """`profile` must name one of `RECIPES`."""
     if profile not in RECIPES:
         raise ValueError(f"profile must be one of {sorted(RECIPES)}; got {profile!r}")

@@ -1,13 +1,13 @@
 """Chapter 13: weight quantization, round-to-nearest and GPTQ.
 
-- absmax (symmetric) quantization: ``s = max|w| / (2^(b-1) - 1)``, ``q = round(w / s)``;
-- zero-point (asymmetric) quantization: ``s = (max w - min w) / (2^b - 1)``,
-  ``z = round(-min w / s)``, ``q = clamp(round(w / s) + z, 0, 2^b - 1)``,
-  ``w ≈ s (q - z)``;
-- both per output row, or per group of ``group_size`` consecutive inputs of a row;
-- GPTQ (Frantar et al., arXiv:2210.17323): quantize the columns of ``W`` one at a time
+- absmax (symmetric) quantization: `s = max|w| / (2^(b-1) - 1)`, `q = round(w / s)`;
+- zero-point (asymmetric) quantization: `s = (max w - min w) / (2^b - 1)`,
+  `z = round(-min w / s)`, `q = clamp(round(w / s) + z, 0, 2^b - 1)`,
+  `w ≈ s (q - z)`;
+- both per output row, or per group of `group_size` consecutive inputs of a row;
+- GPTQ (Frantar et al., arXiv:2210.17323): quantize the columns of `W` one at a time
   and spread each column's error over the columns not yet quantized with the inverse
-  Hessian ``H = 2 X Xᵀ`` of the layer's calibration inputs, in the paper's Cholesky form
+  Hessian `H = 2 X Xᵀ` of the layer's calibration inputs, in the paper's Cholesky form
   with dampening. We run its column loop without the paper's lazy block updates (the
   same result, slower on large matrices) and give every layer the full-precision model's
   inputs, where the paper feeds each layer the outputs of the already quantized layers
@@ -17,7 +17,7 @@
 
 Everything here is *fake quantization*: weights are quantized and immediately
 dequantized back to float, which gives the quantized model's exact outputs without
-integer kernels. Shapes: W ``(d_out, d_in)``; calibration inputs X ``(n, d_in)``.
+integer kernels. Shapes: W `(d_out, d_in)`; calibration inputs X `(n, d_in)`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ SCHEMES = ("absmax", "zeropoint")
 
 
 def check_matrix(w, name: str = "w") -> None:
-    """``w`` must be a float matrix ``(d_out, d_in)``, not empty, of finite values (for
-    :func:`hessian`, ``n`` calibration inputs ``(n, d_in)``)."""
+    """`w` must be a float matrix `(d_out, d_in)`, not empty, of finite values (for
+    `hessian`, `n` calibration inputs `(n, d_in)`)."""
     message = f"{name} must be a 2-d float tensor (d_out, d_in); got {describe(w)}"
     if not isinstance(w, torch.Tensor) or not w.is_floating_point():
         raise TypeError(message)
@@ -50,7 +50,7 @@ def check_matrix(w, name: str = "w") -> None:
 
 
 def check_finite(w, name: str = "w") -> None:
-    """Every value of ``w`` must be finite: one ``inf`` makes its row's scale
+    """Every value of `w` must be finite: one `inf` makes its row's scale
     infinite, and every code of the row dequantizes to NaN."""
     if not bool(torch.isfinite(w).all()):
         bad = (~torch.isfinite(w)).nonzero()[0].tolist()
@@ -61,7 +61,7 @@ def check_finite(w, name: str = "w") -> None:
 
 
 def check_quant_args(bits: int, group_size: int | None, scheme: str, d_in: int) -> None:
-    """The bits (2 to 16), the scheme and the group size (a divisor of ``d_in``, or None
+    """The bits (2 to 16), the scheme and the group size (a divisor of `d_in`, or None
     for whole rows) of a quantization."""
     check_int(bits, "bits", 2, 16)
     if scheme not in SCHEMES:
@@ -73,7 +73,7 @@ def check_quant_args(bits: int, group_size: int | None, scheme: str, d_in: int) 
 
 
 def check_codes(w, bits: int, scheme: str) -> None:
-    """The weights, bits (2 to 16) and scheme of :func:`scale_zero` and :func:`quantize`."""
+    """The weights, bits (2 to 16) and scheme of `scale_zero` and `quantize`."""
     check_tensor(w, "w", "(..., n)")
     if w.dim() < 1 or w.shape[-1] < 1:
         raise ValueError(
@@ -86,8 +86,8 @@ def check_codes(w, bits: int, scheme: str) -> None:
 
 
 def scale_zero(w: torch.Tensor, bits: int, scheme: str = "absmax"):
-    """Scale and zero point of each row of ``w`` (zero is 0 for absmax).
-    Shapes: ``(..., n)`` → ``(..., 1)`` twice."""
+    """Scale and zero point of each row of `w` (zero is 0 for absmax).
+    Shapes: `(..., n)` → `(..., 1)` twice."""
     check_codes(w, bits, scheme)
     if scheme == "absmax":
         scale = w.abs().amax(-1, keepdim=True) / (2 ** (bits - 1) - 1)
@@ -105,7 +105,7 @@ def quantize(
     bits: int,
     scheme: str = "absmax",
 ) -> torch.Tensor:
-    """Integer codes of ``w``: ``round(w / s) (+ z)``, clamped to the ``bits``-bit
+    """Integer codes of `w`: `round(w / s) (+ z)`, clamped to the `bits`-bit
     range."""
     check_codes(w, bits, scheme)
     if scheme == "absmax":
@@ -117,8 +117,8 @@ def quantize(
 def fake_quantize(
     w: torch.Tensor, bits: int, group_size: int | None = None, scheme: str = "absmax"
 ) -> torch.Tensor:
-    """Round-to-nearest quantize-dequantize of ``w``, per row or per group of
-    ``group_size`` columns. Shapes: ``(d_out, d_in)`` → ``(d_out, d_in)``."""
+    """Round-to-nearest quantize-dequantize of `w`, per row or per group of
+    `group_size` columns. Shapes: `(d_out, d_in)` → `(d_out, d_in)`."""
     check_fake_quantize(w, bits, group_size, scheme)
     g = group_size or w.shape[1]
     groups = w.reshape(w.shape[0], -1, g)  # (d_out, d_in/g, g)
@@ -128,7 +128,7 @@ def fake_quantize(
 
 
 def check_fake_quantize(w, bits: int, group_size: int | None, scheme: str) -> None:
-    """The arguments of :func:`fake_quantize`."""
+    """The arguments of `fake_quantize`."""
     check_matrix(w)
     check_quant_args(bits, group_size, scheme, w.shape[1])
 
@@ -142,8 +142,8 @@ def exact_dtype(t: torch.Tensor) -> torch.dtype:
 
 
 def hessian(x: torch.Tensor) -> torch.Tensor:
-    """GPTQ's ``H = 2 X Xᵀ / n`` of calibration inputs. Shapes: ``(n, d_in)`` →
-    ``(d_in, d_in)``."""
+    """GPTQ's `H = 2 X Xᵀ / n` of calibration inputs. Shapes: `(n, d_in)` →
+    `(d_in, d_in)`."""
     check_matrix(x, "x")
     x = x.to(exact_dtype(x))
     return 2 * x.T @ x / len(x)
@@ -157,9 +157,9 @@ def gptq(
     scheme: str = "absmax",
     damp: float = 0.01,
 ) -> torch.Tensor:
-    """GPTQ quantize-dequantize of ``w`` with the Hessian ``h`` of its inputs; ``damp``
-    times the mean diagonal is added to the diagonal. Shapes: w ``(d_out, d_in)``,
-    h ``(d_in, d_in)`` → ``(d_out, d_in)``."""
+    """GPTQ quantize-dequantize of `w` with the Hessian `h` of its inputs; `damp`
+    times the mean diagonal is added to the diagonal. Shapes: w `(d_out, d_in)`,
+    h `(d_in, d_in)` → `(d_out, d_in)`."""
     check_gptq(w, h, bits, group_size, scheme, damp)
     d_in = w.shape[1]
     w, h = w.to(exact_dtype(w)).clone(), h.to(exact_dtype(w)).clone()
@@ -186,7 +186,7 @@ def gptq(
 def check_gptq(
     w, h, bits: int, group_size: int | None, scheme: str, damp: float
 ) -> None:
-    """The arguments of :func:`gptq`."""
+    """The arguments of `gptq`."""
     check_fake_quantize(w, bits, group_size, scheme)
     d_in = w.shape[1]
     message = f"h must be the ({d_in}, {d_in}) Hessian of w's inputs; got {describe(h)}"
@@ -220,8 +220,8 @@ def check_calibration(model, ids) -> None:
 
 @torch.no_grad()
 def calibration_inputs(model: gpt.GPT, ids: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The inputs of every block Linear when ``model`` reads the windows ``ids``.
-    Shapes: ids ``(b, t)`` → ``(b·t, d_in)`` per layer name."""
+    """The inputs of every block Linear when `model` reads the windows `ids`.
+    Shapes: ids `(b, t)` → `(b·t, d_in)` per layer name."""
     check_calibration(model, ids)
     inputs, hooks = {}, []
 
@@ -249,9 +249,9 @@ def quantize_model(
     calib_ids: torch.Tensor | None = None,
     scheme: str = "absmax",
 ) -> gpt.GPT:
-    """A copy of ``model`` whose block weights are fake-quantized to ``bits`` by
-    ``method`` (``"rtn"`` round-to-nearest or ``"gptq"`` with the calibration windows
-    ``calib_ids``); ``bits=16`` rounds every weight to float16. Embedding and tied head
+    """A copy of `model` whose block weights are fake-quantized to `bits` by
+    `method` (`"rtn"` round-to-nearest or `"gptq"` with the calibration windows
+    `calib_ids`); `bits=16` rounds every weight to float16. Embedding and tied head
     stay in float."""
     gpt.check_gpt(model)
     check_int(bits, "bits", 2, 16)
@@ -283,12 +283,12 @@ def quantize_model(
 
 # QLoRA (Dettmers et al., arXiv:2305.14314): 4-bit NormalFloat and double quantization.
 
-NF4_OFFSET = 0.9677083  # the QLoRA / bitsandbytes ``create_normal_map`` offset
+NF4_OFFSET = 0.9677083  # the QLoRA / bitsandbytes `create_normal_map` offset
 
 
 def nf4_code_book() -> torch.Tensor:
     """QLoRA's 16 NormalFloat-4 values in [-1, 1], sorted, with an exact 0. Shape
-    ``(16,)``."""
+    `(16,)`."""
     from scipy.special import ndtri  # = scipy.stats.norm.ppf, a lighter import
 
     pos = ndtri(torch.linspace(NF4_OFFSET, 0.5, 9)[:-1].numpy()).tolist()
@@ -298,7 +298,7 @@ def nf4_code_book() -> torch.Tensor:
 
 
 def check_nf4_quantize(w, block: int) -> None:
-    """The weights (any shape, finite, a multiple of ``block`` values) and block size."""
+    """The weights (any shape, finite, a multiple of `block` values) and block size."""
     check_tensor(w, "w", "(...)")
     check_int(block, "block", 1)
     if w.numel() < 1 or w.numel() % block:
@@ -310,9 +310,9 @@ def check_nf4_quantize(w, block: int) -> None:
 
 
 def nf4_quantize(w: torch.Tensor, block: int = 64):
-    """NF4 codes of ``w``: per block of ``block`` values, divide by the block's absmax
-    and take the nearest code-book entry. Shapes: ``(...)`` → codes ``(numel,)`` uint8,
-    absmax ``(numel / block,)``."""
+    """NF4 codes of `w`: per block of `block` values, divide by the block's absmax
+    and take the nearest code-book entry. Shapes: `(...)` → codes `(numel,)` uint8,
+    absmax `(numel / block,)`."""
     check_nf4_quantize(w, block)
     book = nf4_code_book().to(w.device)
     blocks = w.detach().float().reshape(-1, block)
@@ -323,7 +323,7 @@ def nf4_quantize(w: torch.Tensor, block: int = 64):
 
 
 def check_nf4_dequantize(codes, absmax, shape) -> None:
-    """uint8 codes in 0..15, one float absmax per block, a shape of ``codes.numel()``."""
+    """uint8 codes in 0..15, one float absmax per block, a shape of `codes.numel()`."""
     if not isinstance(codes, torch.Tensor) or codes.dtype != torch.uint8:
         raise TypeError(f"codes must be a uint8 tensor (numel,); got {describe(codes)}")
     if codes.numel() and int(codes.max()) > 15:
@@ -343,7 +343,7 @@ def check_nf4_dequantize(codes, absmax, shape) -> None:
 
 def nf4_dequantize(codes: torch.Tensor, absmax: torch.Tensor, shape) -> torch.Tensor:
     """Weights back from NF4: code-book value times the block's absmax. Shapes: codes
-    ``(numel,)``, absmax ``(n_blocks,)`` → ``shape``."""
+    `(numel,)`, absmax `(n_blocks,)` → `shape`."""
     check_nf4_dequantize(codes, absmax, shape)
     book = nf4_code_book().to(absmax.device)
     values = book[codes.long()].reshape(absmax.numel(), -1) * absmax[:, None]
@@ -361,8 +361,8 @@ def check_double_quantize(absmax, block: int) -> None:
 
 def double_quantize(absmax: torch.Tensor, block: int = 256):
     """QLoRA's double quantization of the block scales: subtract their mean, then int8
-    absmax per block of ``block`` scales (the last block may be shorter). Shapes:
-    ``(n,)`` → codes ``(n,)`` int8, scales ``(ceil(n / block),)``, offset ``()``."""
+    absmax per block of `block` scales (the last block may be shorter). Shapes:
+    `(n,)` → codes `(n,)` int8, scales `(ceil(n / block),)`, offset `()`."""
     check_double_quantize(absmax, block)
     offset = absmax.float().mean()
     centred = absmax.float() - offset
@@ -374,7 +374,7 @@ def double_quantize(absmax: torch.Tensor, block: int = 256):
 
 
 def check_double_dequantize(codes, scales, offset, block: int) -> None:
-    """int8 codes, one float scale per ``block`` codes, a float offset."""
+    """int8 codes, one float scale per `block` codes, a float offset."""
     if not isinstance(codes, torch.Tensor) or codes.dtype != torch.int8:
         raise TypeError(f"codes must be an int8 tensor (n,); got {describe(codes)}")
     check_tensor(scales, "scales", "(n_blocks,)", 1)
@@ -390,8 +390,8 @@ def check_double_dequantize(codes, scales, offset, block: int) -> None:
 def double_dequantize(
     codes: torch.Tensor, scales: torch.Tensor, offset: torch.Tensor, block: int = 256
 ) -> torch.Tensor:
-    """Block scales back from :func:`double_quantize`. Shapes: codes ``(n,)``, scales
-    ``(ceil(n / block),)``, offset ``()`` → ``(n,)``."""
+    """Block scales back from `double_quantize`. Shapes: codes `(n,)`, scales
+    `(ceil(n / block),)`, offset `()` → `(n,)`."""
     check_double_dequantize(codes, scales, offset, block)
     per_code = scales.repeat_interleave(block)[: codes.numel()]
     return codes.float() * per_code + offset

@@ -1,17 +1,17 @@
 """Chapter 12: T5's span corruption (Raffel et al., 2020, arXiv:1910.10683, section
 3.3.4).
 
-About ``rate`` (15%) of the tokens, in spans of mean length ``mean_span`` (3), are cut
+About `rate` (15%) of the tokens, in spans of mean length `mean_span` (3), are cut
 out of the input; each span is replaced by one sentinel token, and the target lists
 every sentinel followed by the span it replaced, then a final sentinel::
 
     input:  Thank you <X> me to your party <Y> week .
     target: <X> for inviting <Y> last <Z>
 
-As in T5's code, the number of spans is ``round(rate · n / mean_span)``; the corrupted
+As in T5's code, the number of spans is `round(rate · n / mean_span)`; the corrupted
 tokens and the kept ones are each split at random into that many runs, which alternate,
-kept first. Sentinels are the ids ``sentinels[0], sentinels[1],
-...`` that the caller reserves.
+kept first. Sentinels are the ids `sentinels[0], sentinels[1],
+...` that the caller reserves.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def span_corrupt(
 
 
 def check_span_corrupt(ids, sentinels, rate: float, mean_span: float) -> None:
-    """The arguments of :func:`span_corrupt`."""
+    """The arguments of `span_corrupt`."""
     check_id_list(ids, "ids")
     check_id_list(sentinels, "sentinels")
     check_number(rate, "rate", 0.0, 1.0, low_open=True)
@@ -57,14 +57,14 @@ def check_span_corrupt(ids, sentinels, rate: float, mean_span: float) -> None:
 
 
 def check_partition(total, parts) -> None:
-    """``parts`` positive integers can sum to ``total`` only if ``1 <= parts <=
-    total`` (more parts would silently give fewer)."""
+    """`parts` positive integers can sum to `total` only if `1 <= parts <=
+    total` (more parts would silently give fewer)."""
     check_int(total, "total", 1)
     check_int(parts, "parts (each >= 1, so at most total)", 1, total)
 
 
 def random_partition(total: int, parts: int, generator) -> list[int]:
-    """``total`` split at random into ``parts`` positive integers."""
+    """`total` split at random into `parts` positive integers."""
     check_partition(total, parts)
     cuts = torch.randperm(total - 1, generator=generator)[: parts - 1] + 1
     cuts = cuts.sort().values

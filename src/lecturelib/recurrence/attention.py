@@ -1,31 +1,31 @@
 """Chapter 5: attention, a differentiable soft lookup of values by query–key similarity.
 
-``attention(q, K, V) = Σ_i softmax_i(score(q, k_i)) · v_i`` in three steps: a score per
-key → :func:`masked_softmax` (masked keys get weight exactly 0) → the weighted sum
-(:func:`attend`); :func:`lookup` runs all three.
+`attention(q, K, V) = Σ_i softmax_i(score(q, k_i)) · v_i` in three steps: a score per
+key → `masked_softmax` (masked keys get weight exactly 0) → the weighted sum
+(`attend`); `lookup` runs all three.
 
-Scores (queries ``q``, keys ``k``):
+Scores (queries `q`, keys `k`):
 
-- :class:`DotScore` ``q·k`` (Luong et al., 2015, arXiv:1508.04025, "dot"): no
-  parameters, needs ``d_q = d_k``;
-- :class:`BilinearScore` ``q^T W k`` (Luong et al., "general"): ``d_q·d_k`` parameters;
-- :class:`AdditiveScore` ``u^T tanh(W_1 k + W_2 q)`` (Bahdanau, Cho and Bengio, 2015,
+- `DotScore` `q·k` (Luong et al., 2015, arXiv:1508.04025, "dot"): no
+  parameters, needs `d_q = d_k`;
+- `BilinearScore` `q^T W k` (Luong et al., "general"): `d_q·d_k` parameters;
+- `AdditiveScore` `u^T tanh(W_1 k + W_2 q)` (Bahdanau, Cho and Bengio, 2015,
   arXiv:1409.0473): a one-hidden-layer network on every query–key pair.
 
-:class:`AttentionDecoder` is a GRU decoder that attends over the encoder states with its
-current state ``s_t`` and predicts from ``[s_t; c_t]``, the arrangement of Luong et al.
-(2015) without input feeding. Bahdanau et al. query with ``s_{t-1}`` and feed ``c_t``
+`AttentionDecoder` is a GRU decoder that attends over the encoder states with its
+current state `s_t` and predicts from `[s_t; c_t]`, the arrangement of Luong et al.
+(2015) without input feeding. Bahdanau et al. query with `s_{t-1}` and feed `c_t`
 into the recurrence, which forces a loop over target steps even in training; this order
 lets the GRU run over all teacher-forced steps at once. It plugs into
-``seq2seq.Seq2Seq`` like ``seq2seq.Decoder``.
+`seq2seq.Seq2Seq` like `seq2seq.Decoder`.
 
 Masks, here and in every later chapter: a bool tensor, True = may attend, always 3-D
-``(b, t, s)``, where ``b`` may be 1 (one mask for the whole batch, e.g. causal) and
-``t`` may be 1 (one mask for every query, i.e. key padding). :func:`check_mask` enforces
+`(b, t, s)`, where `b` may be 1 (one mask for the whole batch, e.g. causal) and
+`t` may be 1 (one mask for every query, i.e. key padding). `check_mask` enforces
 it.
 
-Shapes use ``b`` batch, ``t`` queries (target positions), ``s`` keys (source positions),
-``d`` width, ``v`` vocabulary, ``l`` layers.
+Shapes use `b` batch, `t` queries (target positions), `s` keys (source positions),
+`d` width, `v` vocabulary, `l` layers.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ SCORES = ("dot", "bilinear", "additive")
 def check_qk(
     q: torch.Tensor, k: torch.Tensor, d_q: int | None = None, d_k: int | None = None
 ) -> None:
-    """Raise unless queries are float ``(b, t, d_q)`` and keys float ``(b, s, d_k)``."""
+    """Raise unless queries are float `(b, t, d_q)` and keys float `(b, s, d_k)`."""
     check_tensor(q, "queries", "(b, t, d_q)")
     check_tensor(k, "keys", "(b, s, d_k)")
     if q.dim() != 3 or k.dim() != 3 or q.shape[0] != k.shape[0]:
@@ -70,7 +70,7 @@ def check_qk(
 
 
 def check_dot_score(q, k) -> None:
-    """The queries and keys of :class:`DotScore`: one width ``d``."""
+    """The queries and keys of `DotScore`: one width `d`."""
     check_qk(q, k)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
@@ -80,9 +80,9 @@ def check_dot_score(q, k) -> None:
 
 
 class DotScore(nn.Module):
-    """``score(q, k) = q·k``.
+    """`score(q, k) = q·k`.
 
-    Shapes: q ``(b, t, d)``, k ``(b, s, d)`` → ``(b, t, s)``.
+    Shapes: q `(b, t, d)`, k `(b, s, d)` → `(b, t, s)`.
     """
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -91,9 +91,9 @@ class DotScore(nn.Module):
 
 
 class BilinearScore(nn.Module):
-    """``score(q, k) = q^T W k``.
+    """`score(q, k) = q^T W k`.
 
-    Shapes: q ``(b, t, d_q)``, k ``(b, s, d_k)`` → ``(b, t, s)``.
+    Shapes: q `(b, t, d_q)`, k `(b, s, d_k)` → `(b, t, s)`.
     """
 
     def __init__(self, d_q: int, d_k: int):
@@ -107,10 +107,10 @@ class BilinearScore(nn.Module):
 
 
 class AdditiveScore(nn.Module):
-    """``score(q, k) = u^T tanh(W_1 k + W_2 q)`` with a hidden width ``d_att``.
+    """`score(q, k) = u^T tanh(W_1 k + W_2 q)` with a hidden width `d_att`.
 
-    Shapes: q ``(b, t, d_q)``, k ``(b, s, d_k)`` → ``(b, t, s)``; the hidden layer is
-    ``(b, t, s, d_att)``, the cost of this score's expressiveness.
+    Shapes: q `(b, t, d_q)`, k `(b, s, d_k)` → `(b, t, s)`; the hidden layer is
+    `(b, t, s, d_att)`, the cost of this score's expressiveness.
     """
 
     def __init__(self, d_q: int, d_k: int, d_att: int):
@@ -130,7 +130,7 @@ class AdditiveScore(nn.Module):
 
 
 def make_score(kind: str, d_q: int, d_k: int, d_att: int | None = None) -> nn.Module:
-    """One of the three score functions by name (``"dot"`` needs ``d_q == d_k``)."""
+    """One of the three score functions by name (`"dot"` needs `d_q == d_k`)."""
     check_sizes(d_q=d_q, d_k=d_k)
     if kind == "dot":
         if d_q != d_k:
@@ -146,10 +146,10 @@ def make_score(kind: str, d_q: int, d_k: int, d_att: int | None = None) -> nn.Mo
 
 
 def check_mask(mask, b: int, t: int, s: int, name: str = "mask") -> None:
-    """Raise unless ``mask`` is a bool ``(b, t, s)`` tensor in which ``b`` and ``t`` may
+    """Raise unless `mask` is a bool `(b, t, s)` tensor in which `b` and `t` may
     be 1: the mask convention of the whole package.
 
-    Shapes: mask ``(b, t, s)``, ``(1, t, s)``, ``(b, 1, s)`` or ``(1, 1, s)``.
+    Shapes: mask `(b, t, s)`, `(1, t, s)`, `(b, 1, s)` or `(1, 1, s)`.
     """
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
@@ -172,7 +172,7 @@ def check_mask(mask, b: int, t: int, s: int, name: str = "mask") -> None:
 
 
 def check_masked_softmax(scores, mask) -> None:
-    """The arguments of :func:`masked_softmax`: a key to attend to in every row."""
+    """The arguments of `masked_softmax`: a key to attend to in every row."""
     check_tensor(scores, "scores", "(..., s)")
     if mask is None:
         return
@@ -192,10 +192,10 @@ def check_masked_softmax(scores, mask) -> None:
 def masked_softmax(
     scores: torch.Tensor, mask: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Softmax over the last axis (the keys); keys with ``mask`` False get weight 0.
+    """Softmax over the last axis (the keys); keys with `mask` False get weight 0.
 
-    Shapes: scores ``(b, ..., t, s)`` (any axes, e.g. heads, between b and t), mask
-    ``(b, t, s)`` with ``b``, ``t`` possibly 1 → ``(b, ..., t, s)``.
+    Shapes: scores `(b, ..., t, s)` (any axes, e.g. heads, between b and t), mask
+    `(b, t, s)` with `b`, `t` possibly 1 → `(b, ..., t, s)`.
     """
     check_masked_softmax(scores, mask)
     if mask is None:
@@ -205,7 +205,7 @@ def masked_softmax(
 
 
 def check_attend(scores, values) -> None:
-    """The scores and values of :func:`attend` (its mask: :func:`masked_softmax`)."""
+    """The scores and values of `attend` (its mask: `masked_softmax`)."""
     check_tensor(values, "values", "(b, s, d_v)")
     if (
         not isinstance(scores, torch.Tensor)
@@ -223,11 +223,11 @@ def check_attend(scores, values) -> None:
 def attend(
     scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None = None
 ):
-    """Weights ``α = masked_softmax(scores)`` and the weighted sums ``c = α V``.
+    """Weights `α = masked_softmax(scores)` and the weighted sums `c = α V`.
 
-    Shapes: scores ``(b, t, s)``, values ``(b, s, d_v)``, mask ``(b, t, s)`` (b, t may
-    be 1; a padding mask is ``(b, 1, s)``) or None → context ``(b, t, d_v)``, weights
-    ``(b, t, s)``.
+    Shapes: scores `(b, t, s)`, values `(b, s, d_v)`, mask `(b, t, s)` (b, t may
+    be 1; a padding mask is `(b, 1, s)`) or None → context `(b, t, d_v)`, weights
+    `(b, t, s)`.
     """
     check_attend(scores, values)
     weights = masked_softmax(scores, mask)
@@ -235,18 +235,18 @@ def attend(
 
 
 def lookup(q, k, v, score: nn.Module, mask: torch.Tensor | None = None):
-    """The soft lookup: score the keys with the queries, then :func:`attend` to the
+    """The soft lookup: score the keys with the queries, then `attend` to the
     values.
 
-    Shapes: q ``(b, t, d_q)``, k ``(b, s, d_k)``, v ``(b, s, d_v)``, mask ``(b, t, s)``
-    (b, t may be 1) → context ``(b, t, d_v)``, weights ``(b, t, s)``.
+    Shapes: q `(b, t, d_q)`, k `(b, s, d_k)`, v `(b, s, d_v)`, mask `(b, t, s)`
+    (b, t may be 1) → context `(b, t, d_v)`, weights `(b, t, s)`.
     """
     check_callable(score, "score")
     return attend(score(q, k), v, mask)
 
 
 def check_attention_decoder_input(dec, tgt_in, enc, h) -> None:
-    """The arguments of :meth:`AttentionDecoder.forward` (shapes: its docstring)."""
+    """The arguments of `AttentionDecoder.forward` (shapes: its docstring)."""
     check_ids(tgt_in, "tgt_in", dims=2, vocab_size=dec.vocab_size)
     if not isinstance(enc, seq2seq.Encoded):
         raise TypeError(f"enc must be a seq2seq.Encoded; got {type(enc).__name__}")
@@ -271,12 +271,12 @@ def check_attention_decoder_input(dec, tgt_in, enc, h) -> None:
 
 
 class AttentionDecoder(nn.Module):
-    """A GRU decoder with a new context ``c_t`` for every target step:
-    ``s_t = GRU(E y_{t-1}, s_{t-1})``, ``α_t = softmax_i(score(s_t, h_i))``,
-    ``c_t = Σ_i α_{t,i} h_i``, ``p(y_t | y_<t, x) = softmax(W_o tanh(W_c [s_t; c_t]))``.
+    """A GRU decoder with a new context `c_t` for every target step:
+    `s_t = GRU(E y_{t-1}, s_{t-1})`, `α_t = softmax_i(score(s_t, h_i))`,
+    `c_t = Σ_i α_{t,i} h_i`, `p(y_t | y_<t, x) = softmax(W_o tanh(W_c [s_t; c_t]))`.
 
-    Shapes: tgt_in ``(b, t)``, enc (``seq2seq.Encoded``), h ``(l, b, d_model)`` or None
-    → logits ``(b, t, v)``, h ``(l, b, d_model)``, weights ``(b, t, s)``.
+    Shapes: tgt_in `(b, t)`, enc (`seq2seq.Encoded`), h `(l, b, d_model)` or None
+    → logits `(b, t, v)`, h `(l, b, d_model)`, weights `(b, t, s)`.
     """
 
     def __init__(
@@ -324,8 +324,8 @@ class AttentionDecoder(nn.Module):
 
 @dataclass(kw_only=True)
 class AttentionConfig(seq2seq.Seq2SeqConfig):
-    """The sizes of chapter 4's encoder–decoder (``seq2seq.Seq2SeqConfig``) and the
-    score function of its attention decoder, one of :data:`SCORES`."""
+    """The sizes of chapter 4's encoder–decoder (`seq2seq.Seq2SeqConfig`) and the
+    score function of its attention decoder, one of `SCORES`."""
 
     score: str = "additive"
 
@@ -347,7 +347,7 @@ class AttentionConfig(seq2seq.Seq2SeqConfig):
 
 def make_model(config: AttentionConfig) -> seq2seq.Seq2Seq:
     """The chapter's encoder–decoder with attention (the encoder of
-    ``seq2seq.make_model``)."""
+    `seq2seq.make_model`)."""
     if not isinstance(config, AttentionConfig):
         raise TypeError(
             f"config must be an AttentionConfig; got {type(config).__name__}"

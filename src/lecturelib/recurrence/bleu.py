@@ -1,11 +1,11 @@
 """Chapter 4: BLEU, the score of a translation, and BLEU by source length.
 
-- :class:`BleuReport` holds the corpus BLEU of a test set (``seq2seq.evaluate`` makes
-  it) with per-sentence scores, and :meth:`BleuReport.by_length` regroups them by source
+- `BleuReport` holds the corpus BLEU of a test set (`seq2seq.evaluate` makes
+  it) with per-sentence scores, and `BleuReport.by_length` regroups them by source
   length;
-- :func:`plot_bleu_by_length` draws BLEU against source length;
-- :func:`ngrams` and :func:`formula_bleu` write corpus BLEU (Papineni et al., 2002) out
-  from its definition, the oracle of ``lecturelib.metrics.bleu`` in the tests.
+- `plot_bleu_by_length` draws BLEU against source length;
+- `ngrams` and `formula_bleu` write corpus BLEU (Papineni et al., 2002) out
+  from its definition, the oracle of `lecturelib.metrics.bleu` in the tests.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class BleuReport:
 
     def by_length(self, edges: Sequence[int]) -> dict[str, tuple[float, int]]:
         """Corpus BLEU and the number of sentences per source-length bin
-        ``[e_i, e_{i+1})`` (BLEU is NaN for a bin without sentences)."""
+        `[e_i, e_{i+1})` (BLEU is NaN for a bin without sentences)."""
         if (
             len(edges) < 2
             or any(isinstance(e, bool) or not isinstance(e, int) for e in edges)
@@ -64,7 +64,7 @@ def plot_bleu_by_length(
 ):
     """Corpus BLEU of each source-length group (a line at the group centres) and the
     mean sentence BLEU of each exact length (light points), in the colour of
-    ``family``."""
+    `family`."""
     import matplotlib.pyplot as plt
 
     from lecturelib import plot
@@ -91,7 +91,7 @@ def plot_bleu_by_length(
 
 
 def check_ngrams(tokens, n) -> None:
-    """The arguments of :func:`ngrams`."""
+    """The arguments of `ngrams`."""
     if isinstance(tokens, str) or not isinstance(tokens, Sequence):
         raise TypeError(
             f"tokens must be a list of str tokens (split the text first); "
@@ -101,13 +101,13 @@ def check_ngrams(tokens, n) -> None:
 
 
 def ngrams(tokens: Sequence[str], n: int) -> Counter:
-    """Counts of the ``n``-grams of a token list."""
+    """Counts of the `n`-grams of a token list."""
     check_ngrams(tokens, n)
     return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
 def check_formula_bleu(hypotheses, references, max_n) -> None:
-    """The arguments of :func:`formula_bleu`: as many hypotheses as references."""
+    """The arguments of `formula_bleu`: as many hypotheses as references."""
     check_token_lists(hypotheses, "hypotheses")
     check_token_lists(references, "references")
     check_sizes(max_n=max_n)
@@ -121,10 +121,10 @@ def check_formula_bleu(hypotheses, references, max_n) -> None:
 def formula_bleu(
     hypotheses: Sequence[list[str]], references: Sequence[list[str]], max_n: int = 4
 ) -> float:
-    """Corpus BLEU from its definition, 0–100, unsmoothed: ``BP · exp(mean log p_n)``
-    with clipped n-gram precisions ``p_n`` summed over the corpus and the brevity
-    penalty ``BP = min(1, exp(1 - r/c))`` for reference length ``r`` and hypothesis
-    length ``c``.
+    """Corpus BLEU from its definition, 0–100, unsmoothed: `BP · exp(mean log p_n)`
+    with clipped n-gram precisions `p_n` summed over the corpus and the brevity
+    penalty `BP = min(1, exp(1 - r/c))` for reference length `r` and hypothesis
+    length `c`.
     """
     check_formula_bleu(hypotheses, references, max_n)
     matches, totals = [0] * max_n, [0] * max_n

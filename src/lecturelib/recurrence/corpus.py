@@ -1,14 +1,14 @@
 """Translation data, chapter 4: from sentence pairs to tokenized, filtered and split pairs.
 
-- :func:`tokenize` splits a sentence into lower-cased words and punctuation marks
-  (:func:`detokenize` joins them back for display), :func:`tokenize_pairs` does both
-  sides of ``(source, target)`` pairs;
-- :func:`filter_by_length` and :func:`filter_by_vocab` keep short sentences made of
+- `tokenize` splits a sentence into lower-cased words and punctuation marks
+  (`detokenize` joins them back for display), `tokenize_pairs` does both
+  sides of `(source, target)` pairs;
+- `filter_by_length` and `filter_by_vocab` keep short sentences made of
   common words, so that a model trains on a CPU with a small softmax;
-- :func:`split_pairs` makes a seeded train/validation/test split, disjoint by source
+- `split_pairs` makes a seeded train/validation/test split, disjoint by source
   sentence.
 
-``translation`` turns the pairs into ids and padded batches; ``translation.load`` runs
+`translation` turns the pairs into ids and padded batches; `translation.load` runs
 the whole pipeline.
 """
 
@@ -80,7 +80,7 @@ def check_str_tokens(tokens: Sequence, name: str, func: str) -> None:
 
 
 def check_token_lists(sentences, name: str) -> None:
-    """Raise a TypeError naming ``name`` unless ``sentences`` is a sequence of token
+    """Raise a TypeError naming `name` unless `sentences` is a sequence of token
     lists (a string would be read as a list of characters)."""
     if isinstance(sentences, str) or not isinstance(sentences, Sequence):
         raise TypeError(
@@ -99,7 +99,7 @@ def check_token_lists(sentences, name: str) -> None:
 
 
 def check_text(text) -> None:
-    """:func:`tokenize` reads a str."""
+    """`tokenize` reads a str."""
     if not isinstance(text, str):
         raise TypeError(
             f"tokenize(): text must be a str; got {type(text).__name__} "
@@ -108,7 +108,7 @@ def check_text(text) -> None:
 
 
 def tokenize(text: str) -> Tokens:
-    """Lower-case ``text`` and split it into words and punctuation marks.
+    """Lower-case `text` and split it into words and punctuation marks.
 
     >>> tokenize("Tu n'as pas l'air occupé !")
     ['tu', "n'", 'as', 'pas', "l'", 'air', 'occupé', '!']
@@ -119,7 +119,7 @@ def tokenize(text: str) -> Tokens:
 
 def detokenize(tokens: Sequence[str]) -> str:
     """Join tokens for display: no space after an apostrophe, around a hyphen, or before
-    ``.`` and ``,``.
+    `.` and `,`.
 
     >>> detokenize(["est", "-", "ce", "que", "tu", "n'", "as", "pas", "l'", "air", "."])
     "est-ce que tu n'as pas l'air."
@@ -131,7 +131,7 @@ def detokenize(tokens: Sequence[str]) -> str:
 
 
 def tokenize_pairs(pairs: Sequence[tuple[str, str]]) -> list[Pair]:
-    """Tokenize both sides of ``(source, target)`` string pairs."""
+    """Tokenize both sides of `(source, target)` string pairs."""
     if isinstance(pairs, str) or not isinstance(pairs, Sequence):
         raise TypeError(
             f"tokenize_pairs(): pairs must be a list of (source, target) "
@@ -154,7 +154,7 @@ def tokenize_pairs(pairs: Sequence[tuple[str, str]]) -> list[Pair]:
 def filter_by_length(
     pairs: Sequence[Pair], max_len: int, min_len: int = 1
 ) -> list[Pair]:
-    """Keep the pairs whose source and target both have ``min_len..max_len`` tokens."""
+    """Keep the pairs whose source and target both have `min_len..max_len` tokens."""
     check_int(min_len, "min_len", 1)
     check_int(max_len, "max_len", 1)
     if min_len > max_len:
@@ -175,8 +175,8 @@ def _by_length(pairs: Sequence[Pair], max_len: int, min_len: int = 1) -> list[Pa
 
 
 def filter_by_vocab(pairs: Sequence[Pair], n_words: int) -> list[Pair]:
-    """Keep the pairs made only of the ``n_words`` most frequent tokens of each language
-    (counted over ``pairs``), so that no sentence needs ``<unk>`` and the softmax stays
+    """Keep the pairs made only of the `n_words` most frequent tokens of each language
+    (counted over `pairs`), so that no sentence needs `<unk>` and the softmax stays
     small."""
     check_int(n_words, "n_words", 1)
     check_token_pairs(pairs, "filter_by_vocab")
@@ -205,8 +205,8 @@ def split_pairs(
     """A seeded random split into train, validation and test sets.
 
     All translations of one source sentence land in the same set, so no test sentence
-    was seen in training. ``n_val`` and ``n_test`` count pairs (whole groups are taken
-    until the count is reached); ``n_train`` caps the training set (``None``: all the
+    was seen in training. `n_val` and `n_test` count pairs (whole groups are taken
+    until the count is reached); `n_train` caps the training set (`None`: all the
     rest).
     """
     check_split_sizes(n_val, n_test, n_train, seed, "split_pairs")

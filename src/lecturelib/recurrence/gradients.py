@@ -1,15 +1,15 @@
 """Chapter 2: vanishing and exploding gradients in a recurrent network.
 
-- :func:`jacobian_norms` measures ``‖∂h_T/∂h_t‖`` of an ``rnn.ElmanCell`` by automatic
+- `jacobian_norms` measures `‖∂h_T/∂h_t‖` of an `rnn.ElmanCell` by automatic
   differentiation, the quantity whose exponential decay or growth is the
   vanishing/exploding gradient problem of Bengio, Simard and Frasconi (1994) and
   Pascanu, Mikolov and Bengio (2013, arXiv:1211.5063);
-- :func:`init_recurrent_` sets recurrent weights to a chosen spectral radius, an
+- `init_recurrent_` sets recurrent weights to a chosen spectral radius, an
   orthogonal matrix, or the identity (the IRNN of Le, Jaitly and Hinton, 2015,
   arXiv:1504.00941, uses ReLU; here the identity is used with tanh);
-- :func:`clip_grad_norm` is gradient clipping by the global norm (Pascanu et al., 2013).
+- `clip_grad_norm` is gradient clipping by the global norm (Pascanu et al., 2013).
 
-Shapes use ``t`` time, ``d`` width.
+Shapes use `t` time, `d` width.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from lecturelib.validate import check_number, check_tensor, describe
 
 
 def check_jacobian_input(cell, x) -> None:
-    """The arguments of :func:`jacobian_norms`: one sequence ``(t, d_in)``."""
+    """The arguments of `jacobian_norms`: one sequence `(t, d_in)`."""
     if not isinstance(cell, ElmanCell):
         raise TypeError(f"cell must be an rnn.ElmanCell; got {describe(cell)}")
     check_tensor(x, "x", "(t, d_in)")
@@ -32,11 +32,11 @@ def check_jacobian_input(cell, x) -> None:
 
 
 def jacobian_norms(cell: ElmanCell, x: torch.Tensor, h0: torch.Tensor | None = None):
-    """Spectral norms of ``∂h_T/∂h_{T-k}`` for ``k = 0..T`` by autograd (one batched
+    """Spectral norms of `∂h_T/∂h_{T-k}` for `k = 0..T` by autograd (one batched
     backward).
 
-    Shapes: x ``(t, d_in)`` (one sequence), h0 ``(d_model,)`` → ``(t + 1,)``, indexed by
-    the distance ``k = T - t``; entry 0 is the identity's norm, 1.
+    Shapes: x `(t, d_in)` (one sequence), h0 `(d_model,)` → `(t + 1,)`, indexed by
+    the distance `k = T - t`; entry 0 is the identity's norm, 1.
     """
     check_jacobian_input(cell, x)
     d = cell.W_h.shape[0]
@@ -60,7 +60,7 @@ SCHEMES = ("orthogonal", "identity", "radius")
 
 
 def check_init_recurrent(weight, scheme, scale) -> None:
-    """The arguments of :func:`init_recurrent_`: a square matrix, a known scheme."""
+    """The arguments of `init_recurrent_`: a square matrix, a known scheme."""
     check_tensor(weight, "weight", "(d, d)")
     check_number(scale, "scale", 0.0)
     if weight.dim() != 2 or weight.shape[0] != weight.shape[1]:
@@ -80,10 +80,10 @@ def init_recurrent_(
     scale: float = 1.0,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Overwrite a square recurrent matrix with ``scale`` times an orthogonal matrix,
-    the identity, or a Gaussian matrix rescaled to spectral radius exactly ``scale``.
+    """Overwrite a square recurrent matrix with `scale` times an orthogonal matrix,
+    the identity, or a Gaussian matrix rescaled to spectral radius exactly `scale`.
 
-    Shapes: weight ``(d, d)`` → the same tensor, modified in place.
+    Shapes: weight `(d, d)` → the same tensor, modified in place.
     """
     check_init_recurrent(weight, scheme, scale)
     d = weight.shape[0]
@@ -97,7 +97,7 @@ def init_recurrent_(
 
 
 def check_clip_grad_norm(grads, max_norm) -> None:
-    """The arguments of :func:`clip_grad_norm`."""
+    """The arguments of `clip_grad_norm`."""
     check_number(max_norm, "max_norm", 0.0, low_open=True)
     if not isinstance(grads, (list, tuple)) or not all(
         isinstance(g, torch.Tensor) for g in grads
@@ -106,8 +106,8 @@ def check_clip_grad_norm(grads, max_norm) -> None:
 
 
 def clip_grad_norm(grads: list[torch.Tensor], max_norm: float) -> float:
-    """Scale all gradients by ``min(1, max_norm / ‖g‖)`` where ``‖g‖`` is their joint L2
-    norm; returns ``‖g‖`` before clipping. The direction of the update is unchanged.
+    """Scale all gradients by `min(1, max_norm / ‖g‖)` where `‖g‖` is their joint L2
+    norm; returns `‖g‖` before clipping. The direction of the update is unchanged.
 
     Shapes: any list of tensors, modified in place.
     """

@@ -1,18 +1,18 @@
 """Chapter 1: language models and word embeddings.
 
-- :class:`Vocab` maps symbols (characters or words) to ids and back;
-- :func:`split_ids` makes contiguous train/validation splits of a token stream;
-- :class:`BigramLM` counts bigrams with add-k smoothing (Jurafsky & Martin, ch. 3);
-- :class:`KneserNeyLM` is the interpolated Kneser–Ney n-gram model (Kneser & Ney, 1995;
-  Chen & Goodman, 1999), from :func:`kneser_ney_counts` and :func:`kneser_ney_prob`;
-- :class:`WindowLM` is the fixed-window feed-forward neural LM of Bengio et al. (2003),
+- `Vocab` maps symbols (characters or words) to ids and back;
+- `split_ids` makes contiguous train/validation splits of a token stream;
+- `BigramLM` counts bigrams with add-k smoothing (Jurafsky & Martin, ch. 3);
+- `KneserNeyLM` is the interpolated Kneser–Ney n-gram model (Kneser & Ney, 1995;
+  Chen & Goodman, 1999), from `kneser_ney_counts` and `kneser_ney_prob`;
+- `WindowLM` is the fixed-window feed-forward neural LM of Bengio et al. (2003),
   without the direct input-to-output connections of the paper;
-- :func:`next_token_loss` is the cross-entropy of a sequence model's next-token
+- `next_token_loss` is the cross-entropy of a sequence model's next-token
   predictions.
 
-The chapter's word embeddings (word2vec's skip-gram) are in ``word2vec``.
+The chapter's word embeddings (word2vec's skip-gram) are in `word2vec`.
 
-Shapes use ``b`` batch, ``t`` time, ``d`` width, ``v`` vocabulary.
+Shapes use `b` batch, `t` time, `d` width, `v` vocabulary.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from lecturelib.validate import (
 
 
 def _as_id(i) -> int:
-    """An int read from ``i`` without rounding (an int, a numpy int, a 0-d integer
+    """An int read from `i` without rounding (an int, a numpy int, a 0-d integer
     tensor)."""
     try:
         if isinstance(i, bool):
@@ -49,7 +49,7 @@ def _as_id(i) -> int:
 
 
 class Vocab:
-    """A bijection between symbols and ids ``0..len-1``, most frequent symbols first.
+    """A bijection between symbols and ids `0..len-1`, most frequent symbols first.
 
     >>> v = Vocab("hello")
     >>> v.decode(v.encode("hole"))
@@ -90,8 +90,8 @@ class Vocab:
         return len(self.itos)
 
     def encode(self, symbols: Iterable[str]) -> torch.Tensor:
-        """Ids of ``symbols`` as a LongTensor ``(t,)``; unknown symbols map to
-        ``unk``."""
+        """Ids of `symbols` as a LongTensor `(t,)`; unknown symbols map to
+        `unk`."""
         if isinstance(symbols, str) and self.of_words:
             raise TypeError(
                 f"symbols must be a list of words for this word "
@@ -110,7 +110,7 @@ class Vocab:
         return torch.tensor([self.stoi.get(s, u) for s in symbols], dtype=torch.long)
 
     def decode(self, ids: Iterable[int] | torch.Tensor, sep: str = "") -> str:
-        """The symbols of ``ids`` joined with ``sep`` (``""`` for characters, ``" "``
+        """The symbols of `ids` joined with `sep` (`""` for characters, `" "`
         for words)."""
         if not isinstance(ids, torch.Tensor):
             if isinstance(ids, str) or not isinstance(ids, Iterable):
@@ -125,7 +125,7 @@ class Vocab:
 
 def words(text: str) -> list[str]:
     """Lower-cased words and punctuation marks:
-    ``"Don't stop!"`` → ``["don't", "stop", "!"]``."""
+    `"Don't stop!"` → `["don't", "stop", "!"]`."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str; got {describe(text)}")
     return re.findall(r"[a-z]+(?:'[a-z]+)?|[0-9]+|[^\sa-z0-9]", text.lower())
@@ -134,7 +134,7 @@ def words(text: str) -> list[str]:
 def split_ids(
     ids: torch.Tensor, val_fraction: float = 0.1
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split a token stream into a training part and the last ``val_fraction`` for
+    """Split a token stream into a training part and the last `val_fraction` for
     validation.
 
     The split is contiguous, not random: neighbouring windows overlap, so a random split
@@ -154,10 +154,10 @@ def random_windows(
     length: int,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``batch_size`` random windows of a token stream and the same windows shifted by
+    """`batch_size` random windows of a token stream and the same windows shifted by
     one.
 
-    Shapes: ids ``(t,)`` → x, y ``(b, length)`` with ``y[:, i] = x[:, i + 1]`` in the
+    Shapes: ids `(t,)` → x, y `(b, length)` with `y[:, i] = x[:, i + 1]` in the
     stream.
     """
     check_ids(ids, "ids", dims=1)
@@ -174,7 +174,7 @@ def random_windows(
 
 
 def check_context_windows(ids, context) -> None:
-    """The arguments of :func:`context_windows`."""
+    """The arguments of `context_windows`."""
     check_ids(ids, "ids", dims=1)
     check_int(context, "context", 1)
     if len(ids) <= context:
@@ -186,9 +186,9 @@ def check_context_windows(ids, context) -> None:
 def context_windows(
     ids: torch.Tensor, context: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every window of ``context`` tokens and the token that follows it.
+    """Every window of `context` tokens and the token that follows it.
 
-    Shapes: ids ``(t,)`` → x ``(t - context, context)``, y ``(t - context,)``.
+    Shapes: ids `(t,)` → x `(t - context, context)`, y `(t - context,)`.
     """
     check_context_windows(ids, context)
     windows = ids.unfold(0, context + 1, 1)  # (t - context, context + 1), a view
@@ -196,16 +196,16 @@ def context_windows(
 
 
 def check_bigram_lm(vocab_size, k) -> None:
-    """The arguments of :class:`BigramLM`."""
+    """The arguments of `BigramLM`."""
     check_int(vocab_size, "vocab_size", 1)
     check_number(k, "the smoothing constant k", 0.0)
 
 
 class BigramLM:
-    """``P(x_t = j | x_{t-1} = i) = (N_ij + k) / (N_i + k·V)``: counted bigrams, add-k
+    """`P(x_t = j | x_{t-1} = i) = (N_ij + k) / (N_i + k·V)`: counted bigrams, add-k
     smoothed.
 
-    ``k = 0`` is the maximum-likelihood estimate, which gives probability 0 (infinite
+    `k = 0` is the maximum-likelihood estimate, which gives probability 0 (infinite
     perplexity) to any bigram never seen in training.
     """
 
@@ -215,7 +215,7 @@ class BigramLM:
         self.counts = torch.zeros(vocab_size, vocab_size)
 
     def fit(self, ids: torch.Tensor) -> "BigramLM":
-        """Count the bigrams of a token stream ``(t,)``."""
+        """Count the bigrams of a token stream `(t,)`."""
         check_ids(ids, "ids", dims=1, vocab_size=self.vocab_size, min_len=2)
         self.counts = torch.zeros(self.vocab_size, self.vocab_size)
         self.counts.index_put_(
@@ -225,7 +225,7 @@ class BigramLM:
 
     @property
     def probs(self) -> torch.Tensor:
-        """The ``(v, v)`` matrix of ``P(next = column | previous = row)``; rows sum
+        """The `(v, v)` matrix of `P(next = column | previous = row)`; rows sum
         to 1."""
         smoothed = self.counts + self.k
         total = smoothed.sum(dim=1, keepdim=True)
@@ -244,7 +244,7 @@ class BigramLM:
 
 
 def check_kneser_ney_lm(vocab_size, order, discount) -> None:
-    """The arguments of :class:`KneserNeyLM` and :func:`kneser_ney_counts`."""
+    """The arguments of `KneserNeyLM` and `kneser_ney_counts`."""
     check_int(vocab_size, "vocab_size", 1)
     check_int(order, "order", 1)
     if discount is not None:
@@ -257,10 +257,10 @@ def check_kneser_ney_lm(vocab_size, order, discount) -> None:
 
 
 def ngram_codes(grams: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Each row of ``grams`` as one integer, its tokens read as digits in base
-    ``vocab_size``.
+    """Each row of `grams` as one integer, its tokens read as digits in base
+    `vocab_size`.
 
-    Shapes: grams ``(N, n)`` ids → ``(N,)`` int64.
+    Shapes: grams `(N, n)` ids → `(N,)` int64.
     """
     check_ids(grams, "grams", dims=2, vocab_size=vocab_size, min_len=0)
     powers = vocab_size ** torch.arange(grams.shape[1] - 1, -1, -1)
@@ -268,7 +268,7 @@ def ngram_codes(grams: torch.Tensor, vocab_size: int) -> torch.Tensor:
 
 
 def check_lookup(keys, values, queries) -> None:
-    """The arguments of :func:`lookup` (the order of ``keys`` is not checked)."""
+    """The arguments of `lookup` (the order of `keys` is not checked)."""
     for name, t in (("keys", keys), ("queries", queries)):
         if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.dim() != 1:
             raise TypeError(f"{name} must be a 1-D int64 tensor; got {describe(t)}")
@@ -280,9 +280,9 @@ def check_lookup(keys, values, queries) -> None:
 
 
 def lookup(keys: torch.Tensor, values: torch.Tensor, queries: torch.Tensor):
-    """``values[i]`` where ``keys[i] == query``, 0 where a query is not among ``keys``.
+    """`values[i]` where `keys[i] == query`, 0 where a query is not among `keys`.
 
-    Shapes: keys ``(k,)`` sorted, values ``(k,)``, queries ``(N,)`` → ``(N,)``.
+    Shapes: keys `(k,)` sorted, values `(k,)`, queries `(N,)` → `(N,)`.
     """
     check_lookup(keys, values, queries)
     if len(keys) == 0:
@@ -292,14 +292,14 @@ def lookup(keys: torch.Tensor, values: torch.Tensor, queries: torch.Tensor):
 
 
 def check_kneser_ney_counts(ids, order, vocab_size, discount) -> None:
-    """The arguments of :func:`kneser_ney_counts`."""
+    """The arguments of `kneser_ney_counts`."""
     check_kneser_ney_lm(vocab_size, order, discount)
     check_ids(ids, "ids", dims=1, vocab_size=vocab_size, min_len=order)
 
 
 @dataclass
 class KneserNeyLevel:
-    """The counts of one order ``k`` of a Kneser–Ney model, as sorted int64 codes."""
+    """The counts of one order `k` of a Kneser–Ney model, as sorted int64 codes."""
 
     grams: torch.Tensor  # (g,) the k-grams (h, w) with a count > 0
     counts: torch.Tensor  # (g,) float64 c(h w): raw at the top order, else N1+(. h w)
@@ -313,10 +313,10 @@ def kneser_ney_counts(
     ids: torch.Tensor, order: int, vocab_size: int, discount: float | None = None
 ) -> list[KneserNeyLevel]:
     """The counts of every order of an interpolated Kneser–Ney model, lowest first: raw
-    counts at ``order``, continuation counts N1+(. h w) below it; the discount of each
-    order is ``n1 / (n1 + 2 n2)`` (0.5 without singletons) unless ``discount`` is given.
+    counts at `order`, continuation counts N1+(. h w) below it; the discount of each
+    order is `n1 / (n1 + 2 n2)` (0.5 without singletons) unless `discount` is given.
 
-    Shapes: ids ``(t,)`` → ``order`` levels.
+    Shapes: ids `(t,)` → `order` levels.
     """
     check_kneser_ney_counts(ids, order, vocab_size, discount)
     levels = []
@@ -338,7 +338,7 @@ def kneser_ney_counts(
 
 
 def check_kneser_ney_prob(levels, grams, vocab_size) -> None:
-    """The arguments of :func:`kneser_ney_prob`."""
+    """The arguments of `kneser_ney_prob`."""
     check_type(levels, "levels", list, "a list of KneserNeyLevel (kneser_ney_counts)")
     for level in levels:
         check_type(level, "each level", KneserNeyLevel, "a KneserNeyLevel")
@@ -353,10 +353,10 @@ def check_kneser_ney_prob(levels, grams, vocab_size) -> None:
 def kneser_ney_prob(
     levels: list[KneserNeyLevel], grams: torch.Tensor, vocab_size: int
 ) -> torch.Tensor:
-    """Interpolated Kneser–Ney ``P(w | h)`` for every row ``(h, w)`` of ``grams``;
+    """Interpolated Kneser–Ney `P(w | h)` for every row `(h, w)` of `grams`;
     rows of fewer tokens than the order use the lower orders only.
 
-    Shapes: grams ``(N, m)`` ids, ``1 <= m <= order`` → ``(N,)`` float64.
+    Shapes: grams `(N, m)` ids, `1 <= m <= order` → `(N,)` float64.
     """
     check_kneser_ney_prob(levels, grams, vocab_size)
     p = torch.full((len(grams),), 1 / vocab_size, dtype=torch.float64)  # order 0
@@ -374,10 +374,10 @@ def kneser_ney_prob(
 
 
 class KneserNeyLM:
-    """An interpolated Kneser–Ney model of ``order`` n: the next token given the last
-    n - 1, from :func:`kneser_ney_counts` and :func:`kneser_ney_prob`.
+    """An interpolated Kneser–Ney model of `order` n: the next token given the last
+    n - 1, from `kneser_ney_counts` and `kneser_ney_prob`.
 
-    Every context, seen or not, gets a distribution over all ``vocab_size`` tokens.
+    Every context, seen or not, gets a distribution over all `vocab_size` tokens.
     """
 
     def __init__(self, vocab_size: int, order: int, discount: float | None = None):
@@ -386,7 +386,7 @@ class KneserNeyLM:
         self.levels: list[KneserNeyLevel] | None = None
 
     def fit(self, ids: torch.Tensor) -> "KneserNeyLM":
-        """Count the n-grams of a token stream ``(t,)``."""
+        """Count the n-grams of a token stream `(t,)`."""
         self.levels = kneser_ney_counts(ids, self.order, self.vocab_size, self.discount)
         return self
 
@@ -396,9 +396,9 @@ class KneserNeyLM:
         return self.levels
 
     def probs(self, context: torch.Tensor) -> torch.Tensor:
-        """``P(next = w | the last order - 1 tokens of context)`` for every ``w``.
+        """`P(next = w | the last order - 1 tokens of context)` for every `w`.
 
-        Shapes: context ``(t,)`` ids, any ``t >= 0`` → ``(v,)`` float64, summing to 1.
+        Shapes: context `(t,)` ids, any `t >= 0` → `(v,)` float64, summing to 1.
         """
         levels = self._fitted()
         check_ids(context, "context", dims=1, vocab_size=self.vocab_size, min_len=0)
@@ -410,7 +410,7 @@ class KneserNeyLM:
 
     def nll(self, ids: torch.Tensor) -> float:
         """Mean negative log-likelihood (nats per token) of the tokens of a stream that
-        follow ``order - 1`` others."""
+        follow `order - 1` others."""
         levels = self._fitted()
         check_ids(ids, "ids", dims=1, vocab_size=self.vocab_size, min_len=self.order)
         p = kneser_ney_prob(levels, ids.unfold(0, self.order, 1), self.vocab_size)
@@ -418,7 +418,7 @@ class KneserNeyLM:
 
 
 def check_window_lm_input(model, x) -> None:
-    """The ids given to :meth:`WindowLM.forward`: ``(b, context)``."""
+    """The ids given to `WindowLM.forward`: `(b, context)`."""
     check_ids(x, "x", dims=2, vocab_size=model.embed.num_embeddings)
     if x.shape[1] != model.context:
         raise ValueError(
@@ -428,10 +428,10 @@ def check_window_lm_input(model, x) -> None:
 
 class WindowLM(nn.Module):
     """A fixed-window neural language model (Bengio et al., 2003): embed the previous
-    ``context`` tokens, concatenate, one tanh hidden layer, a softmax over the
+    `context` tokens, concatenate, one tanh hidden layer, a softmax over the
     vocabulary.
 
-    Shapes: x ``(b, context)`` → logits ``(b, v)``.
+    Shapes: x `(b, context)` → logits `(b, v)`.
     """
 
     def __init__(self, vocab_size: int, context: int, d_embed: int, d_hidden: int):
@@ -452,7 +452,7 @@ class WindowLM(nn.Module):
 
 
 def check_lm_batch(batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """``batch`` must be a pair ``(x, y)`` whose ``y`` holds ``(b, t)`` integer token ids;
+    """`batch` must be a pair `(x, y)` whose `y` holds `(b, t)` integer token ids;
     returns it."""
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise TypeError(
@@ -464,7 +464,7 @@ def check_lm_batch(batch) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def check_lm_logits(logits, y: torch.Tensor) -> None:
-    """``model(x)`` must give logits ``(b, t, v)`` that match ``y``."""
+    """`model(x)` must give logits `(b, t, v)` that match `y`."""
     if (
         not isinstance(logits, torch.Tensor)
         or logits.dim() != 3
@@ -485,12 +485,12 @@ def next_token_loss(
     model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
 ) -> torch.Tensor:
     """Mean cross-entropy of a language model's next-token predictions on
-    ``batch = (x, y)``.
+    `batch = (x, y)`.
 
-    ``y`` holds the token that follows each position of ``x`` (as :func:`random_windows`
+    `y` holds the token that follows each position of `x` (as `random_windows`
     makes).
 
-    Shapes: x ``(b, t)``, y ``(b, t)`` integer ids, ``model(x)`` ``(b, t, v)`` → scalar.
+    Shapes: x `(b, t)`, y `(b, t)` integer ids, `model(x)` `(b, t, v)` → scalar.
     """
     x, y = check_lm_batch(batch)
     logits = model(x)

@@ -1,32 +1,32 @@
 """Chapter 3: gated recurrent networks, the LSTM and the GRU.
 
-- :class:`LSTMCell` is the long short-term memory of Hochreiter and Schmidhuber (1997)
-  with the forget gate of Gers, Schmidhuber and Cummins (2000): input gate ``i``, forget
-  gate ``f``, candidate ``g`` (the paper's ``C̃``), output gate ``o``,
-  ``c_t = f ⊙ c_{t-1} + i ⊙ g`` and ``h_t = o ⊙ tanh(c_t)``. It is the "vanilla" LSTM of
+- `LSTMCell` is the long short-term memory of Hochreiter and Schmidhuber (1997)
+  with the forget gate of Gers, Schmidhuber and Cummins (2000): input gate `i`, forget
+  gate `f`, candidate `g` (the paper's `C̃`), output gate `o`,
+  `c_t = f ⊙ c_{t-1} + i ⊙ g` and `h_t = o ⊙ tanh(c_t)`. It is the "vanilla" LSTM of
   Greff et al. (2017, arXiv:1503.04069) *without* peephole connections (Gers and
-  Schmidhuber, 2000), as in ``torch.nn.LSTM``; the four gate blocks are stacked in
-  PyTorch's order ``i, f, g, o`` so weights copy over directly, and it keeps one bias
+  Schmidhuber, 2000), as in `torch.nn.LSTM`; the four gate blocks are stacked in
+  PyTorch's order `i, f, g, o` so weights copy over directly, and it keeps one bias
   where PyTorch keeps two.
-- :class:`GRUCell` is the gated recurrent unit of Cho et al. (2014, arXiv:1406.1078),
-  ``h_t = (1 - z) ⊙ n + z ⊙ h_{t-1}``, in the variant of ``torch.nn.GRU`` and cuDNN: the
+- `GRUCell` is the gated recurrent unit of Cho et al. (2014, arXiv:1406.1078),
+  `h_t = (1 - z) ⊙ n + z ⊙ h_{t-1}`, in the variant of `torch.nn.GRU` and cuDNN: the
   reset gate is applied *after* the recurrent matmul,
-  ``n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))``, where the paper computes
-  ``U (r ⊙ h)``; it keeps both biases, because ``r`` multiplies ``b_hn`` but not
-  ``b_in``.
-- :func:`scan` runs a cell along time; :class:`Recurrent` stacks cells into layers and,
+  `n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))`, where the paper computes
+  `U (r ⊙ h)`; it keeps both biases, because `r` multiplies `b_hn` but not
+  `b_in`.
+- `scan` runs a cell along time; `Recurrent` stacks cells into layers and,
   optionally, two directions (Schuster and Paliwal, 1997), with the interface of
-  ``torch.nn.LSTM`` and ``torch.nn.GRU`` (``batch_first=True``); :func:`from_torch`
-  copies their weights, and :func:`n_params` is the closed-form parameter count of all
+  `torch.nn.LSTM` and `torch.nn.GRU` (`batch_first=True`); `from_torch`
+  copies their weights, and `n_params` is the closed-form parameter count of all
   three recurrent layers.
-- :func:`trace_gates` records every gate at every step, for plots.
-- :class:`CharLSTM` is chapter 2's character language model with an LSTM, trained with
+- `trace_gates` records every gate at every step, for plots.
+- `CharLSTM` is chapter 2's character language model with an LSTM, trained with
   truncated BPTT as in Graves (2013, arXiv:1308.0850); its state is one tensor so that
-  ``rnn.TruncatedBPTT``, ``rnn.stream_nll`` and ``rnn.sample`` work unchanged.
+  `rnn.TruncatedBPTT`, `rnn.stream_nll` and `rnn.sample` work unchanged.
 
-The cells are plain loops, the oracles for the fast ``torch.nn`` layers that the chapter
-trains. Shapes use ``b`` batch, ``t`` time, ``d`` width, ``l`` layers (times
-directions), ``v`` vocabulary.
+The cells are plain loops, the oracles for the fast `torch.nn` layers that the chapter
+trains. Shapes use `b` batch, `t` time, `d` width, `l` layers (times
+directions), `v` vocabulary.
 """
 
 from __future__ import annotations
@@ -44,18 +44,18 @@ N_GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 
 
 def uniform_parameter(*shape: int, d_model: int) -> nn.Parameter:
-    """A parameter of ``shape`` drawn from ``U(-1/√d_model, 1/√d_model)``."""
+    """A parameter of `shape` drawn from `U(-1/√d_model, 1/√d_model)`."""
     bound = 1 / math.sqrt(d_model)  # the initialisation of torch.nn.LSTM and GRU
     return nn.Parameter(torch.empty(*shape).uniform_(-bound, bound))
 
 
 class LSTMCell(nn.Module):
-    """One LSTM step: gates ``i, f, o = σ(·)``, candidate ``g = tanh(·)``, each of
-    ``W_x x_t + W_h h_{t-1} + b``; then ``c_t = f ⊙ c_{t-1} + i ⊙ g``,
-    ``h_t = o ⊙ tanh(c_t)``.
+    """One LSTM step: gates `i, f, o = σ(·)`, candidate `g = tanh(·)`, each of
+    `W_x x_t + W_h h_{t-1} + b`; then `c_t = f ⊙ c_{t-1} + i ⊙ g`,
+    `h_t = o ⊙ tanh(c_t)`.
 
-    Shapes: x_t ``(b, d_in)``, state ``(h, c)`` each ``(b, d_model)`` → ``(h_t, c_t)``;
-    ``W_x`` ``(4·d_model, d_in)``, ``W_h`` ``(4·d_model, d_model)``, blocks in the order
+    Shapes: x_t `(b, d_in)`, state `(h, c)` each `(b, d_model)` → `(h_t, c_t)`;
+    `W_x` `(4·d_model, d_in)`, `W_h` `(4·d_model, d_model)`, blocks in the order
     i, f, g, o.
     """
 
@@ -68,8 +68,8 @@ class LSTMCell(nn.Module):
         self.b = uniform_parameter(4 * d_model, d_model=d_model)
 
     def gates(self, x_t: torch.Tensor, h_prev: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The gates ``i, f, o`` and the candidate ``g``. Shapes: each
-        ``(b, d_model)``."""
+        """The gates `i, f, o` and the candidate `g`. Shapes: each
+        `(b, d_model)`."""
         a = x_t @ self.W_x.T + h_prev @ self.W_h.T + self.b  # (b, 4·d_model)
         a_i, a_f, a_g, a_o = a.chunk(4, dim=-1)  # PyTorch's order
         return {
@@ -88,12 +88,12 @@ class LSTMCell(nn.Module):
 
 
 class GRUCell(nn.Module):
-    """One GRU step: reset ``r`` and update ``z`` gates, candidate
-    ``n = tanh(W_in x_t + b_in + r ⊙ (W_hn h_{t-1} + b_hn))``,
-    ``h_t = (1 - z) ⊙ n + z ⊙ h_{t-1}``.
+    """One GRU step: reset `r` and update `z` gates, candidate
+    `n = tanh(W_in x_t + b_in + r ⊙ (W_hn h_{t-1} + b_hn))`,
+    `h_t = (1 - z) ⊙ n + z ⊙ h_{t-1}`.
 
-    Shapes: x_t ``(b, d_in)``, state ``(h,)`` with h ``(b, d_model)`` → ``(h_t,)``;
-    ``W_x`` ``(3·d_model, d_in)``, ``W_h`` ``(3·d_model, d_model)``, blocks in the order
+    Shapes: x_t `(b, d_in)`, state `(h,)` with h `(b, d_model)` → `(h_t,)`;
+    `W_x` `(3·d_model, d_in)`, `W_h` `(3·d_model, d_model)`, blocks in the order
     r, z, n.
     """
 
@@ -107,7 +107,7 @@ class GRUCell(nn.Module):
         self.b_h = uniform_parameter(3 * d_model, d_model=d_model)
 
     def gates(self, x_t: torch.Tensor, h_prev: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The gates ``r, z`` and the candidate ``n``. Shapes: each ``(b, d_model)``."""
+        """The gates `r, z` and the candidate `n`. Shapes: each `(b, d_model)`."""
         x_r, x_z, x_n = (x_t @ self.W_x.T + self.b_x).chunk(3, dim=-1)
         h_r, h_z, h_n = (h_prev @ self.W_h.T + self.b_h).chunk(3, dim=-1)
         r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
@@ -124,7 +124,7 @@ CELLS = {"lstm": LSTMCell, "gru": GRUCell}
 
 
 def check_cell_input(cell: nn.Module, x: torch.Tensor, state) -> None:
-    """The arguments of :func:`scan` and :func:`trace_gates`."""
+    """The arguments of `scan` and `trace_gates`."""
     if not isinstance(cell, (LSTMCell, GRUCell)):
         kind = f"{type(cell).__module__}.{type(cell).__qualname__}"
         raise TypeError(
@@ -167,10 +167,10 @@ def zero_state(cell: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
 def scan(
     cell: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, ...] | None = None
 ):
-    """Run ``cell`` along the time axis from ``state`` (zeros if None).
+    """Run `cell` along the time axis from `state` (zeros if None).
 
-    Shapes: x ``(b, t, d_in)``, state a tuple of ``(b, d_model)`` → outputs
-    ``(b, t, d_model)`` (the ``h_t``), and the last state tuple.
+    Shapes: x `(b, t, d_in)`, state a tuple of `(b, d_model)` → outputs
+    `(b, t, d_model)` (the `h_t`), and the last state tuple.
     """
     check_cell_input(cell, x, state)
     state = zero_state(cell, x) if state is None else state
@@ -182,14 +182,14 @@ def scan(
 
 
 def check_recurrent(kind, d_in, d_model, n_layers) -> None:
-    """The arguments of :class:`Recurrent`."""
+    """The arguments of `Recurrent`."""
     if kind not in CELLS:
         raise ValueError(f"kind must be one of {sorted(CELLS)}; got {kind!r}")
     check_sizes(d_in=d_in, d_model=d_model, n_layers=n_layers)
 
 
 def check_recurrent_input(model: "Recurrent", x, state) -> None:
-    """The input and the PyTorch-style state given to :meth:`Recurrent.forward`."""
+    """The input and the PyTorch-style state given to `Recurrent.forward`."""
     check_tensor(x, "x", "(b, t, d_in)")
     if x.dim() != 3:
         raise ValueError(f"x must be (b, t, d_in); got shape {tuple(x.shape)}")
@@ -220,13 +220,13 @@ def check_recurrent_input(model: "Recurrent", x, state) -> None:
 
 
 class Recurrent(nn.Module):
-    """``n_layers`` of LSTM or GRU cells, each layer one or two directions; a layer's
+    """`n_layers` of LSTM or GRU cells, each layer one or two directions; a layer's
     input is the previous layer's outputs, forward and backward concatenated.
 
-    Same interface as ``torch.nn.LSTM`` / ``torch.nn.GRU`` with ``batch_first=True``.
+    Same interface as `torch.nn.LSTM` / `torch.nn.GRU` with `batch_first=True`.
 
-    Shapes: x ``(b, t, d_in)``; state (LSTM: ``(h0, c0)``, GRU: ``h0``; each
-    ``(l·dirs, b, d_model)``) or None → outputs ``(b, t, dirs·d_model)`` and the last
+    Shapes: x `(b, t, d_in)`; state (LSTM: `(h0, c0)`, GRU: `h0`; each
+    `(l·dirs, b, d_model)`) or None → outputs `(b, t, dirs·d_model)` and the last
     state, shaped alike.
     """
 
@@ -270,7 +270,7 @@ class Recurrent(nn.Module):
 
 
 def check_torch_recurrent(module) -> None:
-    """:func:`from_torch` copies a batch_first ``nn.LSTM`` or ``nn.GRU`` with biases
+    """`from_torch` copies a batch_first `nn.LSTM` or `nn.GRU` with biases
     and no projection."""
     if not isinstance(module, (nn.LSTM, nn.GRU)):
         raise TypeError(
@@ -285,11 +285,11 @@ def check_torch_recurrent(module) -> None:
 
 @torch.no_grad()
 def from_torch(module: nn.LSTM | nn.GRU) -> Recurrent:
-    """A :class:`Recurrent` holding the weights of a ``torch.nn.LSTM`` or
-    ``torch.nn.GRU`` (the LSTM's two biases summed; the GRU's kept apart).
+    """A `Recurrent` holding the weights of a `torch.nn.LSTM` or
+    `torch.nn.GRU` (the LSTM's two biases summed; the GRU's kept apart).
 
-    Shapes: ``weight_ih_l{k}[_reverse]`` ``(n_gates·d_model, d_in)`` → ``W_x``;
-    ``weight_hh_l{k}[_reverse]`` → ``W_h``.
+    Shapes: `weight_ih_l{k}[_reverse]` `(n_gates·d_model, d_in)` → `W_x`;
+    `weight_hh_l{k}[_reverse]` → `W_h`.
     """
     check_torch_recurrent(module)
     kind = "lstm" if isinstance(module, nn.LSTM) else "gru"
@@ -315,7 +315,7 @@ def from_torch(module: nn.LSTM | nn.GRU) -> Recurrent:
 
 
 def check_n_params(kind, d_in, d_model, n_layers) -> None:
-    """The arguments of :func:`n_params`."""
+    """The arguments of `n_params`."""
     if kind not in N_GATES:
         raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
     if not all(isinstance(v, int) and v >= 1 for v in (d_in, d_model, n_layers)):
@@ -329,9 +329,9 @@ def n_params(
     kind: str, d_in: int, d_model: int, n_layers: int = 1, bidirectional: bool = False
 ) -> int:
     """Parameters of
-    ``torch.nn.{RNN, GRU, LSTM}(d_in, d_model, n_layers, bidirectional=...)``: per layer
-    and direction ``G·(d_model·d_in' + d_model² + 2·d_model)`` with ``G`` = 1, 3, 4 gate
-    blocks and ``d_in'`` = ``d_in`` for the first layer, ``dirs·d_model`` above it.
+    `torch.nn.{RNN, GRU, LSTM}(d_in, d_model, n_layers, bidirectional=...)`: per layer
+    and direction `G·(d_model·d_in' + d_model² + 2·d_model)` with `G` = 1, 3, 4 gate
+    blocks and `d_in'` = `d_in` for the first layer, `dirs·d_model` above it.
 
     Shapes: integers in, an integer out.
     """
@@ -344,11 +344,11 @@ def n_params(
 
 @torch.no_grad()
 def trace_gates(cell: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Run ``cell`` from a zero state and record every gate, and the state, at every
+    """Run `cell` from a zero state and record every gate, and the state, at every
     step.
 
-    Shapes: x ``(b, t, d_in)`` → a dict of ``(b, t, d_model)`` tensors: LSTM
-    ``i, f, g, o, c, h``; GRU ``r, z, n, h``.
+    Shapes: x `(b, t, d_in)` → a dict of `(b, t, d_model)` tensors: LSTM
+    `i, f, g, o, c, h`; GRU `r, z, n, h`.
     """
     check_cell_input(cell, x, None)
     state = zero_state(cell, x)
@@ -363,7 +363,7 @@ def trace_gates(cell: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def check_char_lstm_input(model: "CharLSTM", x: torch.Tensor, state) -> None:
-    """The ids and the stacked ``(h, c)`` state given to :meth:`CharLSTM.forward`."""
+    """The ids and the stacked `(h, c)` state given to `CharLSTM.forward`."""
     check_ids(x, "x", dims=2, vocab_size=model.embed.num_embeddings)
     expected = (2, model.lstm.num_layers, x.shape[0], model.lstm.hidden_size)
     if state is not None and (
@@ -376,15 +376,15 @@ def check_char_lstm_input(model: "CharLSTM", x: torch.Tensor, state) -> None:
 
 
 class CharLSTM(nn.Module):
-    """Embedding → ``torch.nn.LSTM`` → readout: next-token logits (chapter 2's
-    ``CharRNN``).
+    """Embedding → `torch.nn.LSTM` → readout: next-token logits (chapter 2's
+    `CharRNN`).
 
-    The state ``(h, c)`` travels as one tensor, stacked on a new first axis, so that
-    ``rnn.TruncatedBPTT`` (which calls ``state.detach()``), ``rnn.stream_nll`` and
-    ``rnn.sample`` work unchanged.
+    The state `(h, c)` travels as one tensor, stacked on a new first axis, so that
+    `rnn.TruncatedBPTT` (which calls `state.detach()`), `rnn.stream_nll` and
+    `rnn.sample` work unchanged.
 
-    Shapes: x ``(b, t)`` ids, state ``(2, l, b, d_model)`` or None → logits
-    ``(b, t, v)``, state ``(2, l, b, d_model)``.
+    Shapes: x `(b, t)` ids, state `(2, l, b, d_model)` or None → logits
+    `(b, t, v)`, state `(2, l, b, d_model)`.
     """
 
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, n_layers: int = 1):

@@ -1,23 +1,23 @@
 """Chapter 2: recurrent networks and backpropagation through time.
 
-- :class:`ElmanCell` and :class:`ElmanRNN` are the simple recurrent network of Elman
-  (1990), ``h_t = tanh(W_h h_{t-1} + W_x x_t + b)``, written as a plain loop over time
-  steps; it is the reference (oracle) for ``torch.nn.RNN`` and keeps one bias where
+- `ElmanCell` and `ElmanRNN` are the simple recurrent network of Elman
+  (1990), `h_t = tanh(W_h h_{t-1} + W_x x_t + b)`, written as a plain loop over time
+  steps; it is the reference (oracle) for `torch.nn.RNN` and keeps one bias where
   PyTorch keeps two;
-- ``gradients`` holds the chapter's vanishing and exploding gradients: Jacobian norms,
+- `gradients` holds the chapter's vanishing and exploding gradients: Jacobian norms,
   the initialisation of recurrent weights and gradient clipping;
-- :func:`batchify`, :func:`chunk` and :class:`TruncatedBPTT` lay a long text out as
+- `batchify`, `chunk` and `TruncatedBPTT` lay a long text out as
   parallel streams and train on consecutive chunks, carrying the hidden state over but
   not its gradient (truncated backpropagation through time, Werbos 1990; Williams and
   Peng 1990);
-- :class:`CharRNN`, :func:`stream_nll` and :func:`sample` are a character-level language
+- `CharRNN`, `stream_nll` and `sample` are a character-level language
   model (with its validation loss and a sampler) in the spirit of Karpathy's char-rnn
-  (2015), using the fast ``torch.nn.RNN``;
-- :func:`pad_sequences`, :func:`pool` and :class:`RNNClassifier` classify
+  (2015), using the fast `torch.nn.RNN`;
+- `pad_sequences`, `pool` and `RNNClassifier` classify
   variable-length sequences from one vector per sequence: the last state, or the mean or
   max of the states over the real (unpadded) positions.
 
-Shapes use ``b`` batch, ``t`` time, ``d`` width, ``v`` vocabulary, ``l`` layers.
+Shapes use `b` batch, `t` time, `d` width, `v` vocabulary, `l` layers.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ POOLINGS = ("last", "mean", "max")
 
 
 class ElmanCell(nn.Module):
-    """One step of an Elman RNN: ``h_t = tanh(W_h h_{t-1} + W_x x_t + b)``.
+    """One step of an Elman RNN: `h_t = tanh(W_h h_{t-1} + W_x x_t + b)`.
 
-    Shapes: x_t ``(b, d_in)``, h_prev ``(b, d_model)`` → h_t ``(b, d_model)``.
+    Shapes: x_t `(b, d_in)`, h_prev `(b, d_model)` → h_t `(b, d_model)`.
     """
 
     def __init__(self, d_in: int, d_model: int):
@@ -61,13 +61,13 @@ class ElmanCell(nn.Module):
 
 
 class ElmanRNN(nn.Module):
-    """A stack of ``n_layers`` Elman cells, run step by step; the same weights at every
+    """A stack of `n_layers` Elman cells, run step by step; the same weights at every
     step.
 
-    Same interface as ``torch.nn.RNN(d_in, d_model, n_layers, batch_first=True)``.
+    Same interface as `torch.nn.RNN(d_in, d_model, n_layers, batch_first=True)`.
 
-    Shapes: x ``(b, t, d_in)``, h0 ``(l, b, d_model)`` or None (zeros)
-    → outputs ``(b, t, d_model)`` (the top layer's states), h_last ``(l, b, d_model)``.
+    Shapes: x `(b, t, d_in)`, h0 `(l, b, d_model)` or None (zeros)
+    → outputs `(b, t, d_model)` (the top layer's states), h_last `(l, b, d_model)`.
     """
 
     def __init__(self, d_in: int, d_model: int, n_layers: int = 1):
@@ -94,7 +94,7 @@ class ElmanRNN(nn.Module):
 
 
 def check_elman_input(rnn: ElmanRNN, x, h0) -> None:
-    """The arguments of :meth:`ElmanRNN.forward`."""
+    """The arguments of `ElmanRNN.forward`."""
     check_tensor(x, "x", f"(b, t, d_in={rnn.d_in})")
     if h0 is not None:
         check_tensor(h0, "h0", "(l, b, d_model)")
@@ -110,7 +110,7 @@ def check_elman_input(rnn: ElmanRNN, x, h0) -> None:
 
 
 def check_torch_rnn(rnn) -> None:
-    """:func:`from_torch` copies a tanh, unidirectional, batch_first ``nn.RNN`` with
+    """`from_torch` copies a tanh, unidirectional, batch_first `nn.RNN` with
     biases."""
     if not isinstance(rnn, nn.RNN):
         raise TypeError(f"expected a torch.nn.RNN; got {type(rnn).__name__}")
@@ -128,11 +128,11 @@ def check_torch_rnn(rnn) -> None:
 
 @torch.no_grad()
 def from_torch(rnn: nn.RNN) -> ElmanRNN:
-    """An :class:`ElmanRNN` holding the weights of a ``torch.nn.RNN`` (its two biases
+    """An `ElmanRNN` holding the weights of a `torch.nn.RNN` (its two biases
     summed).
 
-    Shapes: ``weight_ih_l{k}`` ``(d_model, d_in)`` → ``W_x``; ``weight_hh_l{k}`` →
-    ``W_h``.
+    Shapes: `weight_ih_l{k}` `(d_model, d_in)` → `W_x`; `weight_hh_l{k}` →
+    `W_h`.
     """
     check_torch_rnn(rnn)
     ours = ElmanRNN(rnn.input_size, rnn.hidden_size, rnn.num_layers)
@@ -144,7 +144,7 @@ def from_torch(rnn: nn.RNN) -> ElmanRNN:
 
 
 def check_batchify(ids, batch_size) -> None:
-    """The arguments of :func:`batchify`: at least two tokens per stream."""
+    """The arguments of `batchify`: at least two tokens per stream."""
     check_ids(ids, "ids", dims=1)
     check_int(batch_size, "batch_size", 1)
     if len(ids) // batch_size < 2:
@@ -152,11 +152,11 @@ def check_batchify(ids, batch_size) -> None:
 
 
 def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
-    """Cut a token stream into ``batch_size`` contiguous streams, one per row (the tail
-    that does not fill a row is dropped), so row ``i`` continues where it left off in
+    """Cut a token stream into `batch_size` contiguous streams, one per row (the tail
+    that does not fill a row is dropped), so row `i` continues where it left off in
     every chunk.
 
-    Shapes: ids ``(n_tokens,)`` → ``(b, n)`` with ``n = n_tokens // b``.
+    Shapes: ids `(n_tokens,)` → `(b, n)` with `n = n_tokens // b`.
     """
     check_batchify(ids, batch_size)
     n = len(ids) // batch_size
@@ -164,7 +164,7 @@ def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
 
 
 def check_chunk(streams, k, seq_len) -> None:
-    """The arguments of :func:`chunk`: ``k`` in ``0..n_chunks - 1``."""
+    """The arguments of `chunk`: `k` in `0..n_chunks - 1`."""
     check_ids(streams, "streams", dims=2)
     check_int(seq_len, "seq_len", 1)
     n_chunks = (streams.shape[1] - 1) // seq_len
@@ -174,10 +174,10 @@ def check_chunk(streams, k, seq_len) -> None:
 def chunk(
     streams: torch.Tensor, k: int, seq_len: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Chunk ``k`` of the streams and its targets (the same positions shifted by one).
+    """Chunk `k` of the streams and its targets (the same positions shifted by one).
 
-    Shapes: streams ``(b, n)`` → x, y ``(b, seq_len)``; there are
-    ``(n - 1) // seq_len`` chunks.
+    Shapes: streams `(b, n)` → x, y `(b, seq_len)`; there are
+    `(n - 1) // seq_len` chunks.
     """
     check_chunk(streams, k, seq_len)
     start = k * seq_len
@@ -188,7 +188,7 @@ def chunk(
 
 
 def check_truncated_bptt(ids, batch_size, seq_len) -> None:
-    """The arguments of :class:`TruncatedBPTT`: streams that hold a chunk."""
+    """The arguments of `TruncatedBPTT`: streams that hold a chunk."""
     check_int(seq_len, "seq_len", 1)
     check_batchify(ids, batch_size)
     n = len(ids) // batch_size
@@ -197,12 +197,12 @@ def check_truncated_bptt(ids, batch_size, seq_len) -> None:
 
 
 class TruncatedBPTT:
-    """Batches and loss for ``train.fit``: step ``s`` reads chunk ``s mod n_chunks``;
+    """Batches and loss for `train.fit`: step `s` reads chunk `s mod n_chunks`;
     the hidden state is carried from chunk to chunk, detached, so gradients flow back
-    ``seq_len`` steps.
+    `seq_len` steps.
 
-    Shapes: ids ``(n_tokens,)``; batches are
-    ``(x (b, t), y (b, t), first_chunk: bool)``.
+    Shapes: ids `(n_tokens,)`; batches are
+    `(x (b, t), y (b, t), first_chunk: bool)`.
     """
 
     def __init__(self, ids: torch.Tensor, batch_size: int, seq_len: int):
@@ -226,7 +226,7 @@ class TruncatedBPTT:
 def check_char_rnn_input(
     embed: nn.Embedding, rnn: nn.RNNBase, x: torch.Tensor, h
 ) -> None:
-    """The ids and state given to a character LM of ``embed`` and ``rnn``."""
+    """The ids and state given to a character LM of `embed` and `rnn`."""
     check_ids(x, "x", dims=2, vocab_size=embed.num_embeddings)
     if h is not None:
         expected = (rnn.num_layers, x.shape[0], rnn.hidden_size)
@@ -237,11 +237,11 @@ def check_char_rnn_input(
 
 
 class CharRNN(nn.Module):
-    """Embedding → ``torch.nn.RNN`` (tanh) → readout ``y_t = W_y h_t + c``: next-token
+    """Embedding → `torch.nn.RNN` (tanh) → readout `y_t = W_y h_t + c`: next-token
     logits.
 
-    Shapes: x ``(b, t)`` ids, h ``(l, b, d_model)`` or None → logits ``(b, t, v)``,
-    h ``(l, b, d)``.
+    Shapes: x `(b, t)` ids, h `(l, b, d_model)` or None → logits `(b, t, v)`,
+    h `(l, b, d)`.
     """
 
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, n_layers: int = 1):
@@ -263,10 +263,10 @@ class CharRNN(nn.Module):
 def stream_nll(
     model: nn.Module, ids: torch.Tensor, batch_size: int = 16, seq_len: int = 256
 ):
-    """Mean next-token NLL (nats) of a stream read as ``batch_size`` streams, state
+    """Mean next-token NLL (nats) of a stream read as `batch_size` streams, state
     carried over.
 
-    Shapes: ids ``(n_tokens,)`` → a float.
+    Shapes: ids `(n_tokens,)` → a float.
     """
     check_int(seq_len, "seq_len", 1)
     streams = batchify(ids, batch_size).to(next(model.parameters()).device)
@@ -283,7 +283,7 @@ def stream_nll(
 
 
 def check_sample(prompt, n_new, temperature, stop_id) -> None:
-    """The arguments of :func:`sample`."""
+    """The arguments of `sample`."""
     check_ids(prompt, "prompt", dims=1)
     check_int(n_new, "n_new", 0)
     check_number(temperature, "temperature", 0.0)
@@ -300,11 +300,11 @@ def sample(
     stop_id: int | None = None,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Continue ``prompt`` by drawing from ``softmax(logits / temperature)`` one token
-    at a time, until ``n_new`` tokens or ``stop_id``; temperature 0 takes the argmax
+    """Continue `prompt` by drawing from `softmax(logits / temperature)` one token
+    at a time, until `n_new` tokens or `stop_id`; temperature 0 takes the argmax
     (greedy).
 
-    Shapes: prompt ``(t,)`` ids → ``(t + n_generated,)``.
+    Shapes: prompt `(t,)` ids → `(t + n_generated,)`.
     """
     check_sample(prompt, n_new, temperature, stop_id)
     out = prompt.tolist()
@@ -325,7 +325,7 @@ def sample(
 
 
 def check_pad_sequences(seqs, pad_id) -> None:
-    """The arguments of :func:`pad_sequences`."""
+    """The arguments of `pad_sequences`."""
     if not isinstance(seqs, (list, tuple)) or not seqs:
         raise TypeError(
             f"seqs must be a non-empty list of 1-D id tensors; got {describe(seqs)}"
@@ -341,7 +341,7 @@ def pad_sequences(
     """Right-pad id sequences of different lengths into one batch, with the mask of real
     tokens.
 
-    Shapes: ``b`` tensors ``(t_i,)`` → x ``(b, max t_i)`` long, mask ``(b, max t_i)``
+    Shapes: `b` tensors `(t_i,)` → x `(b, max t_i)` long, mask `(b, max t_i)`
     bool.
     """
     check_pad_sequences(seqs, pad_id)
@@ -353,7 +353,7 @@ def pad_sequences(
 
 
 def check_pool(states, mask, how) -> None:
-    """The arguments of :func:`pool`: a real position in every sequence."""
+    """The arguments of `pool`: a real position in every sequence."""
     check_tensor(states, "states", "(b, t, d)", 3)
     if (
         not isinstance(mask, torch.Tensor)
@@ -372,11 +372,11 @@ def check_pool(states, mask, how) -> None:
 
 
 def pool(states: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
-    """One vector per sequence from the states at the real positions (``mask`` True):
+    """One vector per sequence from the states at the real positions (`mask` True):
     the last real state, their mean, or their elementwise max. Padded positions never
     count.
 
-    Shapes: states ``(b, t, d)``, mask ``(b, t)`` bool → ``(b, d)``.
+    Shapes: states `(b, t, d)`, mask `(b, t)` bool → `(b, d)`.
     """
     check_pool(states, mask, how)
     if how == "last":
@@ -389,7 +389,7 @@ def pool(states: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
 
 
 def check_rnn_classifier(vocab_size, d_emb, d_model, n_classes, pooling) -> None:
-    """The arguments of :class:`RNNClassifier`."""
+    """The arguments of `RNNClassifier`."""
     check_sizes(
         vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_classes=n_classes
     )
@@ -398,11 +398,11 @@ def check_rnn_classifier(vocab_size, d_emb, d_model, n_classes, pooling) -> None
 
 
 class RNNClassifier(nn.Module):
-    """Embedding → ``torch.nn.RNN`` → :func:`pool` → linear layer: class logits per
+    """Embedding → `torch.nn.RNN` → `pool` → linear layer: class logits per
     sequence.
 
-    Shapes: x ``(b, t)`` ids, mask ``(b, t)`` bool (True at real tokens) → logits
-    ``(b, n_classes)``.
+    Shapes: x `(b, t)` ids, mask `(b, t)` bool (True at real tokens) → logits
+    `(b, n_classes)`.
     """
 
     def __init__(

@@ -1,29 +1,29 @@
 """Chapter 4: sequence-to-sequence models with recurrent networks.
 
-- :class:`Encoder` reads the source with a (bidirectional, stacked) GRU and summarises
-  it in one *context vector* ``c``: the final states of the top layer, or the mean of
+- `Encoder` reads the source with a (bidirectional, stacked) GRU and summarises
+  it in one *context vector* `c`: the final states of the top layer, or the mean of
   its states over the real positions;
-- :class:`Decoder` is a conditional language model ``p(y_t | y_<t, c)``: a GRU that
-  starts from ``tanh(W c)`` and reads ``[embed(y_{t-1}); c]`` at every step, as in Cho
-  et al. (2014, arXiv:1406.1078); Sutskever et al. (2014, arXiv:1409.3215) passed ``c``
+- `Decoder` is a conditional language model `p(y_t | y_<t, c)`: a GRU that
+  starts from `tanh(W c)` and reads `[embed(y_{t-1}); c]` at every step, as in Cho
+  et al. (2014, arXiv:1406.1078); Sutskever et al. (2014, arXiv:1409.3215) passed `c`
   only as the initial state, used deep LSTMs and reversed the source;
-- :class:`Seq2Seq` joins them, and :func:`make_model` builds the chapter's model from a
-  :class:`Seq2SeqConfig` passed by keyword; :func:`masked_cross_entropy` and
-  :func:`loss` train it by teacher forcing with the padded positions left out;
-- :func:`val_loss` and :func:`train_translator` are the training recipe of chapters 4, 5
+- `Seq2Seq` joins them, and `make_model` builds the chapter's model from a
+  `Seq2SeqConfig` passed by keyword; `masked_cross_entropy` and
+  `loss` train it by teacher forcing with the padded positions left out;
+- `val_loss` and `train_translator` are the training recipe of chapters 4, 5
   and 8 (AdamW, warm-up and cosine decay, clipping, batches of similar length);
-- :func:`greedy_decode` translates a batch token by token until ``</s>``;
-- :func:`evaluate` scores translations with corpus BLEU (Papineni et al., 2002) through
-  ``lecturelib.metrics.bleu`` (sacreBLEU, Post 2018, arXiv:1804.08771) into a
-  ``bleu.BleuReport``, which keeps per-sentence scores (``bleu`` also holds BLEU by
+- `greedy_decode` translates a batch token by token until `</s>`;
+- `evaluate` scores translations with corpus BLEU (Papineni et al., 2002) through
+  `lecturelib.metrics.bleu` (sacreBLEU, Post 2018, arXiv:1804.08771) into a
+  `bleu.BleuReport`, which keeps per-sentence scores (`bleu` also holds BLEU by
   source length and BLEU written out from its definition).
 
-Both decoders of the book (this one and ``attention.AttentionDecoder``) share one
-interface, ``decoder(tgt_in, enc, h) -> (logits, h, weights)``, so that training and
+Both decoders of the book (this one and `attention.AttentionDecoder`) share one
+interface, `decoder(tgt_in, enc, h) -> (logits, h, weights)`, so that training and
 decoding code serve both.
 
-Shapes use ``b`` batch, ``s`` source positions, ``t`` target positions, ``d`` width,
-``v`` vocabulary, ``l`` layers.
+Shapes use `b` batch, `s` source positions, `t` target positions, `d` width,
+`v` vocabulary, `l` layers.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ CONTEXTS = ("last", "mean")
 
 
 def check_lengths(src_len, src: torch.Tensor) -> None:
-    """``src_len`` must hold the ``(b,)`` integer lengths, in ``1 .. s``, of the sentences
-    of ``src`` ``(b, s)``."""
+    """`src_len` must hold the `(b,)` integer lengths, in `1 .. s`, of the sentences
+    of `src` `(b, s)`."""
     if not is_int_tensor(src_len):
         raise TypeError(
             f"src_len must be an integer tensor of (b,) lengths; got {describe(src_len)}"
@@ -73,8 +73,8 @@ def check_lengths(src_len, src: torch.Tensor) -> None:
 class Encoded(NamedTuple):
     """What the encoder hands to the decoder.
 
-    Shapes: states ``(b, s, d_enc)``, mask ``(b, s)`` bool (True at real tokens),
-    context ``(b, d_enc)``.
+    Shapes: states `(b, s, d_enc)`, mask `(b, s)` bool (True at real tokens),
+    context `(b, d_enc)`.
     """
 
     states: torch.Tensor
@@ -83,7 +83,7 @@ class Encoded(NamedTuple):
 
 
 def check_encoder(vocab_size, d_emb, d_model, n_layers, bidirectional, context) -> None:
-    """The arguments of :class:`Encoder`."""
+    """The arguments of `Encoder`."""
     validate.check_sizes(
         vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_layers=n_layers
     )
@@ -92,15 +92,15 @@ def check_encoder(vocab_size, d_emb, d_model, n_layers, bidirectional, context) 
 
 
 def check_encoder_input(encoder, src, src_len) -> None:
-    """The arguments of :meth:`Encoder.forward`."""
+    """The arguments of `Encoder.forward`."""
     validate.check_ids(src, "src", dims=2, vocab_size=encoder.embed.num_embeddings)
     check_lengths(src_len, src)
 
 
 class Encoder(nn.Module):
-    """Embedding → GRU over the source; ``d_enc = 2·d_model`` when bidirectional.
+    """Embedding → GRU over the source; `d_enc = 2·d_model` when bidirectional.
 
-    Shapes: src ``(b, s)`` ids, src_len ``(b,)`` → :class:`Encoded`.
+    Shapes: src `(b, s)` ids, src_len `(b,)` → `Encoded`.
     """
 
     def __init__(
@@ -140,7 +140,7 @@ class Encoder(nn.Module):
 
 
 def check_decoder_input(decoder, tgt_in, enc) -> None:
-    """The arguments of :meth:`Decoder.forward`."""
+    """The arguments of `Decoder.forward`."""
     validate.check_ids(
         tgt_in, "tgt_in", dims=2, vocab_size=decoder.embed.num_embeddings
     )
@@ -151,12 +151,12 @@ def check_decoder_input(decoder, tgt_in, enc) -> None:
 
 
 class Decoder(nn.Module):
-    """A conditional language model on a fixed context vector ``c``:
-    ``h_0 = tanh(W_b c)``, ``s_t = GRU([E y_{t-1}; c], s_{t-1})``,
-    ``p(y_t | y_<t, c) = softmax(W_o tanh(W_c [s_t; c]))``.
+    """A conditional language model on a fixed context vector `c`:
+    `h_0 = tanh(W_b c)`, `s_t = GRU([E y_{t-1}; c], s_{t-1})`,
+    `p(y_t | y_<t, c) = softmax(W_o tanh(W_c [s_t; c]))`.
 
-    Shapes: tgt_in ``(b, t)`` ids, enc (:class:`Encoded`), h ``(l, b, d_model)`` or None
-    → logits ``(b, t, v)``, h ``(l, b, d_model)``, weights None (no attention).
+    Shapes: tgt_in `(b, t)` ids, enc (`Encoded`), h `(l, b, d_model)` or None
+    → logits `(b, t, v)`, h `(l, b, d_model)`, weights None (no attention).
     """
 
     def __init__(
@@ -193,7 +193,7 @@ class Decoder(nn.Module):
 
 
 def check_seq2seq(encoder, decoder) -> None:
-    """The parts of a :class:`Seq2Seq`."""
+    """The parts of a `Seq2Seq`."""
     check_type(encoder, "encoder", nn.Module, "an nn.Module")
     check_type(decoder, "decoder", nn.Module, "an nn.Module")
 
@@ -201,7 +201,7 @@ def check_seq2seq(encoder, decoder) -> None:
 class Seq2Seq(nn.Module):
     """An encoder and a decoder; teacher forcing: the decoder reads the gold prefix.
 
-    Shapes: src ``(b, s)``, src_len ``(b,)``, tgt_in ``(b, t)`` → logits ``(b, t, v)``.
+    Shapes: src `(b, s)`, src_len `(b,)`, tgt_in `(b, t)` → logits `(b, t, v)`.
     """
 
     def __init__(self, encoder: nn.Module, decoder: nn.Module):
@@ -231,7 +231,7 @@ class Seq2SeqConfig:
 
 
 def check_seq2seq_config(c: Seq2SeqConfig) -> None:
-    """The sizes of a :class:`Seq2SeqConfig` (and of its subclasses)."""
+    """The sizes of a `Seq2SeqConfig` (and of its subclasses)."""
     validate.check_sizes(
         src_vocab_size=c.src_vocab_size,
         tgt_vocab_size=c.tgt_vocab_size,
@@ -256,7 +256,7 @@ def make_model(config: Seq2SeqConfig) -> Seq2Seq:
 
 
 def check_logits_targets(logits, targets) -> None:
-    """The arguments of :func:`masked_cross_entropy`."""
+    """The arguments of `masked_cross_entropy`."""
     check_tensor(logits, "logits", "(b, t, v)", 3)
     validate.check_ids(targets, "targets", dims=2, vocab_size=logits.shape[-1])
     if logits.shape[:2] != targets.shape:
@@ -272,9 +272,9 @@ def check_logits_targets(logits, targets) -> None:
 
 
 def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean negative log-likelihood over the real (non-``<pad>``) target tokens.
+    """Mean negative log-likelihood over the real (non-`<pad>`) target tokens.
 
-    Shapes: logits ``(b, t, v)``, targets ``(b, t)`` → scalar.
+    Shapes: logits `(b, t, v)`, targets `(b, t)` → scalar.
     """
     check_logits_targets(logits, targets)
     nll = F.cross_entropy(
@@ -287,7 +287,7 @@ def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.T
 
 
 def check_batch(batch) -> None:
-    """A batch must be ``(src, src_len, tgt_in, tgt_out)``."""
+    """A batch must be `(src, src_len, tgt_in, tgt_out)`."""
     if not isinstance(batch, Sequence) or len(batch) != 4:
         got = (
             f"{type(batch).__name__} of length {len(batch)}"
@@ -298,15 +298,15 @@ def check_batch(batch) -> None:
 
 
 def loss(model: Seq2Seq, batch: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Teacher-forcing loss of a batch ``(src, src_len, tgt_in, tgt_out)``, for
-    ``train.fit``. Shapes: as in ``translation.Batch`` → scalar."""
+    """Teacher-forcing loss of a batch `(src, src_len, tgt_in, tgt_out)`, for
+    `train.fit`. Shapes: as in `translation.Batch` → scalar."""
     check_batch(batch)
     b = Batch(*batch)
     return masked_cross_entropy(model(b.src, b.src_len, b.tgt_in), b.tgt_out)
 
 
 def check_val_loss(corpus, batch_size) -> None:
-    """The arguments of :func:`val_loss`."""
+    """The arguments of `val_loss`."""
     if not isinstance(corpus, translation.TranslationData) or not corpus.val:
         raise TypeError(
             f"corpus must be a TranslationData with validation pairs; got "
@@ -322,8 +322,8 @@ def val_loss(
     device: torch.device | str,
     batch_size: int = 500,
 ) -> dict[str, float]:
-    """Mean loss per real target token over ``corpus.val``, as ``train.fit``'s
-    ``train.Evaluation`` wants it: ``{"loss": ...}``."""
+    """Mean loss per real target token over `corpus.val`, as `train.fit`'s
+    `train.Evaluation` wants it: `{"loss": ...}`."""
     check_val_loss(corpus, batch_size)
     total, count = 0.0, 0
     for b in corpus.batches(corpus.val, batch_size):
@@ -334,7 +334,7 @@ def val_loss(
 
 
 def check_train_translator(corpus, steps, lr, batch_size) -> None:
-    """The arguments of :func:`train_translator`."""
+    """The arguments of `train_translator`."""
     validate.check_sizes(steps=steps, batch_size=batch_size)
     check_number(lr, "lr", 0.0, low_open=True)
     check_type(corpus, "corpus", translation.TranslationData, "a TranslationData")
@@ -351,7 +351,7 @@ def train_translator(
     desc: str,
 ) -> train.History:
     """Train a translator with AdamW (fused where the device has the kernel), a warm-up
-    over the first tenth of the ``steps`` and cosine decay, gradient clipping at 1 and
+    over the first tenth of the `steps` and cosine decay, gradient clipping at 1 and
     batches of sentences of similar length; the validation loss is measured 5 times."""
     check_train_translator(corpus, steps, lr, batch_size)
     try:
@@ -380,11 +380,11 @@ def train_translator(
 def greedy_decode(
     model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor, max_len: int
 ):
-    """Feed back the most likely token until every sentence has produced ``</s>`` or
-    ``max_len`` tokens; positions after ``</s>`` are ``<pad>``.
+    """Feed back the most likely token until every sentence has produced `</s>` or
+    `max_len` tokens; positions after `</s>` are `<pad>`.
 
-    Shapes: src ``(b, s)``, src_len ``(b,)`` → ids ``(b, t)`` with ``t <= max_len``, and
-    the attention weights ``(b, t, s)`` (None for a decoder without attention).
+    Shapes: src `(b, s)`, src_len `(b,)` → ids `(b, t)` with `t <= max_len`, and
+    the attention weights `(b, t, s)` (None for a decoder without attention).
     """
     validate.check_sizes(max_len=max_len)
     enc = model.encoder(src, src_len)
@@ -433,7 +433,7 @@ def evaluate(
     max_len: int = 20,
     batch_size: int = 256,
 ) -> BleuReport:
-    """Translate ``pairs`` greedily and score them against their references with
+    """Translate `pairs` greedily and score them against their references with
     BLEU."""
     if not pairs or any(not isinstance(p, Sequence) or len(p) != 2 for p in pairs):
         raise ValueError(

@@ -1,6 +1,6 @@
 """Translation data for chapters 4, 5 and 8: English–French pairs, ready for a model.
 
-The pipeline, one small function per step (the first five are in ``corpus``)::
+The pipeline, one small function per step (the first five are in `corpus`)::
 
     pairs = data.fra_eng_pairs()                    # (english, french) strings
     pairs = tokenize_pairs(pairs)                   # lower-cased words and punctuation
@@ -10,15 +10,15 @@ The pipeline, one small function per step (the first five are in ``corpus``)::
     src_vocab = build_vocab([s for s, _ in train])  # <pad> <s> </s> <unk> = ids 0 1 2 3
     batch = make_batch(train[:32], src_vocab, tgt_vocab)
 
-:func:`load` runs all of it and returns a :class:`TranslationData`. The data are the
+`load` runs all of it and returns a `TranslationData`. The data are the
 Tatoeba pairs packaged by manythings.org (CC BY 2.0 FR); show
-``data.attribution("fra-eng")`` where they are used.
+`data.attribution("fra-eng")` where they are used.
 
-A batch holds the source ids, right-padded with ``<pad>``, their lengths, and the target
-twice, shifted by one: the decoder reads ``<s> y_1 … y_m`` and is trained to predict
-``y_1 … y_m </s>`` (teacher forcing, Sutskever et al., 2014, arXiv:1409.3215).
+A batch holds the source ids, right-padded with `<pad>`, their lengths, and the target
+twice, shifted by one: the decoder reads `<s> y_1 … y_m` and is trained to predict
+`y_1 … y_m </s>` (teacher forcing, Sutskever et al., 2014, arXiv:1409.3215).
 
-Shapes use ``b`` batch, ``s`` source positions, ``t`` target positions.
+Shapes use `b` batch, `s` source positions, `t` target positions.
 """
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ def _vocab(vocab, name: str, func: str) -> None:
 
 
 def build_vocab(sentences: Sequence[Tokens], min_count: int = 1) -> lm.Vocab:
-    """A :class:`lecturelib.recurrence.lm.Vocab` of the tokens seen at least ``min_count`` times,
-    with ``<pad> <s> </s> <unk>`` at ids ``0 1 2 3``; rarer tokens encode as
-    ``<unk>``."""
+    """A `lecturelib.recurrence.lm.Vocab` of the tokens seen at least `min_count` times,
+    with `<pad> <s> </s> <unk>` at ids `0 1 2 3`; rarer tokens encode as
+    `<unk>`."""
     if isinstance(sentences, str) or not isinstance(sentences, Sequence):
         raise TypeError(
             f"build_vocab(): sentences must be a list of token lists; got "
@@ -87,7 +87,7 @@ def _build_vocab(sentences: Sequence[Tokens], min_count: int) -> lm.Vocab:
 
 
 def encode(tokens: Sequence[str], vocab: lm.Vocab) -> torch.Tensor:
-    """``<s> tokens </s>`` as ids. Shapes: ``m`` tokens → ``(m + 2,)`` long."""
+    """`<s> tokens </s>` as ids. Shapes: `m` tokens → `(m + 2,)` long."""
     check_tokens(tokens, "tokens", "encode")
     _vocab(vocab, "vocab", "encode")
     check_str_tokens(tokens, "tokens", "encode")
@@ -101,7 +101,7 @@ def _encode(tokens: Sequence[str], vocab: lm.Vocab) -> torch.Tensor:
 
 
 def _ids(ids, vocab_size: int, func: str) -> list[int]:
-    """``ids`` as a list of ints in ``0..vocab_size-1``; floats, bools, other shapes and
+    """`ids` as a list of ints in `0..vocab_size-1`; floats, bools, other shapes and
     negative ids (which would index from the end) are refused."""
     if isinstance(ids, torch.Tensor):
         if ids.dim() != 1:
@@ -134,9 +134,9 @@ def _ids(ids, vocab_size: int, func: str) -> list[int]:
 
 
 def decode(ids: Sequence[int] | torch.Tensor, vocab: lm.Vocab) -> Tokens:
-    """Tokens of ``ids`` up to the first ``</s>``, without ``<s>`` and ``<pad>``.
+    """Tokens of `ids` up to the first `</s>`, without `<s>` and `<pad>`.
 
-    Shapes: ids ``(t,)`` → at most ``t`` tokens.
+    Shapes: ids `(t,)` → at most `t` tokens.
     """
     _vocab(vocab, "vocab", "decode")
     out = []
@@ -149,9 +149,9 @@ def decode(ids: Sequence[int] | torch.Tensor, vocab: lm.Vocab) -> Tokens:
 
 
 def pad(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Right-pad 1-D id tensors with ``<pad>`` (id 0).
+    """Right-pad 1-D id tensors with `<pad>` (id 0).
 
-    Shapes: ``b`` tensors ``(t_i,)`` → ``(b, max t_i)``.
+    Shapes: `b` tensors `(t_i,)` → `(b, max t_i)`.
     """
     if isinstance(seqs, (torch.Tensor, str)) or not isinstance(seqs, Sequence):
         raise TypeError(
@@ -179,8 +179,8 @@ def _pad(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
 class Batch(NamedTuple):
     """A padded batch of translation pairs.
 
-    Shapes: src ``(b, s)``, src_len ``(b,)``, tgt_in and tgt_out ``(b, t)``, where
-    ``tgt_in = <s> y_1 … y_m`` and ``tgt_out = y_1 … y_m </s>``; all padded with 0.
+    Shapes: src `(b, s)`, src_len `(b,)`, tgt_in and tgt_out `(b, t)`, where
+    `tgt_in = <s> y_1 … y_m` and `tgt_out = y_1 … y_m </s>`; all padded with 0.
     """
 
     src: torch.Tensor
@@ -190,13 +190,13 @@ class Batch(NamedTuple):
 
     @property
     def src_mask(self) -> torch.Tensor:
-        """``(b, s)`` bool, True at real source tokens (``<s>`` and ``</s>``
+        """`(b, s)` bool, True at real source tokens (`<s>` and `</s>`
         included)."""
         return self.src != PAD_ID
 
     @property
     def tgt_mask(self) -> torch.Tensor:
-        """``(b, t)`` bool, True at the target positions that count in the loss."""
+        """`(b, t)` bool, True at the target positions that count in the loss."""
         return self.tgt_out != PAD_ID
 
 
@@ -207,7 +207,7 @@ def check_pairs(
     func: str = "make_batch",
 ) -> None:
     """Refuse anything but a non-empty list of (source tokens, target tokens) pairs of
-    str tokens with two :class:`lecturelib.recurrence.lm.Vocab` s, naming what was expected."""
+    str tokens with two `lecturelib.recurrence.lm.Vocab` s, naming what was expected."""
     check_token_pairs(pairs, func)
     if not pairs:
         raise ValueError(
@@ -223,7 +223,7 @@ def check_pairs(
 def make_batch(
     pairs: Sequence[Pair], src_vocab: lm.Vocab, tgt_vocab: lm.Vocab
 ) -> Batch:
-    """Encode and pad token pairs into a :class:`Batch` (see its shapes)."""
+    """Encode and pad token pairs into a `Batch` (see its shapes)."""
     check_pairs(pairs, src_vocab, tgt_vocab)
     src = [encode(s, src_vocab) for s, _ in pairs]
     tgt = [encode(t, tgt_vocab) for _, t in pairs]
@@ -247,15 +247,15 @@ class TranslationData:
     tgt_vocab: lm.Vocab
 
     def batch(self, pairs: Sequence[Pair]) -> Batch:
-        """``make_batch`` with this data's vocabularies."""
+        """`make_batch` with this data's vocabularies."""
         return make_batch(pairs, self.src_vocab, self.tgt_vocab)
 
     def sampler(self, batch_size: int, seed: int = 0, by_length: bool = False):
-        """A function ``step -> (src, src_len, tgt_in, tgt_out)`` for ``train.fit`` that
+        """A function `step -> (src, src_len, tgt_in, tgt_out)` for `train.fit` that
         goes through the training pairs in a new random order every epoch. It returns a
-        plain tuple, which ``fit`` moves to the model's device.
+        plain tuple, which `fit` moves to the model's device.
 
-        ``by_length=True`` sorts each run of ``64 · batch_size`` shuffled pairs by
+        `by_length=True` sorts each run of `64 · batch_size` shuffled pairs by
         length before cutting it into batches, so a batch holds sentences of about one
         length and little padding, while the batches still come in random order.
         """
@@ -295,7 +295,7 @@ class TranslationData:
         return get
 
     def batches(self, pairs: Sequence[Pair], batch_size: int) -> Iterator[Batch]:
-        """Consecutive batches of ``pairs`` in order (for evaluation)."""
+        """Consecutive batches of `pairs` in order (for evaluation)."""
         check_int(batch_size, "batch_size", 1)
         check_token_pairs(pairs, "batches")
         return (
@@ -315,9 +315,9 @@ def load(
     min_count: int = 2,
     seed: int = 0,
 ) -> TranslationData:
-    """English → French pairs with at most ``max_len`` tokens per side, made of the
-    ``n_words`` most common tokens of each language (None: any), split by ``seed``, with
-    vocabularies of the training tokens seen at least ``min_count`` times."""
+    """English → French pairs with at most `max_len` tokens per side, made of the
+    `n_words` most common tokens of each language (None: any), split by `seed`, with
+    vocabularies of the training tokens seen at least `min_count` times."""
     check_int(max_len, "max_len", 1)
     if n_words is not None:
         check_int(n_words, "n_words", 1)

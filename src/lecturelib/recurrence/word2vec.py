@@ -1,15 +1,15 @@
 """Chapter 1: word embeddings with word2vec's skip-gram.
 
-- :func:`subsample`, :func:`skipgram_pairs` and :func:`noise_distribution` prepare the
-  training data: frequent words dropped at random, ``(center, context)`` pairs within a
+- `subsample`, `skipgram_pairs` and `noise_distribution` prepare the
+  training data: frequent words dropped at random, `(center, context)` pairs within a
   window, and the unigram^0.75 distribution of negative samples;
-- :func:`sgns_loss` and :class:`SkipGram` are skip-gram with negative sampling (Mikolov
+- `sgns_loss` and `SkipGram` are skip-gram with negative sampling (Mikolov
   et al., 2013, arXiv:1310.4546), trained with (sparse) Adam instead of plain SGD with a
   decaying rate, and with both embedding tables initialised at small random values;
-- :func:`nearest` and :func:`project_2d` look at the learned vectors: cosine neighbours
+- `nearest` and `project_2d` look at the learned vectors: cosine neighbours
   and a 2-D principal-component projection.
 
-Shapes use ``b`` batch, ``d`` width, ``k`` negative samples, ``v`` vocabulary.
+Shapes use `b` batch, `d` width, `k` negative samples, `v` vocabulary.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from lecturelib.validate import (
 
 
 def check_counts(counts: torch.Tensor) -> None:
-    """``counts`` must be a 1-D tensor of word counts, finite, >= 0, not all 0."""
+    """`counts` must be a 1-D tensor of word counts, finite, >= 0, not all 0."""
     if (
         not isinstance(counts, torch.Tensor)
         or counts.dim() != 1
@@ -57,9 +57,9 @@ def subsample(
     t: float = 1e-4,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Drop each occurrence of word ``w`` with probability ``1 - sqrt(t / f(w))``
-    (word2vec's subsampling of frequent words; ``f`` is the relative frequency).
-    Shapes: ``(n,)`` → ``(m,)``."""
+    """Drop each occurrence of word `w` with probability `1 - sqrt(t / f(w))`
+    (word2vec's subsampling of frequent words; `f` is the relative frequency).
+    Shapes: `(n,)` → `(m,)`."""
     check_counts(counts)
     check_ids(ids, "ids", dims=1, vocab_size=len(counts), min_len=0)
     check_number(t, "t", 0.0, low_open=True)
@@ -69,10 +69,10 @@ def subsample(
 
 
 def skipgram_pairs(ids: torch.Tensor, window: int) -> torch.Tensor:
-    """All ``(center, context)`` pairs with the context at most ``window`` positions
+    """All `(center, context)` pairs with the context at most `window` positions
     away.
 
-    Shapes: ids ``(n,)`` → pairs ``(p, 2)``.
+    Shapes: ids `(n,)` → pairs `(p, 2)`.
     """
     check_ids(ids, "ids", dims=1, min_len=0)
     check_int(window, "window", 1)
@@ -84,7 +84,7 @@ def skipgram_pairs(ids: torch.Tensor, window: int) -> torch.Tensor:
 
 
 def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tensor:
-    """word2vec's distribution for negative samples: unigram counts raised to ``power``,
+    """word2vec's distribution for negative samples: unigram counts raised to `power`,
     normalised."""
     check_counts(counts)
     check_number(power, "power", 0.0)
@@ -95,7 +95,7 @@ def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tenso
 def check_sgns(
     center: torch.Tensor, context: torch.Tensor, negatives: torch.Tensor
 ) -> None:
-    """The arguments of :func:`sgns_loss`."""
+    """The arguments of `sgns_loss`."""
     check_tensor(center, "center", "(b, d)", 2)
     check_tensor(context, "context", "(b, d)", 2)
     check_tensor(negatives, "negatives", "(b, k, d)", 3)
@@ -111,10 +111,10 @@ def check_sgns(
 def sgns_loss(
     center: torch.Tensor, context: torch.Tensor, negatives: torch.Tensor
 ) -> torch.Tensor:
-    """Skip-gram negative-sampling loss ``-[log σ(w·c) + Σ_k log σ(-w·c̃_k)]``, batch
+    """Skip-gram negative-sampling loss `-[log σ(w·c) + Σ_k log σ(-w·c̃_k)]`, batch
     mean.
 
-    Shapes: center ``(b, d)``, context ``(b, d)``, negatives ``(b, k, d)`` → scalar.
+    Shapes: center `(b, d)`, context `(b, d)`, negatives `(b, k, d)` → scalar.
     """
     check_sgns(center, context, negatives)
     positive = F.logsigmoid((center * context).sum(-1))  # (b,)
@@ -123,7 +123,7 @@ def sgns_loss(
 
 
 def check_skipgram_input(model, center, context, negatives) -> None:
-    """The ids given to :meth:`SkipGram.forward`."""
+    """The ids given to `SkipGram.forward`."""
     v = model.center.num_embeddings
     check_ids(center, "center", dims=1, vocab_size=v)
     check_ids(context, "context", dims=1, vocab_size=v)
@@ -131,9 +131,9 @@ def check_skipgram_input(model, center, context, negatives) -> None:
 
 
 class SkipGram(nn.Module):
-    """Two embedding tables: ``center`` (the word vectors we keep) and ``context``.
+    """Two embedding tables: `center` (the word vectors we keep) and `context`.
 
-    Shapes: center ids ``(b,)``, context ids ``(b,)``, negative ids ``(b, k)`` → scalar
+    Shapes: center ids `(b,)`, context ids `(b,)`, negative ids `(b, k)` → scalar
     loss.
     """
 
@@ -158,10 +158,10 @@ class SkipGram(nn.Module):
 
 
 def nearest(vectors: torch.Tensor, query: int, k: int = 5) -> list[tuple[int, float]]:
-    """The ``k`` rows most cosine-similar to row ``query`` (itself excluded):
-    ``(id, cosine)``.
+    """The `k` rows most cosine-similar to row `query` (itself excluded):
+    `(id, cosine)`.
 
-    Shapes: vectors ``(v, d)``.
+    Shapes: vectors `(v, d)`.
     """
     check_tensor(vectors, "vectors", "(v, d)", 2)
     check_int(query, "query", 0, len(vectors) - 1)
@@ -174,8 +174,8 @@ def nearest(vectors: torch.Tensor, query: int, k: int = 5) -> list[tuple[int, fl
 
 
 def project_2d(vectors: torch.Tensor) -> torch.Tensor:
-    """Project rows onto their first two principal components. Shapes: ``(n, d)`` →
-    ``(n, 2)``."""
+    """Project rows onto their first two principal components. Shapes: `(n, d)` →
+    `(n, 2)`."""
     check_tensor(vectors, "vectors", "(n, d)", 2)
     if min(vectors.shape) < 2:
         raise ValueError(

@@ -1,26 +1,26 @@
 """Chapter 19: HiPPO-LegS, a state that summarises a signal's whole history online.
 
-HiPPO (Gu, Dao et al., arXiv:2008.07069) keeps the coefficients ``c(t)`` of the best
-approximation of the history ``f(s), 0 ≤ s ≤ t`` by ``N`` scaled Legendre polynomials,
-``f(s) ≈ Σ_n c_n(t) g_n(s, t)`` with ``g_n(s, t) = √(2n+1) P_n(2s/t - 1)`` (LegS: the
-measure is uniform on ``[0, t]``; it *scales* with ``t``). The coefficients obey the
+HiPPO (Gu, Dao et al., arXiv:2008.07069) keeps the coefficients `c(t)` of the best
+approximation of the history `f(s), 0 ≤ s ≤ t` by `N` scaled Legendre polynomials,
+`f(s) ≈ Σ_n c_n(t) g_n(s, t)` with `g_n(s, t) = √(2n+1) P_n(2s/t - 1)` (LegS: the
+measure is uniform on `[0, t]`; it *scales* with `t`). The coefficients obey the
 linear ODE
 
-    ``c'(t) = -(1/t) A c(t) + (1/t) B f(t)``,
+    `c'(t) = -(1/t) A c(t) + (1/t) B f(t)`,
 
-with ``A_nk = √(2n+1)√(2k+1)`` for ``n > k``, ``n + 1`` for ``n = k``, ``0`` for
-``n < k``, and ``B_n = √(2n+1)``. Sign convention: :func:`legs_matrices` returns this
-*positive* ``A``, as the paper writes it; the state matrix of the SSM is ``-A`` (stable:
-its eigenvalues are ``-(n+1)``). :func:`legs_scan` integrates the ODE over a sampled
-signal with the bilinear rule (step ``1/k`` at sample ``k``); :func:`legs_reconstruct`
+with `A_nk = √(2n+1)√(2k+1)` for `n > k`, `n + 1` for `n = k`, `0` for
+`n < k`, and `B_n = √(2n+1)`. Sign convention: `legs_matrices` returns this
+*positive* `A`, as the paper writes it; the state matrix of the SSM is `-A` (stable:
+its eigenvalues are `-(n+1)`). `legs_scan` integrates the ODE over a sampled
+signal with the bilinear rule (step `1/k` at sample `k`); `legs_reconstruct`
 evaluates the approximation.
 
-S4 (Gu, Goel, Ré, arXiv:2111.00396) writes ``-A`` as *normal plus low rank*:
-``-A = S - P Pᵀ`` with ``P_n = √(n + 1/2)`` and ``S = -I/2 + (skew-symmetric)``
-(:func:`legs_nplr`), so ``S`` is diagonalised by a unitary matrix and its eigenvalues
-have real part ``-1/2``; S4D keeps a diagonal state only.
+S4 (Gu, Goel, Ré, arXiv:2111.00396) writes `-A` as *normal plus low rank*:
+`-A = S - P Pᵀ` with `P_n = √(n + 1/2)` and `S = -I/2 + (skew-symmetric)`
+(`legs_nplr`), so `S` is diagonalised by a unitary matrix and its eigenvalues
+have real part `-1/2`; S4D keeps a diagonal state only.
 
-Shapes: ``N`` the state size, ``L`` the number of samples, ``P`` evaluation points.
+Shapes: `N` the state size, `L` the number of samples, `P` evaluation points.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from lecturelib.validate import check_int, check_tensor, describe
 
 
 def check_float_dtype(dtype) -> None:
-    """``dtype`` must be a floating-point ``torch.dtype`` (an integer one would round
+    """`dtype` must be a floating-point `torch.dtype` (an integer one would round
     the square roots, or silently give float32)."""
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(
@@ -40,10 +40,10 @@ def check_float_dtype(dtype) -> None:
 
 
 def legs_matrices(N: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
-    """HiPPO-LegS ``(A, B)`` in the paper's sign convention,
-    ``c' = -(1/t) A c + (1/t) B f``.
+    """HiPPO-LegS `(A, B)` in the paper's sign convention,
+    `c' = -(1/t) A c + (1/t) B f`.
 
-    Shapes: ``A (N, N)`` lower triangular, ``B (N,)``.
+    Shapes: `A (N, N)` lower triangular, `B (N,)`.
     """
     check_int(N, "N", 1)
     check_float_dtype(dtype)
@@ -54,9 +54,9 @@ def legs_matrices(N: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tens
 
 
 def legs_nplr(N: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
-    """The normal plus low-rank form of S4: ``(S, P)`` with ``-A = S - P Pᵀ``,
-    ``P_n = √(n + 1/2)`` and ``S + Sᵀ = -I`` (``S`` is normal). Shapes: ``S (N, N)``,
-    ``P (N,)``."""
+    """The normal plus low-rank form of S4: `(S, P)` with `-A = S - P Pᵀ`,
+    `P_n = √(n + 1/2)` and `S + Sᵀ = -I` (`S` is normal). Shapes: `S (N, N)`,
+    `P (N,)`."""
     check_int(N, "N", 1)
     check_float_dtype(dtype)
     A, _ = legs_matrices(N, dtype)
@@ -65,7 +65,7 @@ def legs_nplr(N: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def check_vector(value, name: str, what: str) -> None:
-    """``value`` must be a 1-D float tensor (``what`` names its entries): a TypeError for
+    """`value` must be a 1-D float tensor (`what` names its entries): a TypeError for
     another kind of object, a ValueError for another shape."""
     message = f"{name} must be a 1-D float tensor of {what}; got {describe(value)}"
     if not isinstance(value, torch.Tensor) or not value.is_floating_point():
@@ -75,19 +75,19 @@ def check_vector(value, name: str, what: str) -> None:
 
 
 def check_signal(f) -> None:
-    """``f`` must be a 1-D float tensor of at least one sample."""
+    """`f` must be a 1-D float tensor of at least one sample."""
     check_vector(f, "f", "samples (L,)")
     if f.numel() < 1:
         raise ValueError("f must hold at least one sample; got an empty tensor")
 
 
 def legs_scan(f: torch.Tensor, N: int) -> torch.Tensor:
-    """The LegS coefficients after each sample: ``c_k`` summarises ``f_1 … f_k``.
+    """The LegS coefficients after each sample: `c_k` summarises `f_1 … f_k`.
 
-    Bilinear step ``Δ = 1/k`` of ``c' = -(1/t) A c + (1/t) B f`` with ``t = kΔ``:
-    ``c_k = (I + A/(2k))^{-1} ((I - A/(2k)) c_{k-1} + B f_k / k)``.
+    Bilinear step `Δ = 1/k` of `c' = -(1/t) A c + (1/t) B f` with `t = kΔ`:
+    `c_k = (I + A/(2k))^{-1} ((I - A/(2k)) c_{k-1} + B f_k / k)`.
 
-    Shapes: f ``(L,)`` → ``(L, N)`` (computed on the CPU, one small solve per sample;
+    Shapes: f `(L,)` → `(L, N)` (computed on the CPU, one small solve per sample;
     returned on f's device).
     """
     check_signal(f)
@@ -105,8 +105,8 @@ def legs_scan(f: torch.Tensor, N: int) -> torch.Tensor:
 
 
 def legendre(n_max: int, x: torch.Tensor) -> torch.Tensor:
-    """Legendre polynomials ``P_0 … P_{n_max-1}`` at ``x`` (Bonnet's recurrence
-    ``(n+1)P_{n+1} = (2n+1)x P_n - n P_{n-1}``). Shapes: x ``(P,)`` → ``(n_max, P)``."""
+    """Legendre polynomials `P_0 … P_{n_max-1}` at `x` (Bonnet's recurrence
+    `(n+1)P_{n+1} = (2n+1)x P_n - n P_{n-1}`). Shapes: x `(P,)` → `(n_max, P)`."""
     check_int(n_max, "n_max", 1)
     check_tensor(x, "x", "(P,) of points in [-1, 1]")
     P = [torch.ones_like(x), x]
@@ -116,7 +116,7 @@ def legendre(n_max: int, x: torch.Tensor) -> torch.Tensor:
 
 
 def check_reconstruct(c, s) -> None:
-    """The arguments of :func:`legs_reconstruct`."""
+    """The arguments of `legs_reconstruct`."""
     check_vector(c, "c", "N coefficients")
     if c.numel() < 1:
         raise ValueError("c must hold at least one coefficient; got an empty tensor")
@@ -132,10 +132,10 @@ def check_reconstruct(c, s) -> None:
 
 
 def legs_reconstruct(c: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-    """Evaluate ``Σ_n c_n √(2n+1) P_n(2s - 1)`` at relative times ``s`` in ``[0, 1]``
-    (``s = 1`` is now, ``s = 0`` the start of the history).
+    """Evaluate `Σ_n c_n √(2n+1) P_n(2s - 1)` at relative times `s` in `[0, 1]`
+    (`s = 1` is now, `s = 0` the start of the history).
 
-    Shapes: c ``(N,)``, s ``(P,)`` → ``(P,)``.
+    Shapes: c `(N,)`, s `(P,)` → `(P,)`.
     """
     check_reconstruct(c, s)
     N = c.shape[0]

@@ -1,20 +1,20 @@
 """Chapter 20: hybrid models and the book's closing comparison of sequence models.
 
-:class:`HybridLM` interleaves Mamba blocks with attention blocks, as Jamba (Lieber et
+`HybridLM` interleaves Mamba blocks with attention blocks, as Jamba (Lieber et
 al., 2024, arXiv:2403.19887) and Griffin (De et al., 2024, arXiv:2402.19427) interleave
-recurrent and attention layers: a ``pattern`` such as ``"MA"`` names the layers from the
-input up (``M`` Mamba, ``A`` the GPT block of chapter 11). :func:`build` makes any of
-the book's families (:data:`KINDS`) into a next-token model of the same width and depth,
-so that one training call (:func:`train_task`, through :func:`lecturelib.train.fit`) and one scorer (:func:`accuracy`) serve
-the synthetic tasks of :mod:`lecturelib.tasks`; :func:`state_bytes` is the memory each
+recurrent and attention layers: a `pattern` such as `"MA"` names the layers from the
+input up (`M` Mamba, `A` the GPT block of chapter 11). `build` makes any of
+the book's families (`KINDS`) into a next-token model of the same width and depth,
+so that one training call (`train_task`, through `lecturelib.train.fit`) and one scorer (`accuracy`) serve
+the synthetic tasks of `lecturelib.tasks`; `state_bytes` is the memory each
 family keeps per sequence while generating.
 
 Simplifications: tiny models and short training (the comparison is about what each
 family can learn at all, not about tuned results); attention uses the GPT block with
-rotary positions and PyTorch's default initialisation (:func:`default_init`); the S4D
+rotary positions and PyTorch's default initialisation (`default_init`); the S4D
 layer of chapter 19 is used with a GELU and a linear map after it.
 
-Shapes: ids ``(b, t)`` → logits ``(b, t, vocab_size)``.
+Shapes: ids `(b, t)` → logits `(b, t, vocab_size)`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ KINDS = ("rnn", "lstm", "transformer", "s4d", "mamba", "hybrid")
 
 
 def check_hybrid(config, pattern) -> None:
-    """The arguments of :class:`HybridLM`: a Mamba config and a pattern of layers."""
+    """The arguments of `HybridLM`: a Mamba config and a pattern of layers."""
     check_type(config, "config", mamba.MambaConfig, "a MambaConfig")
     message = (
         f"pattern must be a non-empty string of 'M' (Mamba) and 'A' "
@@ -56,7 +56,7 @@ def check_hybrid(config, pattern) -> None:
 
 
 def check_hybrid_ids(ids, vocab_size: int, seq_len: int) -> None:
-    """``(b, t)`` token ids of the vocabulary, ``t <= seq_len``."""
+    """`(b, t)` token ids of the vocabulary, `t <= seq_len`."""
     check_ids(ids, "ids", dims=2, vocab_size=vocab_size)
     if ids.shape[1] > seq_len:
         raise ValueError(
@@ -66,10 +66,10 @@ def check_hybrid_ids(ids, vocab_size: int, seq_len: int) -> None:
 
 
 class HybridLM(nn.Module):
-    """Embedding → layers named by ``pattern`` (``M`` Mamba, ``A`` attention) → RMSNorm
+    """Embedding → layers named by `pattern` (`M` Mamba, `A` attention) → RMSNorm
     → tied head.
 
-    Shapes: ids ``(b, t)`` with ``t <= seq_len`` → logits ``(b, t, vocab_size)``.
+    Shapes: ids `(b, t)` with `t <= seq_len` → logits `(b, t, vocab_size)`.
     """
 
     def __init__(
@@ -108,7 +108,7 @@ class HybridLM(nn.Module):
 
 
 class S4DLM(nn.Module):
-    """Embedding → ``n_layers`` × ``x + Linear(GELU(S4D(RMSNorm(x))))`` → RMSNorm →
+    """Embedding → `n_layers` × `x + Linear(GELU(S4D(RMSNorm(x))))` → RMSNorm →
     head."""
 
     def __init__(self, vocab_size: int, d_model: int, n_layers: int, d_state: int = 64):
@@ -139,7 +139,7 @@ class S4DLM(nn.Module):
 
 
 class RecurrentLM(nn.Module):
-    """Embedding → ``torch.nn.RNN`` or ``torch.nn.LSTM`` → linear head (chapters 2 and
+    """Embedding → `torch.nn.RNN` or `torch.nn.LSTM` → linear head (chapters 2 and
     3)."""
 
     def __init__(self, cell: str, vocab_size: int, d_model: int, n_layers: int):
@@ -160,7 +160,7 @@ class RecurrentLM(nn.Module):
 
 def default_init(model: nn.Module) -> nn.Module:
     """PyTorch's default initialisation for every linear and embedding layer, as the
-    attention layers of :class:`HybridLM` have. GPT-2's ``N(0, 0.02²)`` (chapter 11)
+    attention layers of `HybridLM` have. GPT-2's `N(0, 0.02²)` (chapter 11)
     suits widths near 768; at width 32 it leaves attention nearly uniform, and a
     two-layer GPT so initialised stayed near 50% on associative recall for thousands
     of steps, where with this initialisation it learns the task in a few hundred."""
@@ -175,9 +175,9 @@ def default_init(model: nn.Module) -> nn.Module:
 def check_build(
     kind, vocab_size, d_model, n_layers, seq_len, d_state, n_heads, scan
 ) -> None:
-    """The arguments of :func:`build`: a kind of :data:`KINDS`, sizes >= 1, a width
+    """The arguments of `build`: a kind of `KINDS`, sizes >= 1, a width
     that the attention heads divide, a scan method, and for the hybrid at least two
-    layers (with one, ``"MA"[:1]`` is a Mamba model with no attention layer)."""
+    layers (with one, `"MA"[:1]` is a Mamba model with no attention layer)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
     check_sizes(
@@ -212,9 +212,9 @@ def build(
     n_heads: int = 4,
     scan: str = "loop",
 ) -> nn.Module:
-    """A next-token model of family ``kind`` (one of :data:`KINDS`); the hybrid
-    alternates Mamba and attention layers (``"MA"`` repeated to ``n_layers``). Mamba
-    layers use the ``scan`` method (the loop is the fastest on a CPU for the tasks'
+    """A next-token model of family `kind` (one of `KINDS`); the hybrid
+    alternates Mamba and attention layers (`"MA"` repeated to `n_layers`). Mamba
+    layers use the `scan` method (the loop is the fastest on a CPU for the tasks'
     short sequences)."""
     check_build(kind, vocab_size, d_model, n_layers, seq_len, d_state, n_heads, scan)
     if kind in ("rnn", "lstm"):
@@ -247,7 +247,7 @@ def build(
 
 
 def check_task(x, y) -> None:
-    """A task batch: ``(b, t)`` token ids ``x`` and targets ``y`` of the same shape."""
+    """A task batch: `(b, t)` token ids `x` and targets `y` of the same shape."""
     check_ids(x, "x", dims=2)
     message = f"y must be a tensor of x's shape {tuple(x.shape)}; got {describe(y)}"
     if not isinstance(y, torch.Tensor):
@@ -257,9 +257,9 @@ def check_task(x, y) -> None:
 
 
 def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    """The share of scored positions (``y != IGNORE``) that the model predicts exactly,
-    by :func:`lecturelib.metrics.accuracy` (which refuses float targets, targets outside
-    the vocabulary and a ``y`` that scores no position), on the model's device."""
+    """The share of scored positions (`y != IGNORE`) that the model predicts exactly,
+    by `lecturelib.metrics.accuracy` (which refuses float targets, targets outside
+    the vocabulary and a `y` that scores no position), on the model's device."""
     check_task(x, y)
     if not (y != IGNORE).any():
         raise ValueError("y scores no position (every target is IGNORE)")
@@ -272,7 +272,7 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def train_task(model: nn.Module, make_batch, steps: int, lr: float = 3e-3):
-    """Train on ``make_batch(step) -> (x, y)`` with :func:`lecturelib.train.fit` (AdamW,
+    """Train on `make_batch(step) -> (x, y)` with `lecturelib.train.fit` (AdamW,
     weight decay 0.01, a cosine schedule, gradients clipped at 1, mixed precision on
     CUDA, silent); the loss at every step and the seconds per step."""
     check_callable(make_batch, "make_batch")
@@ -301,9 +301,9 @@ def train_task(model: nn.Module, make_batch, steps: int, lr: float = 3e-3):
 
 
 def state_bytes(model: nn.Module, length: int, bytes_per_value: int = 4) -> int:
-    """The memory one sequence's generation state holds after ``length`` tokens: the
+    """The memory one sequence's generation state holds after `length` tokens: the
     hidden state of an RNN or LSTM, the SSM (and convolution) states of S4D and
-    Mamba, the KV cache of attention layers, which grows with ``length``."""
+    Mamba, the KV cache of attention layers, which grows with `length`."""
     check_type(model, "model", nn.Module, "a torch.nn.Module")
     check_int(length, "length", 1)
     check_int(bytes_per_value, "bytes_per_value", 1)

@@ -1,20 +1,20 @@
 """Chapter 20: the Mamba block and a small Mamba language model.
 
 A Mamba block (Gu & Dao, 2023, arXiv:2312.00752) projects the input to two streams of
-width ``d_inner``; one goes through a short causal depthwise convolution, SiLU and the
-*selective* SSM of :mod:`lecturelib.state_space.scan` (whose ``Δ, B, C`` are computed from the
+width `d_inner`; one goes through a short causal depthwise convolution, SiLU and the
+*selective* SSM of `lecturelib.state_space.scan` (whose `Δ, B, C` are computed from the
 input), the other gates the result through SiLU; a last projection returns to
-``d_model``. :class:`MambaLM` stacks blocks with pre-norm residual connections, like the
+`d_model`. `MambaLM` stacks blocks with pre-norm residual connections, like the
 GPT of chapter 11.
 
-Generation runs the same weights as a recurrence (:meth:`MambaLM.step`): the state of a
-layer is the last ``d_conv - 1`` convolution inputs and the SSM state ``(d_inner,
-d_state)``, a constant size whatever the length of the context.
+Generation runs the same weights as a recurrence (`MambaLM.step`): the state of a
+layer is the last `d_conv - 1` convolution inputs and the SSM state `(d_inner,
+d_state)`, a constant size whatever the length of the context.
 
 Simplifications: no hardware-aware fused kernel (the scan is plain PyTorch), no
-residual-in-fp32 or fused add-norm, and ``A`` is initialised as in S4D-Real.
+residual-in-fp32 or fused add-norm, and `A` is initialised as in S4D-Real.
 
-Shapes: ids ``(b, t)``; x ``(b, t, d_model)``; states ``(b, d_inner, ·)``.
+Shapes: ids `(b, t)`; x `(b, t, d_model)`; states `(b, d_inner, ·)`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from lecturelib.validate import (
 
 
 def check_mamba_config(config) -> None:
-    """The fields of a :class:`MambaConfig`."""
+    """The fields of a `MambaConfig`."""
     for name in ("d_model", "n_layers", "vocab_size", "d_state", "expand", "d_conv"):
         check_int(getattr(config, name), f"MambaConfig.{name}", 1)
     if config.dt_rank is not None:
@@ -58,7 +58,7 @@ def check_mamba_config(config) -> None:
 
 @dataclass
 class MambaConfig:
-    """The sizes and options of a :class:`MambaBlock` and a :class:`MambaLM`."""
+    """The sizes and options of a `MambaBlock` and a `MambaLM`."""
 
     d_model: int = 64
     n_layers: int = 2
@@ -82,7 +82,7 @@ class MambaConfig:
 
 
 def check_causal_conv(channels, kernel_size, padding) -> None:
-    """The arguments of :class:`CausalConv1d`: sizes, and no padding but the causal
+    """The arguments of `CausalConv1d`: sizes, and no padding but the causal
     one."""
     check_int(channels, "channels", 1)
     check_int(kernel_size, "kernel_size", 1)
@@ -95,9 +95,9 @@ def check_causal_conv(channels, kernel_size, padding) -> None:
 
 class CausalConv1d(nn.Module):
     """A depthwise convolution along time that sees only the past: the input is padded
-    with ``kernel_size - 1`` zeros on the left.
+    with `kernel_size - 1` zeros on the left.
 
-    Shapes: x ``(b, t, d)`` → ``(b, t, d)``; state ``(b, d, kernel_size - 1)``.
+    Shapes: x `(b, t, d)` → `(b, t, d)`; state `(b, d, kernel_size - 1)`.
     """
 
     def __init__(self, channels: int, kernel_size: int, padding: int | None = None):
@@ -115,7 +115,7 @@ class CausalConv1d(nn.Module):
         return rearrange(y, "b d t -> b t d")
 
     def step(self, x_t: torch.Tensor, state: torch.Tensor):
-        """One step: ``x_t (b, d)`` and the last ``kernel_size - 1`` inputs → ``y_t``,
+        """One step: `x_t (b, d)` and the last `kernel_size - 1` inputs → `y_t`,
         the new state."""
         window = torch.cat([state, x_t[:, :, None]], dim=2)  # (b, d, k)
         y_t = einsum(window, self.weight, "b d k, d k -> b d") + self.bias
@@ -126,7 +126,7 @@ class MambaBlock(nn.Module):
     """in-projection → causal conv1d → SiLU → selective SSM, gated by SiLU(z) →
     out-projection.
 
-    Shapes: x ``(b, t, d_model)`` → ``(b, t, d_model)``.
+    Shapes: x `(b, t, d_model)` → `(b, t, d_model)`.
     """
 
     def __init__(self, config: MambaConfig):
@@ -148,7 +148,7 @@ class MambaBlock(nn.Module):
         self.out_proj = nn.Linear(c.d_inner, c.d_model, bias=False)
 
     def selection(self, x: torch.Tensor):
-        """Δ, B, C from the input ``x (…, d_inner)``, and ``A (d_inner, n)``."""
+        """Δ, B, C from the input `x (…, d_inner)`, and `A (d_inner, n)`."""
         c = self.config
         dt, B, C = self.x_proj(x).split([c.dt_rank, c.d_state, c.d_state], dim=-1)
         return F.softplus(self.dt_proj(dt)), -torch.exp(self.A_log), B, C
@@ -162,8 +162,8 @@ class MambaBlock(nn.Module):
         return self.out_proj(y)
 
     def init_state(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Zero convolution and SSM states: ``(b, d_inner, d_conv - 1)``,
-        ``(b, d_inner, d_state)``."""
+        """Zero convolution and SSM states: `(b, d_inner, d_conv - 1)`,
+        `(b, d_inner, d_state)`."""
         c, w = self.config, self.A_log
         return (
             w.new_zeros(batch, c.d_inner, c.d_conv - 1),
@@ -171,7 +171,7 @@ class MambaBlock(nn.Module):
         )
 
     def step(self, x_t: torch.Tensor, state):
-        """One token: ``x_t (b, d_model)`` and the state → ``y_t (b, d_model)``, new
+        """One token: `x_t (b, d_model)` and the state → `y_t (b, d_model)`, new
         state."""
         check_block_step(x_t, state, self.config)
         conv_state, h = state
@@ -185,7 +185,7 @@ class MambaBlock(nn.Module):
 
 
 def check_block_input(x, d_model: int) -> None:
-    """``x`` must be a float tensor ``(b, t, d_model)``."""
+    """`x` must be a float tensor `(b, t, d_model)`."""
     message = (
         f"x must be a floating (b, t, d_model={d_model}) tensor; got {describe(x)}"
     )
@@ -196,8 +196,8 @@ def check_block_input(x, d_model: int) -> None:
 
 
 def check_block_step(x_t, state, config: MambaConfig) -> None:
-    """The arguments of :meth:`MambaBlock.step`: ``x_t (b, d_model)`` and a state of
-    the same batch, as :meth:`MambaBlock.init_state` gives (a state from another batch
+    """The arguments of `MambaBlock.step`: `x_t (b, d_model)` and a state of
+    the same batch, as `MambaBlock.init_state` gives (a state from another batch
     size would broadcast or fail deep inside)."""
     message = f"x_t must be a floating (b, d_model={config.d_model}) tensor; got "
     if not isinstance(x_t, torch.Tensor) or not x_t.is_floating_point():
@@ -224,7 +224,7 @@ def check_block_step(x_t, state, config: MambaConfig) -> None:
 
 
 class Residual(nn.Module):
-    """``x + layer(RMSNorm(x))``: the pre-norm residual wrapper of chapter 8."""
+    """`x + layer(RMSNorm(x))`: the pre-norm residual wrapper of chapter 8."""
 
     def __init__(self, d_model: int, layer: nn.Module):
         super().__init__()
@@ -243,8 +243,8 @@ class Residual(nn.Module):
 
 
 def check_residual_input(x, name: str, shape: str, d_model: int) -> None:
-    """The input of a :class:`Residual`: a float tensor ``shape`` whose last axis is
-    ``d_model`` (the width of its RMSNorm)."""
+    """The input of a `Residual`: a float tensor `shape` whose last axis is
+    `d_model` (the width of its RMSNorm)."""
     check_tensor(x, name, shape)
     if x.dim() < 1 or x.shape[-1] != d_model:
         raise ValueError(
@@ -254,8 +254,8 @@ def check_residual_input(x, name: str, shape: str, d_model: int) -> None:
 
 
 def check_residual_step(layer, x_t, d_model: int) -> None:
-    """The arguments of :meth:`Residual.step`: a wrapped layer with a ``step`` (a
-    :class:`MambaBlock`) and one token ``x_t (b, d_model)``."""
+    """The arguments of `Residual.step`: a wrapped layer with a `step` (a
+    `MambaBlock`) and one token `x_t (b, d_model)`."""
     if not callable(getattr(layer, "step", None)):
         raise TypeError(
             f"Residual.step needs a layer with a step method (a MambaBlock); got "
@@ -267,7 +267,7 @@ def check_residual_step(layer, x_t, d_model: int) -> None:
 
 
 def check_step(ids_t, states, vocab_size: int, n_layers: int) -> None:
-    """The arguments of :meth:`MambaLM.step`: ``(b,)`` token ids and one state per
+    """The arguments of `MambaLM.step`: `(b,)` token ids and one state per
     layer."""
     check_ids(ids_t, "ids_t", dims=1, vocab_size=vocab_size)
     check_type(states, "states", list, "a list of layer states (from init_state)")
@@ -279,10 +279,10 @@ def check_step(ids_t, states, vocab_size: int, n_layers: int) -> None:
 
 
 class MambaLM(nn.Module):
-    """Token embedding → ``n_layers`` residual Mamba blocks → RMSNorm → tied output
+    """Token embedding → `n_layers` residual Mamba blocks → RMSNorm → tied output
     head.
 
-    Shapes: ids ``(b, t)`` → logits ``(b, t, vocab_size)``.
+    Shapes: ids `(b, t)` → logits `(b, t, vocab_size)`.
     """
 
     def __init__(self, config: MambaConfig):
@@ -308,8 +308,8 @@ class MambaLM(nn.Module):
         return [layer.layer.init_state(batch) for layer in self.layers]
 
     def step(self, ids_t: torch.Tensor, states: list):
-        """One token per sequence: ``ids_t (b,)`` and the states → logits ``(b,
-        vocab)``, new states."""
+        """One token per sequence: `ids_t (b,)` and the states → logits `(b,
+        vocab)`, new states."""
         check_step(ids_t, states, self.config.vocab_size, len(self.layers))
         x = self.embed(ids_t)
         new = []
@@ -330,8 +330,8 @@ def state_bytes(states: list) -> int:
 
 @torch.no_grad()
 def generate(model: MambaLM, prompt: torch.Tensor, n_new: int) -> torch.Tensor:
-    """Greedy continuation of ``prompt (b, t)`` by ``n_new`` tokens, one recurrent step
-    per token (the prompt is read step by step too). Shapes: → ``(b, t + n_new)``."""
+    """Greedy continuation of `prompt (b, t)` by `n_new` tokens, one recurrent step
+    per token (the prompt is read step by step too). Shapes: → `(b, t + n_new)`."""
     check_type(model, "model", MambaLM, "a MambaLM")
     check_ids(prompt, "prompt", dims=2, vocab_size=model.config.vocab_size)
     check_int(n_new, "n_new", 0)

@@ -1,14 +1,14 @@
 """Chapter 19: S4D, a layer of diagonal state-space models, and a small network of them.
 
-:class:`S4D` (Gu, Gupta et al., arXiv:2206.11893) is one SSM of
-:mod:`lecturelib.state_space.ssm` per channel with a diagonal complex ``A`` initialised
-as S4D-Lin (``A_n = -1/2 + iπn``) or S4D-Inv (``A_n = -1/2 + i(N/π)(N/(2n+1) - 1)``)
-(:func:`s4d_init`), a learned step ``Δ`` per channel and a skip ``D``; it uses zero-order
+`S4D` (Gu, Gupta et al., arXiv:2206.11893) is one SSM of
+`lecturelib.state_space.ssm` per channel with a diagonal complex `A` initialised
+as S4D-Lin (`A_n = -1/2 + iπn`) or S4D-Inv (`A_n = -1/2 + i(N/π)(N/(2n+1) - 1)`)
+(`s4d_init`), a learned step `Δ` per channel and a skip `D`; it uses zero-order
 hold where the S4D paper also offers the bilinear rule. It runs as a convolution (FFT)
-or as a recurrence, with the same outputs. :class:`S4DNet` stacks S4D layers into a
+or as a recurrence, with the same outputs. `S4DNet` stacks S4D layers into a
 small sequence model.
 
-Shapes: ``b`` batch, ``t`` time, ``d_model`` channels, ``d_state // 2`` complex modes.
+Shapes: `b` batch, `t` time, `d_model` channels, `d_state // 2` complex modes.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ INITS = ("lin", "inv")
 
 
 def check_s4d_init(d_state, init) -> None:
-    """The arguments of :func:`s4d_init`: an even ``d_state >= 2`` and one of
-    :data:`INITS`."""
+    """The arguments of `s4d_init`: an even `d_state >= 2` and one of
+    `INITS`."""
     check_int(d_state, "d_state", 2)
     if d_state % 2:
         raise ValueError(
@@ -50,12 +50,12 @@ def check_s4d_init(d_state, init) -> None:
 
 
 def s4d_init(d_state: int, init: str = "inv") -> torch.Tensor:
-    """The diagonal of S4D's ``A``: ``d_state // 2`` complex modes (their conjugates are
-    implied), ``n = 0 … N/2 - 1`` with ``N = d_state``: S4D-Lin ``A_n = -1/2 + iπn``
-    or S4D-Inv ``A_n = -1/2 + i(N/π)(N/(2n+1) - 1)`` (as in the S4D paper and the
-    state-spaces code: ``N`` counts the conjugates too, so every ``Im A_n > 0``).
+    """The diagonal of S4D's `A`: `d_state // 2` complex modes (their conjugates are
+    implied), `n = 0 … N/2 - 1` with `N = d_state`: S4D-Lin `A_n = -1/2 + iπn`
+    or S4D-Inv `A_n = -1/2 + i(N/π)(N/(2n+1) - 1)` (as in the S4D paper and the
+    state-spaces code: `N` counts the conjugates too, so every `Im A_n > 0`).
 
-    Shapes: ``(d_state // 2,)`` complex128.
+    Shapes: `(d_state // 2,)` complex128.
     """
     check_s4d_init(d_state, init)
     N = d_state
@@ -65,7 +65,7 @@ def s4d_init(d_state: int, init: str = "inv") -> torch.Tensor:
 
 
 def check_s4d(d_model, d_state, init, dt_min, dt_max) -> None:
-    """The arguments of :class:`S4D`."""
+    """The arguments of `S4D`."""
     check_int(d_model, "d_model", 1)
     check_s4d_init(d_state, init)
     check_number(dt_min, "dt_min", 0.0, low_open=True)
@@ -73,8 +73,8 @@ def check_s4d(d_model, d_state, init, dt_min, dt_max) -> None:
 
 
 def check_s4d_input(u, d_model: int, name: str = "S4D input", dims: int = 3) -> None:
-    """``u`` must be a float tensor ``(b, t, d_model)`` (``dims=3``) or one step
-    ``(b, d_model)`` (``dims=2``)."""
+    """`u` must be a float tensor `(b, t, d_model)` (`dims=3`) or one step
+    `(b, d_model)` (`dims=2`)."""
     shape = f"(b, t, d_model={d_model})" if dims == 3 else f"(b, d_model={d_model})"
     if not isinstance(u, torch.Tensor) or not u.is_floating_point():
         raise TypeError(f"{name} must be a float tensor {shape}; got {describe(u)}")
@@ -87,14 +87,14 @@ def check_s4d_input(u, d_model: int, name: str = "S4D input", dims: int = 3) -> 
 
 
 def check_steps(x, name: str) -> None:
-    """A sequence ``(b, t, ...)`` must hold ``t >= 1`` steps."""
+    """A sequence `(b, t, ...)` must hold `t >= 1` steps."""
     if x.shape[1] < 1:
         raise ValueError(f"{name} must hold t >= 1 steps; got shape {tuple(x.shape)}")
 
 
 def check_s4d_step(layer, u_t, h) -> None:
-    """The arguments of :meth:`S4D.step`: one step ``(b, d_model)`` and, if given, a
-    complex state ``(b, d_model, d_state // 2)`` of the same batch."""
+    """The arguments of `S4D.step`: one step `(b, d_model)` and, if given, a
+    complex state `(b, d_model, d_state // 2)` of the same batch."""
     check_s4d_input(u_t, layer.d_model, "u_t", dims=2)
     if h is None:
         return
@@ -110,15 +110,15 @@ def check_s4d_step(layer, u_t, h) -> None:
 class S4D(nn.Module):
     """One diagonal SSM per channel (S4D), causal.
 
-    Channel ``h`` has a learned step ``Δ_h`` (log-uniform in ``[dt_min, dt_max]`` at
-    init), ``A_h = -exp(log_A_real) + i·A_imag`` (``d_state // 2`` modes from
-    :func:`s4d_init`), ``B = 1`` (absorbed into ``C``), a complex ``C_h`` and a real
-    skip ``D_h``. Each mode counts with its conjugate:
-    ``K̄ = 2·Re(Σ_n C_n B̄_n Ā_n^l)``.
-    :meth:`forward` convolves by FFT; :meth:`recurrent` and :meth:`step` run the same
+    Channel `h` has a learned step `Δ_h` (log-uniform in `[dt_min, dt_max]` at
+    init), `A_h = -exp(log_A_real) + i·A_imag` (`d_state // 2` modes from
+    `s4d_init`), `B = 1` (absorbed into `C`), a complex `C_h` and a real
+    skip `D_h`. Each mode counts with its conjugate:
+    `K̄ = 2·Re(Σ_n C_n B̄_n Ā_n^l)`.
+    `forward` convolves by FFT; `recurrent` and `step` run the same
     layer as a recurrence.
 
-    Shapes: ``(b, t, d_model)`` → ``(b, t, d_model)``.
+    Shapes: `(b, t, d_model)` → `(b, t, d_model)`.
     """
 
     def __init__(
@@ -143,32 +143,32 @@ class S4D(nn.Module):
         self.D = nn.Parameter(torch.randn(d_model))
 
     def discrete(self):
-        """``(Ā, B̄, 2C)``, each ``(d_model, d_state // 2)`` complex (ZOH, B = 1)."""
+        """`(Ā, B̄, 2C)`, each `(d_model, d_state // 2)` complex (ZOH, B = 1)."""
         A = torch.complex(-self.log_A_real.exp(), self.A_imag)
         dt = self.log_dt.exp().unsqueeze(-1)  # (d_model, 1)
         Abar, Bbar = discretize_zoh(A, torch.ones_like(A), dt)
         return Abar, Bbar, 2 * torch.view_as_complex(self.C)
 
     def kernel(self, L: int) -> torch.Tensor:
-        """The real kernel ``K̄``. Shapes: → ``(d_model, L)``."""
+        """The real kernel `K̄`. Shapes: → `(d_model, L)`."""
         return ssm_kernel(*self.discrete(), L)
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
-        """Convolutional mode: ``y = K̄ * u + D u`` per channel, by FFT."""
+        """Convolutional mode: `y = K̄ * u + D u` per channel, by FFT."""
         check_s4d_input(u, self.d_model)
         x = u.transpose(1, 2)  # (b, d_model, t)
         y = ssm_convolve(x, self.kernel(x.shape[-1]), self.D)
         return y.transpose(1, 2)  # (b, t, d_model)
 
     def recurrent(self, u: torch.Tensor) -> torch.Tensor:
-        """Recurrent mode: the outputs of :meth:`forward`, one step at a time."""
+        """Recurrent mode: the outputs of `forward`, one step at a time."""
         check_s4d_input(u, self.d_model)
         y = ssm_recurrent(*self.discrete(), u.transpose(1, 2), self.D)
         return y.transpose(1, 2)
 
     def step(self, u_t: torch.Tensor, h: torch.Tensor | None = None):
-        """One step: ``u_t (b, d_model)`` and the state ``h (b, d_model, d_state // 2)``
-        complex (zeros if None) → ``(y_t, h)``."""
+        """One step: `u_t (b, d_model)` and the state `h (b, d_model, d_state // 2)`
+        complex (zeros if None) → `(y_t, h)`."""
         check_s4d_step(self, u_t, h)
         Abar, Bbar, C2 = self.discrete()
         if h is None:
@@ -178,9 +178,9 @@ class S4D(nn.Module):
 
 
 class S4DBlock(nn.Module):
-    """Pre-norm residual block: ``x + Linear(GELU(S4D(LayerNorm(x))))``.
+    """Pre-norm residual block: `x + Linear(GELU(S4D(LayerNorm(x))))`.
 
-    Shapes: ``(b, t, d_model)`` → ``(b, t, d_model)``.
+    Shapes: `(b, t, d_model)` → `(b, t, d_model)`.
     """
 
     def __init__(
@@ -205,8 +205,8 @@ class S4DBlock(nn.Module):
 
 
 def check_s4d_net(d_out, d_model, n_layers, vocab_size, d_in, dropout) -> None:
-    """The arguments of :class:`S4DNet`: sizes, a dropout in ``[0, 1)``, and exactly
-    one of ``vocab_size`` and ``d_in``."""
+    """The arguments of `S4DNet`: sizes, a dropout in `[0, 1)`, and exactly
+    one of `vocab_size` and `d_in`."""
     check_int(d_out, "d_out", 1)
     check_int(d_model, "d_model", 1)
     check_int(n_layers, "n_layers", 1)
@@ -225,7 +225,7 @@ def check_s4d_net(d_out, d_model, n_layers, vocab_size, d_in, dropout) -> None:
 
 
 def check_s4d_net_input(x, vocab_size, d_in) -> None:
-    """Token ids ``(b, t)`` (with ``vocab_size``) or features ``(b, t, d_in)``."""
+    """Token ids `(b, t)` (with `vocab_size`) or features `(b, t, d_in)`."""
     if vocab_size is not None:
         message = f"S4DNet with vocab_size takes (b, t) token ids; got {describe(x)}"
         if not is_int_tensor(x):
@@ -246,12 +246,12 @@ def check_s4d_net_input(x, vocab_size, d_in) -> None:
 
 
 class S4DNet(nn.Module):
-    """:class:`S4DBlock` layers between an input map and an output head, causal.
+    """`S4DBlock` layers between an input map and an output head, causal.
 
-    With ``vocab_size`` the input is token ids ``(b, t)`` (embedded); with ``d_in`` it
-    is features ``(b, t, d_in)`` (projected).
+    With `vocab_size` the input is token ids `(b, t)` (embedded); with `d_in` it
+    is features `(b, t, d_in)` (projected).
 
-    Shapes: → ``(b, t, d_out)``.
+    Shapes: → `(b, t, d_out)`.
     """
 
     def __init__(

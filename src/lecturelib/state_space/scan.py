@@ -1,26 +1,26 @@
 """Chapter 20: the selective scan of Mamba, three ways, and a Triton kernel.
 
-A selective SSM (Gu & Dao, 2023, arXiv:2312.00752) runs, for every channel ``d`` and
-state index ``n``, the linear recurrence
+A selective SSM (Gu & Dao, 2023, arXiv:2312.00752) runs, for every channel `d` and
+state index `n`, the linear recurrence
 
     h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t u_t,        y_t = C_t · h_t + D u_t,
 
-whose step ``Δ_t`` and matrices ``B_t``, ``C_t`` depend on the input.
-:func:`selective_scan_ref` is the plain loop over time, written like
-``selective_scan_ref`` of the ``mamba_ssm`` package (the oracle). The recurrence ``h_t =
-a_t h_{t-1} + x_t`` is associative in the pairs ``(a, x)``, so it can also be computed
-by a parallel scan (:func:`linear_scan_parallel`, Hillis & Steele, 1986: ``log2 t``
-vectorised steps) or by chunks (:func:`linear_scan_chunked`: a short loop inside all
+whose step `Δ_t` and matrices `B_t`, `C_t` depend on the input.
+`selective_scan_ref` is the plain loop over time, written like
+`selective_scan_ref` of the `mamba_ssm` package (the oracle). The recurrence `h_t =
+a_t h_{t-1} + x_t` is associative in the pairs `(a, x)`, so it can also be computed
+by a parallel scan (`linear_scan_parallel`, Hillis & Steele, 1986: `log2 t`
+vectorised steps) or by chunks (`linear_scan_chunked`: a short loop inside all
 chunks at once, then a short loop that carries the state from chunk to chunk).
-:func:`selective_scan` uses either of them. :func:`triton_scan` returns a fused Triton
+`selective_scan` uses either of them. `triton_scan` returns a fused Triton
 kernel (forward only), interpreted on a CPU.
 
-Simplifications: ``A`` is real and diagonal (``(d, n)``, as in Mamba), the axes are
-``(b, t, d)`` as everywhere in this book (``mamba_ssm`` uses ``(b, d, t)``), and the
+Simplifications: `A` is real and diagonal (`(d, n)`, as in Mamba), the axes are
+`(b, t, d)` as everywhere in this book (`mamba_ssm` uses `(b, d, t)`), and the
 fused kernel does not recompute states in a backward pass (it has none).
 
-Shapes: u, Δ, z ``(b, t, d)``; A ``(d, n)``; B, C ``(b, t, n)``; D ``(d,)``;
-states ``(b, t, d, n)``.
+Shapes: u, Δ, z `(b, t, d)`; A `(d, n)`; B, C `(b, t, n)`; D `(d,)`;
+states `(b, t, d, n)`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ METHODS = ("loop", "parallel", "chunked")
 
 
 def check_inputs(u, delta, A, B, C, D=None, z=None, h0=None) -> None:
-    """Validate the inputs of a selective scan: shapes that agree, and ``Δ > 0``."""
+    """Validate the inputs of a selective scan: shapes that agree, and `Δ > 0`."""
     check_tensor(u, "u", "(b, t, d)", 3)
     check_tensor(delta, "delta", "(b, t, d)", 3)
     check_tensor(A, "A", "(d, n)", 2)
@@ -91,7 +91,7 @@ def check_inputs(u, delta, A, B, C, D=None, z=None, h0=None) -> None:
 
 
 def check_state(h0, b: int, d: int, n: int) -> None:
-    """``h0`` must be None or a ``(b, d, n)`` state."""
+    """`h0` must be None or a `(b, d, n)` state."""
     if h0 is None:
         return
     check_type(h0, "h0", torch.Tensor, "a (b, d, n) tensor or None")
@@ -105,8 +105,8 @@ def check_state(h0, b: int, d: int, n: int) -> None:
 def selective_scan_ref(u, delta, A, B, C, D=None, z=None, h0=None, return_state=False):
     """The selective scan as a plain loop over time: the reference.
 
-    Shapes: u, delta, z ``(b, t, d)``; A ``(d, n)``; B, C ``(b, t, n)``; D ``(d,)``;
-    h0 ``(b, d, n)`` → y ``(b, t, d)`` (and the last state ``(b, d, n)``).
+    Shapes: u, delta, z `(b, t, d)`; A `(d, n)`; B, C `(b, t, n)`; D `(d,)`;
+    h0 `(b, d, n)` → y `(b, t, d)` (and the last state `(b, d, n)`).
     """
     check_inputs(u, delta, A, B, C, D, z, h0)
     b, t, d = u.shape
@@ -129,8 +129,8 @@ def selective_scan_ref(u, delta, A, B, C, D=None, z=None, h0=None, return_state=
 
 
 def check_pairs(a, x, h0, chunk: int = 1) -> None:
-    """The arguments of the linear scans: pairs ``(a, x)`` of one shape, a state
-    ``h0`` that fits them and (chunked) a chunk size >= 1."""
+    """The arguments of the linear scans: pairs `(a, x)` of one shape, a state
+    `h0` that fits them and (chunked) a chunk size >= 1."""
     check_tensor(a, "a", "(b, t, d, n)", 4)
     check_tensor(x, "x", "(b, t, d, n)", 4)
     if a.shape != x.shape:
@@ -144,9 +144,9 @@ def check_pairs(a, x, h0, chunk: int = 1) -> None:
 
 
 def linear_scan_loop(a, x, h0=None):
-    """All states of ``h_t = a_t h_{t-1} + x_t`` (``h_0`` given or zero) by a loop.
+    """All states of `h_t = a_t h_{t-1} + x_t` (`h_0` given or zero) by a loop.
 
-    Shapes: a, x ``(b, t, d, n)``, h0 ``(b, d, n)`` → h ``(b, t, d, n)``.
+    Shapes: a, x `(b, t, d, n)`, h0 `(b, d, n)` → h `(b, t, d, n)`.
     """
     check_pairs(a, x, h0)
     h = x.new_zeros(x.shape[0], *x.shape[2:]) if h0 is None else h0  # (b, d, n)
@@ -158,12 +158,12 @@ def linear_scan_loop(a, x, h0=None):
 
 
 def linear_scan_parallel(a, x, h0=None):
-    """All states of ``h_t = a_t h_{t-1} + x_t`` by a Hillis–Steele scan.
+    """All states of `h_t = a_t h_{t-1} + x_t` by a Hillis–Steele scan.
 
-    After the step with offset ``k``, position ``i`` holds the pair ``(a, x)`` that maps
-    the state before step ``i - 2k + 1`` to ``h_i``; ``log2 t`` steps suffice.
+    After the step with offset `k`, position `i` holds the pair `(a, x)` that maps
+    the state before step `i - 2k + 1` to `h_i`; `log2 t` steps suffice.
 
-    Shapes: a, x ``(b, t, d, n)``, h0 ``(b, d, n)`` → h ``(b, t, d, n)``.
+    Shapes: a, x `(b, t, d, n)`, h0 `(b, d, n)` → h `(b, t, d, n)`.
     """
     check_pairs(a, x, h0)
     if h0 is not None:  # fold the initial state into the first input
@@ -178,13 +178,13 @@ def linear_scan_parallel(a, x, h0=None):
 
 
 def linear_scan_chunked(a, x, h0=None, chunk: int = 32):
-    """All states of ``h_t = a_t h_{t-1} + x_t`` in chunks of ``chunk`` steps.
+    """All states of `h_t = a_t h_{t-1} + x_t` in chunks of `chunk` steps.
 
-    1. scan every chunk from a zero state, all chunks at once (``chunk`` steps);
-    2. carry the state from chunk to chunk (``t / chunk`` steps);
-    3. add the carried state, decayed by the products of ``a`` inside the chunk.
+    1. scan every chunk from a zero state, all chunks at once (`chunk` steps);
+    2. carry the state from chunk to chunk (`t / chunk` steps);
+    3. add the carried state, decayed by the products of `a` inside the chunk.
 
-    Shapes: a, x ``(b, t, d, n)``, h0 ``(b, d, n)`` → h ``(b, t, d, n)``.
+    Shapes: a, x `(b, t, d, n)`, h0 `(b, d, n)` → h `(b, t, d, n)`.
     """
     check_pairs(a, x, h0, chunk)
     b, t, d, n = x.shape
@@ -225,10 +225,10 @@ def selective_scan(
     method: str = "chunked",
     return_state: bool = False,
 ):
-    """The selective scan through one of :data:`SCANS` (``loop``, ``parallel``,
-    ``chunked``); equal to :func:`selective_scan_ref`.
+    """The selective scan through one of `SCANS` (`loop`, `parallel`,
+    `chunked`); equal to `selective_scan_ref`.
 
-    Shapes: as :func:`selective_scan_ref`.
+    Shapes: as `selective_scan_ref`.
     """
     if method not in SCANS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
@@ -252,8 +252,8 @@ def selective_scan(
 
 
 def check_ssd(a, B, C, x=None) -> None:
-    """The arguments of the state-space dual: ``a`` ``(b, l)`` in ``(0, 1]``; ``B``,
-    ``C`` ``(b, l, n)`` and ``x`` ``(b, l, d)`` of ``a``'s batch and length."""
+    """The arguments of the state-space dual: `a` `(b, l)` in `(0, 1]`; `B`,
+    `C` `(b, l, n)` and `x` `(b, l, d)` of `a`'s batch and length."""
     check_tensor(a, "a", "(b, l)", 2)
     check_tensor(B, "B", "(b, l, n)", 3)
     check_tensor(C, "C", "(b, l, n)", 3)
@@ -277,16 +277,16 @@ def check_ssd(a, B, C, x=None) -> None:
 
 
 def check_segsum(log_a) -> None:
-    """``log_a`` must be a float tensor ``(..., l)`` (a 0-d one has no sequence)."""
+    """`log_a` must be a float tensor `(..., l)` (a 0-d one has no sequence)."""
     check_tensor(log_a, "log_a", "(..., l)")
     if log_a.dim() < 1:
         raise ValueError("log_a must be (..., l) with at least one axis; got shape ()")
 
 
 def segsum(log_a):
-    """``S[..., i, j] = log a_{j+1} + ... + log a_i`` for ``j <= i``, else ``-inf``.
+    """`S[..., i, j] = log a_{j+1} + ... + log a_i` for `j <= i`, else `-inf`.
 
-    Shapes: log_a ``(b, l)`` → ``(b, l, l)``.
+    Shapes: log_a `(b, l)` → `(b, l, l)`.
     """
     check_segsum(log_a)
     t = log_a.shape[-1]
@@ -298,9 +298,9 @@ def segsum(log_a):
 
 
 def ssd_matrix(a, B, C):
-    """Mamba-2's matrix ``M = L ∘ (C Bᵀ)``, ``L[i, j] = a_{j+1} ⋯ a_i`` (``j <= i``).
+    """Mamba-2's matrix `M = L ∘ (C Bᵀ)`, `L[i, j] = a_{j+1} ⋯ a_i` (`j <= i`).
 
-    Shapes: a ``(b, l)``, B, C ``(b, l, n)`` → M ``(b, l, l)``.
+    Shapes: a `(b, l)`, B, C `(b, l, n)` → M `(b, l, l)`.
     """
     check_ssd(a, B, C)
     L = torch.exp(segsum(torch.log(a)))  # (b, l, l): lower-triangular, semiseparable
@@ -308,9 +308,9 @@ def ssd_matrix(a, B, C):
 
 
 def ssd(x, a, B, C):
-    """The scan ``h_t = a_t h_{t-1} + B_t x_tᵀ``, ``y_t = C_tᵀ h_t`` as ``y = M x``.
+    """The scan `h_t = a_t h_{t-1} + B_t x_tᵀ`, `y_t = C_tᵀ h_t` as `y = M x`.
 
-    Shapes: x ``(b, l, d)``, a ``(b, l)``, B, C ``(b, l, n)`` → y ``(b, l, d)``.
+    Shapes: x `(b, l, d)`, a `(b, l)`, B, C `(b, l, n)` → y `(b, l, d)`.
     """
     check_ssd(a, B, C, x)
     return einsum(ssd_matrix(a, B, C), x, "b i j, b j d -> b i d")
@@ -320,9 +320,9 @@ TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def check_triton_scan(u, delta, A, B, C, D, block_d) -> None:
-    """The arguments of the Triton scan: those of :func:`selective_scan_ref`, every
-    tensor in one of :data:`TRITON_DTYPES` (float64 would be computed in float32 and
-    is refused by name), ``n`` a power of two >= 2 and ``block_d`` a power of two."""
+    """The arguments of the Triton scan: those of `selective_scan_ref`, every
+    tensor in one of `TRITON_DTYPES` (float64 would be computed in float32 and
+    is refused by name), `n` a power of two >= 2 and `block_d` a power of two."""
     check_inputs(u, delta, A, B, C, D)
     for name, value in (
         ("u", u),
@@ -349,11 +349,11 @@ _TRITON: dict[bool, object] = {}
 
 
 def triton_scan(interpret: bool | None = None):
-    """A fused selective-scan forward kernel in Triton: ``(function, message)``.
+    """A fused selective-scan forward kernel in Triton: `(function, message)`.
 
-    The kernel keeps the state ``(BLOCK_D, n)`` of a block of channels in registers and
-    walks along time, reading ``u, Δ, B, C`` once and writing ``y`` once. It is compiled
-    on CUDA and interpreted on a CPU (``TRITON_INTERPRET=1`` is set before the kernel is
+    The kernel keeps the state `(BLOCK_D, n)` of a block of channels in registers and
+    walks along time, reading `u, Δ, B, C` once and writing `y` once. It is compiled
+    on CUDA and interpreted on a CPU (`TRITON_INTERPRET=1` is set before the kernel is
     defined). The function is None, and the message says why, where Triton is missing or
     the process already defined the kernel in the other mode.
     """
@@ -416,9 +416,9 @@ def _define_triton_scan(interpret: bool):
             tl.store(Y + row + offs_d, y, mask=mask_d)
 
     def scan_triton(u, delta, A, B, C, D=None, block_d: int = 16):
-        """The selective scan forward, fused (no ``z`` gate; fp32 state).
+        """The selective scan forward, fused (no `z` gate; fp32 state).
 
-        Shapes: as :func:`selective_scan_ref`; ``n`` a power of two >= 2; inputs in
+        Shapes: as `selective_scan_ref`; `n` a power of two >= 2; inputs in
         float32, float16 or bfloat16 (computed in float32, returned in u's dtype).
         """
         check_triton_scan(u, delta, A, B, C, D, block_d)

@@ -1,20 +1,20 @@
 """Chapter 19: linear state-space models (SSMs), their two computing modes, and S4D.
 
-A continuous linear time-invariant system ``h'(τ) = A h(τ) + B x(τ)``,
-``y(τ) = C h(τ)`` is discretised with a step ``Δ`` (:func:`discretize_zoh`, zero-order
-hold, or :func:`discretize_bilinear`) into the linear recurrence
-``h_k = Ā h_{k-1} + B̄ x_k``, ``y_k = C h_k`` (:func:`ssm_recurrent`: a linear RNN).
+A continuous linear time-invariant system `h'(τ) = A h(τ) + B x(τ)`,
+`y(τ) = C h(τ)` is discretised with a step `Δ` (`discretize_zoh`, zero-order
+hold, or `discretize_bilinear`) into the linear recurrence
+`h_k = Ā h_{k-1} + B̄ x_k`, `y_k = C h_k` (`ssm_recurrent`: a linear RNN).
 Unrolled, the output is a causal convolution of the input with the kernel
-``K̄ = (CB̄, CĀB̄, …, CĀ^{L-1}B̄)`` (:func:`ssm_kernel`), computed for the whole
-sequence at once by FFT (:func:`ssm_convolve`). Both modes give the same numbers (tests
-assert it for dense, real diagonal and complex diagonal ``A``). The S4D layer built on
-them is in :mod:`lecturelib.state_space.s4d`.
+`K̄ = (CB̄, CĀB̄, …, CĀ^{L-1}B̄)` (`ssm_kernel`), computed for the whole
+sequence at once by FFT (`ssm_convolve`). Both modes give the same numbers (tests
+assert it for dense, real diagonal and complex diagonal `A`). The S4D layer built on
+them is in `lecturelib.state_space.s4d`.
 
-Conventions. Matrices act on column vectors. ``A`` is either dense ``(N, N)`` (then
-``B`` and ``C`` are ``(N,)``) or diagonal, given by its diagonal ``(..., N)`` (then
-``B`` and ``C`` have the same shape; the leading axes are independent SSMs, e.g. one per
-channel). Outputs are real: with complex ``A``/``B``/``C`` the output is ``Re(C h)``.
-Sequences run along the last axis: ``x`` is ``(..., L)``.
+Conventions. Matrices act on column vectors. `A` is either dense `(N, N)` (then
+`B` and `C` are `(N,)`) or diagonal, given by its diagonal `(..., N)` (then
+`B` and `C` have the same shape; the leading axes are independent SSMs, e.g. one per
+channel). Outputs are real: with complex `A`/`B`/`C` the output is `Re(C h)`.
+Sequences run along the last axis: `x` is `(..., L)`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _check_tensor(value, name: str, what: str) -> None:
 
 
 def check_dt(dt) -> None:
-    """``dt`` must be a positive number or a float tensor of positive steps."""
+    """`dt` must be a positive number or a float tensor of positive steps."""
     if isinstance(dt, torch.Tensor):
         if not dt.is_floating_point():
             raise TypeError(
@@ -58,8 +58,8 @@ def check_dt(dt) -> None:
 
 
 def is_diagonal(A: torch.Tensor, B: torch.Tensor) -> bool:
-    """Which form ``(A, B)`` take: ``True`` for diagonals of equal shape ``(..., N)``,
-    ``False`` for a dense ``(N, N)`` with ``B (N,)``; an error for anything else."""
+    """Which form `(A, B)` take: `True` for diagonals of equal shape `(..., N)`,
+    `False` for a dense `(N, N)` with `B (N,)`; an error for anything else."""
     _check_tensor(A, "A", "(N, N) or a diagonal (..., N)")
     _check_tensor(B, "B", "(N,) or (..., N)")
     if A.dim() >= 1 and A.shape == B.shape:
@@ -74,7 +74,7 @@ def is_diagonal(A: torch.Tensor, B: torch.Tensor) -> bool:
 
 
 def check_C(A: torch.Tensor, C: torch.Tensor, diagonal: bool) -> None:
-    """``C`` must have the shape of ``A`` (diagonal) or of ``B`` (dense)."""
+    """`C` must have the shape of `A` (diagonal) or of `B` (dense)."""
     _check_tensor(C, "C", "(N,) or (..., N)")
     want = tuple(A.shape) if diagonal else tuple(A.shape[:1])
     if tuple(C.shape) != want:
@@ -85,7 +85,7 @@ def check_C(A: torch.Tensor, C: torch.Tensor, diagonal: bool) -> None:
 
 
 def check_one_step(dt) -> None:
-    """A dense ``A`` takes one step: ``dt`` a number or a one-element tensor."""
+    """A dense `A` takes one step: `dt` a number or a one-element tensor."""
     if isinstance(dt, torch.Tensor) and dt.numel() != 1:
         raise ValueError(
             f"dense A takes one step dt; got dt of shape {tuple(dt.shape)}"
@@ -93,7 +93,7 @@ def check_one_step(dt) -> None:
 
 
 def check_discretize(A, B, dt) -> None:
-    """The arguments of :func:`discretize_zoh` and :func:`discretize_bilinear`."""
+    """The arguments of `discretize_zoh` and `discretize_bilinear`."""
     diagonal = is_diagonal(A, B)
     check_dt(dt)
     if not diagonal:
@@ -101,15 +101,15 @@ def check_discretize(A, B, dt) -> None:
 
 
 def discretize_zoh(A: torch.Tensor, B: torch.Tensor, dt):
-    """Zero-order hold: ``Ā = exp(ΔA)``, ``B̄ = (ΔA)^{-1}(exp(ΔA) - I)·ΔB``.
+    """Zero-order hold: `Ā = exp(ΔA)`, `B̄ = (ΔA)^{-1}(exp(ΔA) - I)·ΔB`.
 
-    Dense ``A (N, N)``, ``B (N,)``, one step ``dt``: ``B̄`` is the last column of
-    ``exp(Δ·[[A, B], [0, 0]])``, which equals ``∫_0^Δ e^{As} ds·B``, the formula
-    above, also when ``A`` is singular. Diagonal ``A, B (..., N)``: elementwise, ``dt``
-    a number or a tensor that broadcasts against ``A`` (``(H, 1)``: one step per
-    channel); where ``A_n = 0`` the limit ``B̄_n = ΔB_n``.
+    Dense `A (N, N)`, `B (N,)`, one step `dt`: `B̄` is the last column of
+    `exp(Δ·[[A, B], [0, 0]])`, which equals `∫_0^Δ e^{As} ds·B`, the formula
+    above, also when `A` is singular. Diagonal `A, B (..., N)`: elementwise, `dt`
+    a number or a tensor that broadcasts against `A` (`(H, 1)`: one step per
+    channel); where `A_n = 0` the limit `B̄_n = ΔB_n`.
 
-    Shapes: returns ``(Ā, B̄)`` shaped like ``(A, B)``.
+    Shapes: returns `(Ā, B̄)` shaped like `(A, B)`.
     """
     check_discretize(A, B, dt)
     if is_diagonal(A, B):
@@ -127,9 +127,9 @@ def discretize_zoh(A: torch.Tensor, B: torch.Tensor, dt):
 
 
 def check_bilinear(A, B, dt) -> None:
-    """The arguments of :func:`discretize_bilinear`: those of the discretisations, and
-    an ``I - Δ/2·A`` that can be inverted (``Δ/2·A_n = 1`` for a diagonal ``A``: an
-    infinite ``Ā_n``)."""
+    """The arguments of `discretize_bilinear`: those of the discretisations, and
+    an `I - Δ/2·A` that can be inverted (`Δ/2·A_n = 1` for a diagonal `A`: an
+    infinite `Ā_n`)."""
     check_discretize(A, B, dt)
     if is_diagonal(A, B):
         singular = bool(((1 - dt / 2 * A) == 0).any())
@@ -146,8 +146,8 @@ def check_bilinear(A, B, dt) -> None:
 
 
 def discretize_bilinear(A: torch.Tensor, B: torch.Tensor, dt):
-    """Bilinear (Tustin) rule: ``Ā = (I - Δ/2·A)^{-1}(I + Δ/2·A)``,
-    ``B̄ = (I - Δ/2·A)^{-1}·ΔB`` (used by S4; shapes as :func:`discretize_zoh`)."""
+    """Bilinear (Tustin) rule: `Ā = (I - Δ/2·A)^{-1}(I + Δ/2·A)`,
+    `B̄ = (I - Δ/2·A)^{-1}·ΔB` (used by S4; shapes as `discretize_zoh`)."""
     check_bilinear(A, B, dt)
     if is_diagonal(A, B):
         back = 1 - dt / 2 * A
@@ -158,7 +158,7 @@ def discretize_bilinear(A: torch.Tensor, B: torch.Tensor, dt):
 
 
 def check_x(x) -> None:
-    """``x`` must be a real float tensor ``(..., L)`` with ``L >= 1``."""
+    """`x` must be a real float tensor `(..., L)` with `L >= 1`."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise TypeError(f"x must be a real float tensor (..., L); got {describe(x)}")
     if x.dim() < 1 or x.shape[-1] < 1:
@@ -166,7 +166,7 @@ def check_x(x) -> None:
 
 
 def skip(D, x: torch.Tensor) -> torch.Tensor:
-    """The skip term ``D x``: ``D`` a number, or one value per sequence of ``x``."""
+    """The skip term `D x`: `D` a number, or one value per sequence of `x`."""
     check_skip(D, x)
     if isinstance(D, torch.Tensor):
         return D.unsqueeze(-1) * x if D.dim() else D * x
@@ -174,9 +174,9 @@ def skip(D, x: torch.Tensor) -> torch.Tensor:
 
 
 def check_skip(D, x) -> None:
-    """``x`` a real float tensor ``(..., L)``; ``D`` a finite number or a tensor of one
-    value per sequence, ``(...)`` with a trailing axis added broadcasting to ``x``'s
-    shape (a ``D`` that broadcast past it would give a result of another shape)."""
+    """`x` a real float tensor `(..., L)`; `D` a finite number or a tensor of one
+    value per sequence, `(...)` with a trailing axis added broadcasting to `x`'s
+    shape (a `D` that broadcast past it would give a result of another shape)."""
     check_x(x)
     if not isinstance(D, torch.Tensor):
         check_number(D, "D", -math.inf)
@@ -194,7 +194,7 @@ def check_skip(D, x) -> None:
 
 
 def check_ssm(Abar, Bbar, C, x, h0=None) -> None:
-    """The arguments of :func:`ssm_recurrent`: the state ``h0``, if given, must have the
+    """The arguments of `ssm_recurrent`: the state `h0`, if given, must have the
     shape of the states the recurrence computes."""
     diagonal = is_diagonal(Abar, Bbar)
     check_C(Abar, C, diagonal)
@@ -213,14 +213,14 @@ def check_ssm(Abar, Bbar, C, x, h0=None) -> None:
 
 def ssm_recurrent(Abar, Bbar, C, x, D=None, h0=None, return_state: bool = False):
     """The discrete SSM as a linear RNN, one step at a time:
-    ``h_k = Ā h_{k-1} + B̄ x_k``, ``y_k = Re(C h_k) + D x_k``.
+    `h_k = Ā h_{k-1} + B̄ x_k`, `y_k = Re(C h_k) + D x_k`.
 
-    Diagonal ``Ā, B̄, C (..., N)`` broadcast against the leading axes of ``x``; a dense
-    ``Ā (N, N)`` with ``B̄, C (N,)`` applies to every sequence. ``h0``: the state to
+    Diagonal `Ā, B̄, C (..., N)` broadcast against the leading axes of `x`; a dense
+    `Ā (N, N)` with `B̄, C (N,)` applies to every sequence. `h0`: the state to
     start from (zeros if None).
 
-    Shapes: x ``(..., L)`` → y ``(..., L)``; with ``return_state`` also the last state
-    ``(..., N)``.
+    Shapes: x `(..., L)` → y `(..., L)`; with `return_state` also the last state
+    `(..., N)`.
     """
     check_ssm(Abar, Bbar, C, x, h0)
     diagonal = is_diagonal(Abar, Bbar)
@@ -242,18 +242,18 @@ def ssm_recurrent(Abar, Bbar, C, x, D=None, h0=None, return_state: bool = False)
 
 
 def check_kernel(Abar, Bbar, C, L) -> None:
-    """The arguments of :func:`ssm_kernel`."""
+    """The arguments of `ssm_kernel`."""
     check_C(Abar, C, is_diagonal(Abar, Bbar))
     check_int(L, "L", 1)
 
 
 def ssm_kernel(Abar, Bbar, C, L: int) -> torch.Tensor:
-    """The convolution kernel ``K̄_l = Re(C Ā^l B̄)`` for ``l = 0 … L-1``.
+    """The convolution kernel `K̄_l = Re(C Ā^l B̄)` for `l = 0 … L-1`.
 
-    Diagonal inputs: ``K̄_l = Re(Σ_n C_n B̄_n Ā_n^l)``, one Vandermonde product.
-    Dense: ``L`` matrix-vector products.
+    Diagonal inputs: `K̄_l = Re(Σ_n C_n B̄_n Ā_n^l)`, one Vandermonde product.
+    Dense: `L` matrix-vector products.
 
-    Shapes: diagonal ``(..., N)`` → ``(..., L)``; dense → ``(L,)``.
+    Shapes: diagonal `(..., N)` → `(..., L)`; dense → `(L,)`.
     """
     check_kernel(Abar, Bbar, C, L)
     if is_diagonal(Abar, Bbar):
@@ -271,7 +271,7 @@ def ssm_kernel(Abar, Bbar, C, L: int) -> torch.Tensor:
 
 
 def check_convolve(x, K, method) -> None:
-    """The arguments of :func:`ssm_convolve`."""
+    """The arguments of `ssm_convolve`."""
     check_x(x)
     if not isinstance(K, torch.Tensor) or not K.is_floating_point():
         raise TypeError(f"K must be a real float tensor (..., L); got {describe(K)}")
@@ -285,13 +285,13 @@ def check_convolve(x, K, method) -> None:
 
 
 def ssm_convolve(x, K, D=None, method: str = "fft") -> torch.Tensor:
-    """The causal convolution ``y_k = Σ_{j≤k} K̄_j x_{k-j}`` (``+ D x_k``).
+    """The causal convolution `y_k = Σ_{j≤k} K̄_j x_{k-j}` (`+ D x_k`).
 
-    ``method="fft"`` pads both to ``2L``, so that the FFT's circular convolution does
-    not wrap around, and costs ``O(L log L)``; ``"direct"`` is the plain ``O(L²)`` sum,
-    the reference. ``D``: a number or one value per sequence.
+    `method="fft"` pads both to `2L`, so that the FFT's circular convolution does
+    not wrap around, and costs `O(L log L)`; `"direct"` is the plain `O(L²)` sum,
+    the reference. `D`: a number or one value per sequence.
 
-    Shapes: x ``(..., L)``, K ``(..., L)`` broadcasting against x → ``(..., L)``.
+    Shapes: x `(..., L)`, K `(..., L)` broadcasting against x → `(..., L)`.
     """
     check_convolve(x, K, method)
     L = x.shape[-1]

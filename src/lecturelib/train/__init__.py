@@ -1,7 +1,7 @@
 """One training loop for the whole book.
 
-``fit`` trains any ``nn.Module`` given a way to get batches and a loss, and returns a
-:class:`History`; it never plots. Its loop reads like the algorithm::
+`fit` trains any `nn.Module` given a way to get batches and a loss, and returns a
+`History`; it never plots. Its loop reads like the algorithm::
 
     for step in range(start, steps):
         loss, norm = trainer.train_step()      # accumulate gradients, clip, update, schedule
@@ -11,16 +11,16 @@
         trainer.maybe_checkpoint()             # every checkpointing.every steps and at the end
 
 and every refinement is a piece of its own rather than a branch in that loop:
-:class:`Precision` (bf16 autocast, or fp16 with a gradient scaler, on GPUs; full precision on
-CPU), :class:`BatchSource` (where the batch of each micro-step comes from, so a resumed run reads
-the data from where it stopped), gradient accumulation over ``accumulate`` micro-batches,
-:mod:`lecturelib.train.distributed` (DistributedDataParallel under ``torchrun``: each process trains
-on its shard of every batch), and :mod:`lecturelib.train.checkpoint` (atomic, checksummed files).
+`Precision` (bf16 autocast, or fp16 with a gradient scaler, on GPUs; full precision on
+CPU), `BatchSource` (where the batch of each micro-step comes from, so a resumed run reads
+the data from where it stopped), gradient accumulation over `accumulate` micro-batches,
+`lecturelib.train.distributed` (DistributedDataParallel under `torchrun`: each process trains
+on its shard of every batch), and `lecturelib.train.checkpoint` (atomic, checksummed files).
 A run that several chapters make (the same model, the same recipe) is trained once:
-:func:`fit_once` (:mod:`lecturelib.train.once`). The :class:`Trainer` and the
-:class:`History` it fills live in
-:mod:`lecturelib.train.trainer`, :func:`fit` and its argument check :func:`check_fit` in
-:mod:`lecturelib.train.loop`; this package only re-exports them.
+`fit_once` (`lecturelib.train.once`). The `Trainer` and the
+`History` it fills live in
+`lecturelib.train.trainer`, `fit` and its argument check `check_fit` in
+`lecturelib.train.loop`; this package only re-exports them.
 
     def loss_fn(model, batch):
         x, y = batch
@@ -29,11 +29,11 @@ A run that several chapters make (the same model, the same recipe) is trained on
     hist = fit(model, get_batch, loss_fn, steps=500, lr=3e-3, clip=1.0,
                evaluation=Evaluation(lambda m: {"loss": val_loss(m)}, every=100))
 
-What to evaluate and when is one :class:`Evaluation`; what to checkpoint and when, and whether
-to resume, one :class:`Checkpointing`.
+What to evaluate and when is one `Evaluation`; what to checkpoint and when, and whether
+to resume, one `Checkpointing`.
 
-``batches`` is a function ``step -> batch``, a list of batches (cycled), or another iterable such
-as a ``DataLoader`` (cycled; such a run cannot resume). Batches are tensors or nested
+`batches` is a function `step -> batch`, a list of batches (cycled), or another iterable such
+as a `DataLoader` (cycled; such a run cannot resume). Batches are tensors or nested
 tuples/lists/dicts of tensors; they are moved to the model's device.
 """
 

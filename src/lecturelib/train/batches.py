@@ -17,7 +17,7 @@ Batch = Any
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:
-    """Move a tensor, or nested tuples/lists/dicts of tensors, to ``device``."""
+    """Move a tensor, or nested tuples/lists/dicts of tensors, to `device`."""
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=True)
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a NamedTuple
@@ -30,8 +30,8 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
 
 
 def count_tokens(batch: Batch) -> int:
-    """Elements of the first integer tensor in ``batch`` (the input ids of a language model's
-    ``(x, y)``); 0 when the batch holds no integer tensor."""
+    """Elements of the first integer tensor in `batch` (the input ids of a language model's
+    `(x, y)`); 0 when the batch holds no integer tensor."""
     if isinstance(batch, torch.Tensor):
         return batch.numel() if not batch.dtype.is_floating_point else 0
     parts = batch.values() if isinstance(batch, dict) else batch
@@ -49,7 +49,7 @@ def model_device(model: nn.Module) -> torch.device:
 
 
 def check_batches(batches) -> None:
-    """``batches`` must not be one batch: a tensor would be iterated row by row and a dict
+    """`batches` must not be one batch: a tensor would be iterated row by row and a dict
     key by key, each row or key taken as a batch."""
     if isinstance(batches, torch.Tensor):
         raise TypeError(
@@ -67,9 +67,9 @@ def check_batches(batches) -> None:
 
 
 class BatchSource:
-    """The batch of micro-step ``i``. A function is called with ``i`` and a list is indexed
-    (``i mod len``), so a resumed run continues with the very batches an uninterrupted one would
-    have used; any other iterable (a ``DataLoader``) is cycled and cannot be positioned."""
+    """The batch of micro-step `i`. A function is called with `i` and a list is indexed
+    (`i mod len`), so a resumed run continues with the very batches an uninterrupted one would
+    have used; any other iterable (a `DataLoader`) is cycled and cannot be positioned."""
 
     def __init__(self, batches: Callable[[int], Batch] | Iterable[Batch]):
         self.seekable = True

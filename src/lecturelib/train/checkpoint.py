@@ -1,11 +1,11 @@
 """Checkpoints that are never half-written and never load corrupt.
 
-A checkpoint is one file written by :func:`save`: the state (a dict of tensors, numbers, strings
-and lists) is serialised with ``torch.save``, its SHA-256 is computed, and both are written to a
+A checkpoint is one file written by `save`: the state (a dict of tensors, numbers, strings
+and lists) is serialised with `torch.save`, its SHA-256 is computed, and both are written to a
 temporary file beside the target that is then renamed over it, so a crash leaves either the old
-checkpoint or the new one. :func:`load` reads it with ``torch.load(weights_only=True)`` (no code
+checkpoint or the new one. `load` reads it with `torch.load(weights_only=True)` (no code
 from the file is ever run) and verifies the checksum before anything is restored; a truncated,
-emptied or bit-flipped file raises :class:`CheckpointError` naming the file.
+emptied or bit-flipped file raises `CheckpointError` naming the file.
 
     save("run/ckpt.pt", {"model": model.state_dict(), "step": 100})
     state = load("run/ckpt.pt")
@@ -30,7 +30,7 @@ class CheckpointError(ValueError):
 
 
 def check_path(path: str | Path) -> Path:
-    """``path`` as a :class:`Path`, refused early if it cannot hold a checkpoint file."""
+    """`path` as a `Path`, refused early if it cannot hold a checkpoint file."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(
             f"checkpoint must be a file path (str or Path); got {type(path).__name__}"
@@ -47,10 +47,10 @@ def check_path(path: str | Path) -> Path:
 
 @contextmanager
 def exclusive(path: str | Path, what: str = "it") -> Iterator[None]:
-    """Hold a lock beside ``path`` (``path.lock``) while this process makes the file: a
+    """Hold a lock beside `path` (`path.lock`) while this process makes the file: a
     process that asks for the same file meanwhile (two chapters executed side by side
     that train the same model) waits, saying so, and then finds the file made. POSIX
-    only (``fcntl``); elsewhere nothing is locked. The lock ends with the process."""
+    only (`fcntl`); elsewhere nothing is locked. The lock ends with the process."""
     path = check_path(path)
     try:
         import fcntl
@@ -71,7 +71,7 @@ def exclusive(path: str | Path, what: str = "it") -> Iterator[None]:
 
 
 def save(path: str | Path, state: dict) -> None:
-    """Write ``state`` to ``path`` atomically with its checksum (the temp file never survives)."""
+    """Write `state` to `path` atomically with its checksum (the temp file never survives)."""
     path = check_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
@@ -91,7 +91,7 @@ def save(path: str | Path, state: dict) -> None:
 
 
 def load(path: str | Path, map_location=None) -> dict:
-    """The state saved by :func:`save`, after verifying its checksum."""
+    """The state saved by `save`, after verifying its checksum."""
     path = check_path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint file at {path}")

@@ -1,13 +1,13 @@
 """Data-parallel training on several processes with DistributedDataParallel.
 
-Launched as ``torchrun --nproc_per_node=N script.py``, the same script runs in N processes
-(one per GPU, or N CPU processes). :func:`init` joins them into a process group (NCCL on GPUs,
-gloo on CPUs); :func:`lecturelib.train.fit` then gives every process the model wrapped in
-``DistributedDataParallel`` and its own shard of each batch (rows ``rank·b/N`` to
-``(rank+1)·b/N``). After ``backward`` DDP all-reduces the gradients to their mean over the
+Launched as `torchrun --nproc_per_node=N script.py`, the same script runs in N processes
+(one per GPU, or N CPU processes). `init` joins them into a process group (NCCL on GPUs,
+gloo on CPUs); `lecturelib.train.fit` then gives every process the model wrapped in
+`DistributedDataParallel` and its own shard of each batch (rows `rank·b/N` to
+`(rank+1)·b/N`). After `backward` DDP all-reduces the gradients to their mean over the
 processes, which is the gradient of the mean loss over the whole batch, so N processes take the
 same steps as one process on the whole batch, N times faster on N devices. Run alone (no
-``torchrun``) everything here is a no-op.
+`torchrun`) everything here is a no-op.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from lecturelib.validate import check_int
 
 @dataclass(frozen=True)
 class Distributed:
-    """This process's place in the group: ``rank`` of ``world`` processes."""
+    """This process's place in the group: `rank` of `world` processes."""
 
     rank: int = 0
     world: int = 1
@@ -47,7 +47,7 @@ class Distributed:
         return nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
     def shard(self, batch):
-        """This process's rows of every tensor in ``batch`` (split along the first axis)."""
+        """This process's rows of every tensor in `batch` (split along the first axis)."""
         if self.world == 1:
             return batch
         if isinstance(batch, torch.Tensor):
@@ -101,7 +101,7 @@ class Distributed:
 
 def is_rows(values) -> bool:
     """Whether a list or tuple holds per-row values (numbers, strings, ...: no tensor
-    or container), which :meth:`Distributed.shard` splits like a tensor's rows; a list
+    or container), which `Distributed.shard` splits like a tensor's rows; a list
     of tensors or containers is a batch's fields, sharded one by one."""
     return len(values) > 0 and not any(
         isinstance(v, (torch.Tensor, list, tuple, dict)) for v in values
@@ -116,8 +116,8 @@ def current() -> Distributed:
 
 
 def init(backend: str | None = None) -> Distributed:
-    """Join the process group that ``torchrun`` set up (a no-op without ``torchrun``):
-    NCCL when CUDA is available, gloo otherwise; each process takes GPU ``LOCAL_RANK``."""
+    """Join the process group that `torchrun` set up (a no-op without `torchrun`):
+    NCCL when CUDA is available, gloo otherwise; each process takes GPU `LOCAL_RANK`."""
     if int(os.environ.get("WORLD_SIZE", "1")) == 1 or (
         dist.is_available() and dist.is_initialized()
     ):
@@ -134,6 +134,6 @@ def init(backend: str | None = None) -> Distributed:
 
 
 def close() -> None:
-    """Leave the process group (call at the end of a ``torchrun`` script)."""
+    """Leave the process group (call at the end of a `torchrun` script)."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()

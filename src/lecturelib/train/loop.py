@@ -1,6 +1,6 @@
-"""The book's training loop: :func:`fit`, its argument check :func:`check_fit`, what to
-evaluate (:class:`Evaluation`) and what to checkpoint (:class:`Checkpointing`) and when, and
-:func:`count_parameters`. ``lecturelib.train`` re-exports them; its docstring shows the loop.
+"""The book's training loop: `fit`, its argument check `check_fit`, what to
+evaluate (`Evaluation`) and what to checkpoint (`Checkpointing`) and when, and
+`count_parameters`. `lecturelib.train` re-exports them; its docstring shows the loop.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from lecturelib.validate import (
 
 @dataclass(frozen=True)
 class Evaluation:
-    """What to evaluate and when: ``fn(model) -> {metric: value}`` runs in eval mode every
-    ``every`` steps (``None``: only after the last step) and always after the last step."""
+    """What to evaluate and when: `fn(model) -> {metric: value}` runs in eval mode every
+    `every` steps (`None`: only after the last step) and always after the last step."""
 
     fn: Callable[[nn.Module], dict[str, float]]
     every: int | None = None
@@ -44,8 +44,8 @@ class Evaluation:
 @dataclass(frozen=True)
 class Checkpointing:
     """What to checkpoint and when: the whole run (model, optimizer, schedule, random
-    numbers, history) is written atomically to ``path`` every ``every`` steps (``None``:
-    only at the end) and at the end. With ``resume=True`` an existing checkpoint is verified
+    numbers, history) is written atomically to `path` every `every` steps (`None`:
+    only at the end) and at the end. With `resume=True` an existing checkpoint is verified
     and loaded, and training continues from its step with the same data, random numbers,
     optimizer and schedule, so an interrupted run ends exactly where an uninterrupted one
     would."""
@@ -64,7 +64,7 @@ class Checkpointing:
 def check_fit(
     model, steps, clip, accumulate, evaluation, checkpointing, log_every
 ) -> None:
-    """The arguments of :func:`fit`."""
+    """The arguments of `fit`."""
     check_type(model, "model", nn.Module, "a torch.nn.Module")
     check_int(steps, "steps", 1)
     check_int(accumulate, "accumulate", 1)
@@ -106,17 +106,17 @@ def fit(
     desc: str = "training",
     log_every: int = 1,
 ) -> History:
-    """Train ``model`` for ``steps`` optimisation steps and return its :class:`History`.
+    """Train `model` for `steps` optimisation steps and return its `History`.
 
-    - ``optimizer`` defaults to AdamW at ``lr``; ``scheduler`` (if any) steps once per step.
-    - ``clip``: clip the global gradient norm to this value (the unclipped norm is recorded).
-    - ``accumulate``: micro-batches per step; their gradients are averaged, so a step sees a
-      batch ``accumulate`` times larger than one call of ``batches`` gives.
-    - ``evaluation``: what to evaluate and when (:class:`Evaluation`).
-    - ``checkpointing``: where to checkpoint, how often, and whether to resume
-      (:class:`Checkpointing`).
-    - ``amp``: mixed precision on CUDA (see :class:`Precision`); full precision on CPU.
-    - Under ``torchrun`` (after :func:`lecturelib.train.distributed.init`) every process
+    - `optimizer` defaults to AdamW at `lr`; `scheduler` (if any) steps once per step.
+    - `clip`: clip the global gradient norm to this value (the unclipped norm is recorded).
+    - `accumulate`: micro-batches per step; their gradients are averaged, so a step sees a
+      batch `accumulate` times larger than one call of `batches` gives.
+    - `evaluation`: what to evaluate and when (`Evaluation`).
+    - `checkpointing`: where to checkpoint, how often, and whether to resume
+      (`Checkpointing`).
+    - `amp`: mixed precision on CUDA (see `Precision`); full precision on CPU.
+    - Under `torchrun` (after `lecturelib.train.distributed.init`) every process
       trains on its shard of each batch and DistributedDataParallel averages the gradients.
     """
     check_fit(model, steps, clip, accumulate, evaluation, checkpointing, log_every)

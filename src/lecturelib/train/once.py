@@ -1,21 +1,21 @@
-"""Train a model once for the whole book: :func:`fit_once`.
+"""Train a model once for the whole book: `fit_once`.
 
 Several chapters train the same model with the same recipe: chapter 3 compares its LSTM with
 chapter 2's character RNN, chapter 5 its attention model with chapter 4's translator. The
-first chapter to train it keeps the trained weights and the :class:`History` in the cache;
+first chapter to train it keeps the trained weights and the `History` in the cache;
 a later chapter that asks for the same run (the same starting weights, the same recipe)
 loads them instead of training again:
 
     hist = train.fit_once("char-rnn", recipe, model, lambda: train.fit(model, ...))
 
-The run is named by ``name``, the ``recipe`` (a dict of whatever the training depends on
+The run is named by `name`, the `recipe` (a dict of whatever the training depends on
 beyond the model's starting weights: the data, the steps, the learning rate ...), a hash of
 the model's starting weights (its architecture and seed), the device type, the CPU
 threads, the steps cap
 and the versions of lecturelib and torch. The file is a checksummed checkpoint
-(:mod:`lecturelib.train.checkpoint`), written only after training finished, and only
-when training changed ``model`` (a ``fit`` that trains a copy is refused: the weights
-cached are ``model``'s).
+(`lecturelib.train.checkpoint`), written only after training finished, and only
+when training changed `model` (a `fit` that trains a copy is refused: the weights
+cached are `model`'s).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from lecturelib.validate import check_callable, check_type, describe
 
 
 def weights_digest(model: nn.Module) -> str:
-    """A hash of ``model``'s state (every parameter and buffer: names, shapes, dtypes,
+    """A hash of `model`'s state (every parameter and buffer: names, shapes, dtypes,
     bytes)."""
     digest = hashlib.sha256()
     for key, value in model.state_dict().items():
@@ -49,7 +49,7 @@ def weights_digest(model: nn.Module) -> str:
 
 
 def run_key(name: str, recipe: dict, model: nn.Module) -> str:
-    """A hash of everything a training run of ``model`` with ``recipe`` depends on."""
+    """A hash of everything a training run of `model` with `recipe` depends on."""
     from lecturelib import runtime
     from lecturelib.version import __version__
 
@@ -70,7 +70,7 @@ def run_key(name: str, recipe: dict, model: nn.Module) -> str:
 
 
 def run_path(name: str, recipe: dict, model: nn.Module) -> Path:
-    """Where :func:`fit_once` keeps the run (under the data cache's ``trained`` folder)."""
+    """Where `fit_once` keeps the run (under the data cache's `trained` folder)."""
     from lecturelib.data import cache_dir
 
     return cache_dir() / "trained" / f"{name}-{run_key(name, recipe, model)}.pt"
@@ -79,13 +79,13 @@ def run_path(name: str, recipe: dict, model: nn.Module) -> Path:
 def fit_once(
     name: str, recipe: dict, model: nn.Module, fit: Callable[[], History]
 ) -> History:
-    """``fit()``, which trains ``model`` and returns its History, run once per ``name``,
-    ``recipe`` and starting weights of ``model``: the first call trains and caches the
+    """`fit()`, which trains `model` and returns its History, run once per `name`,
+    `recipe` and starting weights of `model`: the first call trains and caches the
     weights and the History; a later call, in this chapter or another, loads the
-    weights into ``model`` and returns the History recorded then.
+    weights into `model` and returns the History recorded then.
 
-    ``fit`` must train ``model`` itself, the object given here, in place: the weights
-    cached are ``model``'s after ``fit()``. A ``fit`` that leaves ``model`` unchanged
+    `fit` must train `model` itself, the object given here, in place: the weights
+    cached are `model`'s after `fit()`. A `fit` that leaves `model` unchanged
     (it trained a copy, say) is refused, and nothing is cached."""
     check_fit_once(name, recipe, model, fit)
     path = run_path(name, recipe, model)
@@ -116,7 +116,7 @@ def _fit_and_cache(name: str, model: nn.Module, fit, path: Path) -> History:
 
 
 def check_trained(name: str, model: nn.Module, start: str) -> None:
-    """``fit()`` must have changed ``model``'s weights (``start``: their digest
+    """`fit()` must have changed `model`'s weights (`start`: their digest
     before), or there is nothing trained to cache."""
     if weights_digest(model) == start:
         raise ValueError(
@@ -128,7 +128,7 @@ def check_trained(name: str, model: nn.Module, start: str) -> None:
 
 
 def check_fit_once(name, recipe, model, fit) -> None:
-    """The arguments of :func:`fit_once`."""
+    """The arguments of `fit_once`."""
     check_type(name, "name", str, "a run's name (str)")
     if not name or os.sep in name or name.startswith("."):
         raise ValueError(f"name must be a file-name-safe run name; got {name!r}")

@@ -1,7 +1,7 @@
 """Optimisers and learning-rate schedules of the book's training recipe.
 
-:func:`adamw` is AdamW (Loshchilov and Hutter, arXiv:1711.05101) over :func:`decay_groups`, and
-:func:`warmup_cosine` is the linear warm-up + cosine decay schedule of GPT-3 (arXiv:2005.14165).
+`adamw` is AdamW (Loshchilov and Hutter, arXiv:1711.05101) over `decay_groups`, and
+`warmup_cosine` is the linear warm-up + cosine decay schedule of GPT-3 (arXiv:2005.14165).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from lecturelib.validate import check_int, check_number, check_type, is_int
 
 
 def check_warmup_cosine(steps, warmup, final) -> None:
-    """The arguments of :func:`warmup_cosine`."""
+    """The arguments of `warmup_cosine`."""
     check_int(steps, "steps", 1)
     if not is_int(warmup) or not 0 <= warmup < steps:
         raise ValueError(
@@ -28,8 +28,8 @@ def check_warmup_cosine(steps, warmup, final) -> None:
 def warmup_cosine(
     optimizer: torch.optim.Optimizer, steps: int, warmup: int = 0, final: float = 0.0
 ):
-    """Linear warm-up over ``warmup`` steps, then cosine decay to ``final × lr`` at ``steps``;
-    pass the result as ``fit(..., optimizer=optimizer, scheduler=...)``."""
+    """Linear warm-up over `warmup` steps, then cosine decay to `final × lr` at `steps`;
+    pass the result as `fit(..., optimizer=optimizer, scheduler=...)`."""
     check_warmup_cosine(steps, warmup, final)
 
     def factor(step: int) -> float:
@@ -42,7 +42,7 @@ def warmup_cosine(
 
 
 def check_decay_groups(model, weight_decay) -> None:
-    """The arguments of :func:`decay_groups`."""
+    """The arguments of `decay_groups`."""
     check_type(model, "model", nn.Module, "a torch.nn.Module")
     check_number(weight_decay, "weight_decay", 0)
 
@@ -77,7 +77,7 @@ def adamw(
     weight_decay: float = 0.1,
     betas: tuple[float, float] = (0.9, 0.95),
 ) -> torch.optim.AdamW:
-    """AdamW over :func:`decay_groups` (fused into one kernel on CUDA)."""
+    """AdamW over `decay_groups` (fused into one kernel on CUDA)."""
     check_number(lr, "lr", 0, low_open=True)
     fused = model_device(model).type == "cuda"
     return torch.optim.AdamW(
@@ -87,7 +87,7 @@ def adamw(
 
 class Combined(torch.optim.Optimizer):
     """Several optimizers stepped as one, e.g. Muon for the blocks' matrices and AdamW for the
-    rest. Its ``param_groups`` are theirs (the same dicts), so one learning-rate scheduler sets
+    rest. Its `param_groups` are theirs (the same dicts), so one learning-rate scheduler sets
     the rate of all of them."""
 
     def __init__(self, **optimizers: torch.optim.Optimizer):
@@ -143,7 +143,7 @@ def muon_adamw(
     """Muon (Jordan et al., 2024, kellerjordan.github.io/posts/muon) for the 2-D weights of
     linear layers, whose updates it orthogonalises with a few Newton–Schulz iterations; AdamW
     for embeddings, biases and norms. Muon's rate is scaled to match AdamW's update size
-    (``adjust_lr_fn="match_rms_adamw"``, Liu et al., arXiv:2502.16982), so one ``lr`` and one
+    (`adjust_lr_fn="match_rms_adamw"`, Liu et al., arXiv:2502.16982), so one `lr` and one
     schedule serve both."""
     check_number(lr, "lr", 0, low_open=True)
     decay, rest = decay_groups(model, weight_decay)

@@ -3,7 +3,7 @@
 On a CUDA GPU that supports bfloat16 (Ampere and later) the forward pass runs under bf16
 autocast: bf16 has float32's exponent range, so gradients need no scaling. Older GPUs (the Colab
 T4) get float16, whose narrow range makes small gradients underflow to zero; a
-``torch.amp.GradScaler`` multiplies the loss before ``backward`` and divides the gradients
+`torch.amp.GradScaler` multiplies the loss before `backward` and divides the gradients
 before the update, skipping steps whose gradients overflowed. On CPU and Apple GPUs the model
 trains in full precision.
 """
@@ -19,7 +19,7 @@ AMP_CHOICES = (True, False, "auto")
 
 def autocast_dtype(device_type: str, bf16_supported: bool, amp: bool | str = "auto"):
     """The autocast dtype for a device: bf16 on CUDA GPUs that support it, fp16 on other CUDA
-    GPUs, ``None`` (full precision) elsewhere or when ``amp`` is False.
+    GPUs, `None` (full precision) elsewhere or when `amp` is False.
 
     >>> autocast_dtype("cuda", bf16_supported=False)   # a T4
     torch.float16
@@ -36,7 +36,7 @@ def autocast_dtype(device_type: str, bf16_supported: bool, amp: bool | str = "au
 
 
 def amp_dtype(device: torch.device, amp: bool | str = "auto") -> torch.dtype | None:
-    """:func:`autocast_dtype` for this machine's ``device``. bf16 counts only where the
+    """`autocast_dtype` for this machine's `device`. bf16 counts only where the
     GPU computes it natively (compute capability 8.0 and up): a T4 emulates bf16 without
     tensor cores, several times slower than its fp16 with a gradient scaler."""
     supported = device.type == "cuda" and torch.cuda.is_bf16_supported(

@@ -1,7 +1,7 @@
 """The training progress bar: a live tqdm bar, one summary line, or nothing.
 
-``$LECTURELIB_PROGRESS`` chooses: ``bar`` (default), ``summary`` (one line when the loop ends:
-what the rendered book and the tests show) or ``off``.
+`$LECTURELIB_PROGRESS` chooses: `bar` (default), `summary` (one line when the loop ends:
+what the rendered book and the tests show) or `off`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Summary:
 
 
 def progress_bar(iterable, total: int, initial: int, desc: str, enabled: bool):
-    """``iterable`` wrapped as ``$LECTURELIB_PROGRESS`` says (unwrapped when not ``enabled``)."""
+    """`iterable` wrapped as `$LECTURELIB_PROGRESS` says (unwrapped when not `enabled`)."""
     mode = os.environ.get(PROGRESS_ENV, "bar")
     if mode not in ("bar", "summary", "off"):
         raise ValueError(f"${PROGRESS_ENV} must be bar, summary or off; got {mode!r}")

@@ -1,6 +1,6 @@
-"""The state of one run of :func:`lecturelib.train.fit`: the :class:`Trainer` and its named
+"""The state of one run of `lecturelib.train.fit`: the `Trainer` and its named
 pieces (one optimisation step, clipping, recording, evaluation, checkpoints), the
-:class:`History` it returns, and the random-number state a checkpoint keeps."""
+`History` it returns, and the random-number state a checkpoint keeps."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class History:
     )
 
     def final(self, metric: str) -> float:
-        """The last evaluated value of ``metric``."""
+        """The last evaluated value of `metric`."""
         if not self.evals.get(metric):
             raise KeyError(
                 f"no evaluation of {metric!r}; evaluated: {sorted(self.evals)}"
@@ -63,7 +63,7 @@ class History:
 
 @torch.no_grad()
 def grad_norm(params: list[torch.Tensor]) -> torch.Tensor:
-    """The global L2 norm of the gradients, sparse ones (from ``nn.Embedding(sparse=True)``) too."""
+    """The global L2 norm of the gradients, sparse ones (from `nn.Embedding(sparse=True)`) too."""
     norms = [
         (p.grad.coalesce().values() if p.grad.is_sparse else p.grad).float().norm()
         for p in params
@@ -76,7 +76,7 @@ def grad_norm(params: list[torch.Tensor]) -> torch.Tensor:
 def evaluate(
     model: nn.Module, eval_fn: Callable[[nn.Module], dict[str, float]]
 ) -> dict[str, float]:
-    """Run ``eval_fn(model)`` in eval mode without gradients, then restore the mode."""
+    """Run `eval_fn(model)` in eval mode without gradients, then restore the mode."""
     was_training = model.training
     model.eval()
     try:
@@ -92,7 +92,7 @@ def evaluate(
 
 @dataclass
 class Trainer:
-    """The state of one run of :func:`fit` and its named pieces."""
+    """The state of one run of `fit` and its named pieces."""
 
     model: nn.Module  # the model as given (what checkpoints hold)
     loss_fn: Callable[[nn.Module, Batch], torch.Tensor]
@@ -124,15 +124,15 @@ class Trainer:
         self.sum_dtype = torch.float32 if mps else torch.float64
 
     def micro_batch(self, i: int) -> Batch:
-        """The shard of micro-batch ``i`` this process trains on, on the model's device."""
+        """The shard of micro-batch `i` this process trains on, on the model's device."""
         batch = self.batches(self.step * self.accumulate + i)
         self.history.tokens += count_tokens(batch)
         return to_device(self.dist.shard(batch), self.device)
 
     def train_step(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """One optimisation step: average the gradients of ``accumulate`` micro-batches, clip
+        """One optimisation step: average the gradients of `accumulate` micro-batches, clip
         them, update the weights, advance the schedule. Returns the loss and the raw norm as
-        tensors on the model's device: nothing waits for the device until :meth:`record`
+        tensors on the model's device: nothing waits for the device until `record`
         reads them on a logging step."""
         started = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
@@ -157,7 +157,7 @@ class Trainer:
 
     def clip_gradients(self) -> torch.Tensor:
         """Unscale (fp16), measure and clip the global gradient norm; returns the raw norm
-        (a tensor on the device: :meth:`check_pending` checks that it is finite)."""
+        (a tensor on the device: `check_pending` checks that it is finite)."""
         self.precision.unscale(self.optimizer)
         norm = grad_norm(self.params)
         if self.clip is not None:
@@ -166,8 +166,8 @@ class Trainer:
 
     def check_pending(self) -> list[tuple[int, float, float]]:
         """Read back, in one transfer, the losses and norms of the steps since the last
-        check, and refuse a non-finite one as soon as it is seen; returns ``(step, loss,
-        norm)`` per step."""
+        check, and refuse a non-finite one as soon as it is seen; returns `(step, loss,
+        norm)` per step."""
         if not self.pending:
             return []
         steps = [s for s, _, _ in self.pending]

@@ -6,7 +6,7 @@ Sennrich, Haddow and Birch (2016, arXiv:1508.07909) used it to learn sub-word
 vocabularies for translation, merging inside words only; GPT-2 (Radford et al. 2019)
 made it *byte-level*, starting from the 256 byte values so that every string can be
 encoded, and cut the text into chunks with a regular expression first, so that merges
-never cross a chunk boundary. Here, as in GPT-2 and Hugging Face ``tokenizers``, merges
+never cross a chunk boundary. Here, as in GPT-2 and Hugging Face `tokenizers`, merges
 are learned on the distinct chunks of a text weighted by their counts.
 
 The worked example, with Z = aa, Y = ab and X = ZY (ids 256, 257, 258)::
@@ -21,13 +21,13 @@ The worked example, with Z = aa, Y = ab and X = ZY (ids 256, 257, 258)::
 >>> tok.decode(tok.encode("naïve 中文 🙂"))
 'naïve 中文 🙂'
 
-Two trainers learn the same merges: :func:`train_bpe_plain` recounts every pair after
-every merge (the reference, as in Sennrich et al.'s Algorithm 1) and :func:`train_bpe`
+Two trainers learn the same merges: `train_bpe_plain` recounts every pair after
+every merge (the reference, as in Sennrich et al.'s Algorithm 1) and `train_bpe`
 updates the counts of only the chunks a merge changed. Ties between equally frequent
 pairs go to the smallest pair of ids, so the result does not depend on the order in
 which pairs were counted. Simplifications: no special tokens, and no byte-to-character
-remapping (GPT-2 maps bytes to printable characters such as ``Ġ`` for the space only to
-store its vocabulary as text; :func:`gpt2_byte_alphabet`).
+remapping (GPT-2 maps bytes to printable characters such as `Ġ` for the space only to
+store its vocabulary as text; `gpt2_byte_alphabet`).
 """
 
 from __future__ import annotations
@@ -63,10 +63,10 @@ Pair = tuple[int, int]
 
 
 def pretokenize(text: str, pattern: str | None = GPT2_PATTERN) -> list[str]:
-    """Cut ``text`` into the chunks that merges may not cross; ``"".join`` gives
-    ``text`` back.
+    """Cut `text` into the chunks that merges may not cross; `"".join` gives
+    `text` back.
 
-    ``pattern=None`` keeps the whole text as one chunk.
+    `pattern=None` keeps the whole text as one chunk.
 
     >>> pretokenize("Hello world, it's 2024!")
     ['Hello', ' world', ',', ' it', "'s", ' 2024', '!']
@@ -78,8 +78,8 @@ def pretokenize(text: str, pattern: str | None = GPT2_PATTERN) -> list[str]:
 
 
 def compile_pattern(pattern: str) -> regex.Pattern:
-    """``pattern`` compiled (and cached) by the ``regex`` module, which knows the
-    Unicode classes ``\\p{L}`` and ``\\p{N}`` of :data:`GPT2_PATTERN`; a bad pattern
+    """`pattern` compiled (and cached) by the `regex` module, which knows the
+    Unicode classes `\\p{L}` and `\\p{N}` of `GPT2_PATTERN`; a bad pattern
     raises a ValueError that names it."""
     if not isinstance(pattern, str):
         raise TypeError(
@@ -95,7 +95,7 @@ def compile_pattern(pattern: str) -> regex.Pattern:
 
 
 def check_id_lists(words: list[list[int]], freqs: list[int] | None) -> None:
-    """The arguments of :func:`count_pairs`: lists of ids (not text), one count each."""
+    """The arguments of `count_pairs`: lists of ids (not text), one count each."""
     if isinstance(words, (str, bytes)) or (
         words and isinstance(words[0], (str, bytes))
     ):
@@ -110,7 +110,7 @@ def check_id_lists(words: list[list[int]], freqs: list[int] | None) -> None:
 
 
 def count_pairs(words: list[list[int]], freqs: list[int] | None = None) -> Counter:
-    """How often each adjacent pair of ids occurs, each word counted ``freqs[i]`` times.
+    """How often each adjacent pair of ids occurs, each word counted `freqs[i]` times.
 
     >>> count_pairs([[1, 2, 3, 1, 2]])
     Counter({(1, 2): 2, (2, 3): 1, (3, 1): 1})
@@ -130,7 +130,7 @@ def is_id(i) -> bool:
 
 
 def check_merge(ids, pair) -> None:
-    """The arguments of :func:`merge`: a list of ids and a pair of two ids (ints >= 0:
+    """The arguments of `merge`: a list of ids and a pair of two ids (ints >= 0:
     a float would never equal an int id by accident, -1 would read as byte 255)."""
     if (
         isinstance(ids, (str, bytes))
@@ -146,7 +146,7 @@ def check_merge(ids, pair) -> None:
 
 
 def merge(ids: list[int], pair: Pair, new_id: int) -> list[int]:
-    """Replace every occurrence of ``pair`` in ``ids`` by ``new_id``, from left to
+    """Replace every occurrence of `pair` in `ids` by `new_id`, from left to
     right.
 
     >>> merge([97, 97, 97, 98], (97, 97), 256)
@@ -165,7 +165,7 @@ def merge(ids: list[int], pair: Pair, new_id: int) -> list[int]:
 
 
 def check_merges(merges: dict[Pair, int]) -> None:
-    """The merges of a :class:`Tokenizer`: new ids 256, 257, ... in order, each made of
+    """The merges of a `Tokenizer`: new ids 256, 257, ... in order, each made of
     earlier tokens."""
     if not isinstance(merges, dict):
         raise TypeError(
@@ -188,7 +188,7 @@ def check_merges(merges: dict[Pair, int]) -> None:
 
 
 def check_token_ids(ids: list[int], vocab_size: int) -> None:
-    """Token ids to decode: ints in ``0..vocab_size - 1``."""
+    """Token ids to decode: ints in `0..vocab_size - 1`."""
     bad = [i for i in ids if not (isinstance(i, int) and 0 <= i < vocab_size)]
     if bad:
         raise ValueError(f"token ids must be ints in [0, {vocab_size}); got {bad[:5]}")
@@ -199,12 +199,12 @@ class Tokenizer:
     """A byte-level BPE tokenizer: 256 byte tokens, then one token per merge, in
     training order.
 
-    ``merges`` maps a pair of ids to the id of the token that replaces it (256, 257,
-    ...); ``counts`` holds how often each pair occurred when it was merged (empty if
+    `merges` maps a pair of ids to the id of the token that replaces it (256, 257,
+    ...); `counts` holds how often each pair occurred when it was merged (empty if
     unknown).
 
-    Types: ``encode(str) -> list[int]``, ``decode(list[int]) -> str``,
-    ``decode_bytes(list[int]) -> bytes``; ``vocab[i]`` is the bytes of token ``i``.
+    Types: `encode(str) -> list[int]`, `decode(list[int]) -> str`,
+    `decode_bytes(list[int]) -> bytes`; `vocab[i]` is the bytes of token `i`.
     """
 
     merges: dict[Pair, int]
@@ -241,7 +241,7 @@ class Tokenizer:
         return self._cache[chunk]
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``: pre-tokenize, then encode each chunk separately."""
+        """Token ids of `text`: pre-tokenize, then encode each chunk separately."""
         return [
             i
             for chunk in pretokenize(text, self.pattern)
@@ -249,23 +249,23 @@ class Tokenizer:
         ]
 
     def decode_bytes(self, ids: list[int]) -> bytes:
-        """The bytes that the tokens ``ids`` stand for (always defined)."""
+        """The bytes that the tokens `ids` stand for (always defined)."""
         check_token_ids(ids, len(self.vocab))
         return b"".join(self.vocab[i] for i in ids)
 
     def decode(self, ids: list[int], errors: str = "replace") -> str:
-        """The text of ``ids``. A sequence that cuts a multi-byte character is not valid
-        UTF-8: ``errors="replace"`` puts U+FFFD in its place, ``"strict"`` raises."""
+        """The text of `ids`. A sequence that cuts a multi-byte character is not valid
+        UTF-8: `errors="replace"` puts U+FFFD in its place, `"strict"` raises."""
         return self.decode_bytes(ids).decode("utf-8", errors=errors)
 
     def token_str(self, i: int) -> str:
-        """Token ``i`` for display, with bytes that are not valid UTF-8 shown as
-        ``\\xNN``."""
+        """Token `i` for display, with bytes that are not valid UTF-8 shown as
+        `\\xNN`."""
         return self.decode_bytes([i]).decode("utf-8", errors="backslashreplace")
 
     def truncated(self, vocab_size: int) -> "Tokenizer":
-        """The tokenizer made of the first ``vocab_size - 256`` merges: what training to
-        ``vocab_size`` would have learned, since training is greedy."""
+        """The tokenizer made of the first `vocab_size - 256` merges: what training to
+        `vocab_size` would have learned, since training is greedy."""
         check_int(vocab_size, "vocab_size", 256, self.vocab_size)
         n = n_merges(vocab_size)
         return Tokenizer(
@@ -274,8 +274,8 @@ class Tokenizer:
 
 
 def n_merges(vocab_size: int) -> int:
-    """How many merges a vocabulary of ``vocab_size`` tokens holds:
-    ``vocab_size - 256``."""
+    """How many merges a vocabulary of `vocab_size` tokens holds:
+    `vocab_size - 256`."""
     check_int(vocab_size, "vocab_size", 256)  # 256 byte tokens, then merges
     return vocab_size - 256
 
@@ -283,7 +283,7 @@ def n_merges(vocab_size: int) -> int:
 def word_counts(
     text: str, pattern: str | None = GPT2_PATTERN
 ) -> tuple[list[list[int]], list[int]]:
-    """The distinct chunks of ``text`` as lists of byte values, and how often each
+    """The distinct chunks of `text` as lists of byte values, and how often each
     occurs.
 
     >>> word_counts("ab ab a")
@@ -296,12 +296,12 @@ def word_counts(
 def train_bpe_plain(
     text: str, vocab_size: int, pattern: str | None = GPT2_PATTERN
 ) -> Tokenizer:
-    """Learn ``vocab_size - 256`` merges by recounting all pairs before each merge
+    """Learn `vocab_size - 256` merges by recounting all pairs before each merge
     (reference).
 
     Cost per merge: one pass over all distinct chunks. Stops early if no pair is left.
-    Types: ``text`` str, ``vocab_size`` int >= 256 (the library's ``n_merges`` raises
-    ValueError otherwise) -> :class:`Tokenizer`.
+    Types: `text` str, `vocab_size` int >= 256 (the library's `n_merges` raises
+    ValueError otherwise) -> `Tokenizer`.
     """
     last_id = 256 + n_merges(vocab_size)
     words, freqs = word_counts(text, pattern)
@@ -320,13 +320,13 @@ def train_bpe_plain(
 def train_bpe(
     text: str, vocab_size: int, pattern: str | None = GPT2_PATTERN
 ) -> Tokenizer:
-    """Learn the same merges as :func:`train_bpe_plain`, with incremental pair counts.
+    """Learn the same merges as `train_bpe_plain`, with incremental pair counts.
 
-    ``pair_counts`` is kept up to date: a merge changes only the chunks that contain its
-    pair (``where[pair]``), so only their pairs are uncounted and counted again. A heap
+    `pair_counts` is kept up to date: a merge changes only the chunks that contain its
+    pair (`where[pair]`), so only their pairs are uncounted and counted again. A heap
     finds the most frequent pair; entries whose count is out of date are skipped when
     they surface.
-    Types: as :func:`train_bpe_plain`.
+    Types: as `train_bpe_plain`.
     """
     target = n_merges(vocab_size)
     words, freqs = word_counts(text, pattern)
@@ -370,10 +370,10 @@ def train_bpe(
 
 
 def bytes_per_token(tok, text: str) -> float:
-    """Compression ratio: UTF-8 bytes of ``text`` per token (higher is shorter
+    """Compression ratio: UTF-8 bytes of `text` per token (higher is shorter
     sequences).
 
-    ``tok`` is our :class:`Tokenizer` or a Hugging Face ``tokenizers.Tokenizer``.
+    `tok` is our `Tokenizer` or a Hugging Face `tokenizers.Tokenizer`.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str; got {describe(text)}")
@@ -391,8 +391,8 @@ def bytes_per_token(tok, text: str) -> float:
 
 
 def gpt2_byte_alphabet() -> dict[int, str]:
-    """GPT-2's map from byte values to printable characters (``32 -> 'Ġ'``), used by
-    ``tokenizers``' ``ByteLevel`` to store byte tokens as text.
+    """GPT-2's map from byte values to printable characters (`32 -> 'Ġ'`), used by
+    `tokenizers`' `ByteLevel` to store byte tokens as text.
 
     >>> gpt2_byte_alphabet()[ord(" ")], gpt2_byte_alphabet()[ord("a")]
     ('Ġ', 'a')
@@ -410,11 +410,11 @@ def gpt2_byte_alphabet() -> dict[int, str]:
 
 
 def train_hf_bpe(text: str, vocab_size: int):
-    """The Hugging Face ``tokenizers`` BPE trainer, set up like :func:`train_bpe`:
+    """The Hugging Face `tokenizers` BPE trainer, set up like `train_bpe`:
     byte-level, the GPT-2 regex, no prefix space, no special tokens, merges of pairs
     seen at least once.
 
-    Returns a ``tokenizers.Tokenizer`` with ``vocab_size`` tokens (256 bytes + merges).
+    Returns a `tokenizers.Tokenizer` with `vocab_size` tokens (256 bytes + merges).
     """
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import decoders, models, pre_tokenizers, trainers
@@ -437,15 +437,15 @@ def train_hf_bpe(text: str, vocab_size: int):
 
 def hf_vocab_bytes(hf_tok) -> dict[bytes, int]:
     """The vocabulary of a byte-level Hugging Face tokenizer as
-    ``{token bytes: id}``."""
+    `{token bytes: id}`."""
     check_hf_byte_level(hf_tok)
     to_byte = {c: b for b, c in gpt2_byte_alphabet().items()}
     return {bytes(to_byte[c] for c in s): i for s, i in hf_tok.get_vocab().items()}
 
 
 def check_hf_byte_level(hf_tok) -> None:
-    """``hf_tok`` must be a byte-level ``tokenizers.Tokenizer``: its vocabulary holds
-    the 256 byte tokens of :func:`gpt2_byte_alphabet` and is written in that alphabet
+    """`hf_tok` must be a byte-level `tokenizers.Tokenizer`: its vocabulary holds
+    the 256 byte tokens of `gpt2_byte_alphabet` and is written in that alphabet
     (another tokenizer's strings would be read as the wrong bytes, or fail)."""
     if not callable(getattr(hf_tok, "get_vocab", None)):
         raise TypeError(

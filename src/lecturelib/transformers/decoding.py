@@ -2,23 +2,23 @@
 probable text, and why that text is not the best.
 
 Every algorithm of the chapter talks to a model through one function, a *step*:
-``step(prefixes)`` takes token ids ``(b, t)`` (long, on the prompts' device) and returns
-the logits ``(b, v)`` of the token that follows each prefix (on any device). Any
-autoregressive model fits: a table of n-gram counts, an RNN (:class:`RecurrentStep` keeps
-its state, so a call costs one time step) or a Transformer. :func:`pipe` passes a step's logits through processors
-(functions from logits to logits), and :class:`TreeLM` is a toy model whose every prefix
+`step(prefixes)` takes token ids `(b, t)` (long, on the prompts' device) and returns
+the logits `(b, v)` of the token that follows each prefix (on any device). Any
+autoregressive model fits: a table of n-gram counts, an RNN (`RecurrentStep` keeps
+its state, so a call costs one time step) or a Transformer. `pipe` passes a step's logits through processors
+(functions from logits to logits), and `TreeLM` is a toy model whose every prefix
 has its own random distribution.
 
-- :func:`generate` is the loop shared by :func:`greedy` decoding and sampling
-  (:mod:`lecturelib.transformers.sampling`); :func:`sequence_logprobs` scores given continuations.
-- :func:`greedy`, :func:`beam_search` and the oracle :func:`exhaustive_search` look for
+- `generate` is the loop shared by `greedy` decoding and sampling
+  (`lecturelib.transformers.sampling`); `sequence_logprobs` scores given continuations.
+- `greedy`, `beam_search` and the oracle `exhaustive_search` look for
   likely sequences; beam search keeps finished hypotheses aside and ranks them by
-  ``log p / length^alpha``, a simpler length normalisation than GNMT's
-  ``((5 + length) / 6)^alpha`` (Wu et al., 2016, arXiv:1609.08144).
-- ``degeneration.repetition`` and ``degeneration.distinct_n`` measure the repeated
+  `log p / length^alpha`, a simpler length normalisation than GNMT's
+  `((5 + length) / 6)^alpha` (Wu et al., 2016, arXiv:1609.08144).
+- `degeneration.repetition` and `degeneration.distinct_n` measure the repeated
   n-grams of what they find.
 
-Shapes use ``b`` batch, ``t`` time, ``v`` vocabulary.
+Shapes use `b` batch, `t` time, `v` vocabulary.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ Step = Callable[[torch.Tensor], torch.Tensor]
 
 
 def check_logits(logits: torch.Tensor, what: str = "logits") -> None:
-    """Logits ``(..., v)``: a float tensor, a non-empty vocabulary, no nan."""
+    """Logits `(..., v)`: a float tensor, a non-empty vocabulary, no nan."""
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
         raise TypeError(
             f"{what} must be a float tensor (..., v); got {describe(logits)}"
@@ -64,7 +64,7 @@ def check_logits(logits: torch.Tensor, what: str = "logits") -> None:
 
 
 def check_prefixes(prefixes: torch.Tensor, what: str = "prefixes") -> None:
-    """Prefixes ``(b, t)`` of token ids, as a step takes them: a long tensor, ids >= 0."""
+    """Prefixes `(b, t)` of token ids, as a step takes them: a long tensor, ids >= 0."""
     if not isinstance(prefixes, torch.Tensor) or prefixes.dtype != torch.long:
         raise TypeError(
             f"{what} must be a long tensor of token ids (b, t); "
@@ -83,7 +83,7 @@ def check_prefixes(prefixes: torch.Tensor, what: str = "prefixes") -> None:
 
 
 def check_step_output(logits: torch.Tensor, n: int, eos: int | None = None) -> None:
-    """What a step returned for ``n`` prefixes: logits ``(n, v)`` in which ``eos``, if
+    """What a step returned for `n` prefixes: logits `(n, v)` in which `eos`, if
     given, is a token."""
     check_logits(logits, "step(prefixes)")
     if logits.dim() != 2 or logits.shape[0] != n:
@@ -95,13 +95,13 @@ def check_step_output(logits: torch.Tensor, n: int, eos: int | None = None) -> N
 
 
 def check_eos(eos: int | None, v: int | None = None) -> None:
-    """``eos``: None or a token id (below the vocabulary size ``v`` when known)."""
+    """`eos`: None or a token id (below the vocabulary size `v` when known)."""
     if eos is not None:
         check_int(eos, "eos", 0, None if v is None else v - 1)
 
 
 def check_generate(step, prompts, max_new, choose, eos) -> None:
-    """The arguments of :func:`generate`."""
+    """The arguments of `generate`."""
     check_callable(step, "step")
     check_prefixes(prompts, "prompts")
     check_int(max_new, "max_new", 0)
@@ -117,11 +117,11 @@ def generate(
     choose: Callable[[torch.Tensor], torch.Tensor],
     eos: int | None = None,
 ):
-    """Extend every prompt by ``choose(logits)`` until ``max_new`` tokens; a row that
-    has produced ``eos`` is filled with ``eos``, and generation stops when every row
+    """Extend every prompt by `choose(logits)` until `max_new` tokens; a row that
+    has produced `eos` is filled with `eos`, and generation stops when every row
     has.
 
-    Shapes: prompts ``(b, t)`` → ``(b, t + n)`` with ``n <= max_new``.
+    Shapes: prompts `(b, t)` → `(b, t + n)` with `n <= max_new`.
     """
     check_generate(step, prompts, max_new, choose, eos)
     done = torch.zeros(len(prompts), dtype=torch.bool, device=prompts.device)
@@ -140,15 +140,15 @@ def generate(
 
 
 def greedy(step: Step, prompts: torch.Tensor, max_new: int, eos: int | None = None):
-    """Greedy decoding: append the most probable token, ``argmax_x p(x | prefix)``.
+    """Greedy decoding: append the most probable token, `argmax_x p(x | prefix)`.
 
-    Shapes: prompts ``(b, t)`` → ``(b, t + n)``.
+    Shapes: prompts `(b, t)` → `(b, t + n)`.
     """
     return generate(step, prompts, max_new, lambda logits: logits.argmax(-1), eos)
 
 
 def check_tree_lm(vocab_size, depth, seed, scale, max_logits: int) -> None:
-    """The arguments of :class:`TreeLM`: a tree of at most ``max_logits`` logits."""
+    """The arguments of `TreeLM`: a tree of at most `max_logits` logits."""
     check_int(vocab_size, "vocab_size", 1)
     check_int(depth, "depth", 1)
     check_int(seed, "seed", 0)
@@ -162,8 +162,8 @@ def check_tree_lm(vocab_size, depth, seed, scale, max_logits: int) -> None:
 
 
 def check_tree_prefixes(prefixes, depth: int, v: int) -> None:
-    """The prefixes a :class:`TreeLM` reads: a start symbol, then at most ``depth``
-    tokens in ``0..v-1``."""
+    """The prefixes a `TreeLM` reads: a start symbol, then at most `depth`
+    tokens in `0..v-1`."""
     check_prefixes(prefixes)
     path = prefixes[:, 1:]
     if path.shape[1] > depth or (path >= v).any():
@@ -177,10 +177,10 @@ def check_tree_prefixes(prefixes, depth: int, v: int) -> None:
 
 class TreeLM:
     """A toy language model in which every prefix has its own next-token distribution,
-    with logits drawn once as ``scale * N(0, 1)``. The first token of a prefix is a
-    start symbol and is ignored, so prefixes hold 1 to ``depth + 1`` tokens.
+    with logits drawn once as `scale * N(0, 1)`. The first token of a prefix is a
+    start symbol and is ignored, so prefixes hold 1 to `depth + 1` tokens.
 
-    Shapes: prefixes ``(b, t)`` → logits ``(b, v)`` (float64).
+    Shapes: prefixes `(b, t)` → logits `(b, v)` (float64).
     """
 
     MAX_LOGITS = 50_000_000  # 400 MB of float64
@@ -206,16 +206,16 @@ class TreeLM:
 
 @dataclass
 class Hypothesis:
-    """A continuation found by search: its tokens (the prompt excluded, ``eos`` included
+    """A continuation found by search: its tokens (the prompt excluded, `eos` included
     when produced), the sum of their log-probabilities, and whether it ended with
-    ``eos``."""
+    `eos`."""
 
     tokens: list[int]
     logprob: float
     finished: bool = False
 
     def score(self, alpha: float = 0.0) -> float:
-        """``logprob / length^alpha``: ``alpha = 0`` ranks by probability, ``alpha = 1``
+        """`logprob / length^alpha`: `alpha = 0` ranks by probability, `alpha = 1`
         by the mean log-probability per token."""
         return self.logprob / max(1, len(self.tokens)) ** alpha
 
@@ -223,7 +223,7 @@ class Hypothesis:
 def extend(
     step: Step, prompt: torch.Tensor, live: list[Hypothesis], eos: int | None = None
 ) -> torch.Tensor:
-    """Log-probabilities ``(n, v)`` of the next token after each live hypothesis
+    """Log-probabilities `(n, v)` of the next token after each live hypothesis
     (float64)."""
     # (n, t + len): all hypotheses have one length
     prefixes = torch.stack(
@@ -245,8 +245,8 @@ def check_search(
     alpha: float,
     **sizes: int,
 ) -> None:
-    """The arguments of :func:`beam_search` and :func:`exhaustive_search`; ``sizes``
-    (``beam_size``, ``limit``) must be ints >= 1."""
+    """The arguments of `beam_search` and `exhaustive_search`; `sizes`
+    (`beam_size`, `limit`) must be ints >= 1."""
     check_callable(step, "step")
     if not isinstance(prompt, torch.Tensor) or prompt.dtype != torch.long:
         raise TypeError(
@@ -275,17 +275,17 @@ def beam_search(
     eos: int | None = None,
     alpha: float = 0.0,
 ) -> list[Hypothesis]:
-    """Beam search: keep the ``beam_size`` most probable unfinished continuations,
-    extend each by every token, and keep the best ``beam_size`` of the extensions. An
-    extension that ends with ``eos`` and ranks among them is finished and set aside.
-    Returns the finished hypotheses (and those cut at ``max_new``), best first by
-    ``score(alpha)``.
+    """Beam search: keep the `beam_size` most probable unfinished continuations,
+    extend each by every token, and keep the best `beam_size` of the extensions. An
+    extension that ends with `eos` and ranks among them is finished and set aside.
+    Returns the finished hypotheses (and those cut at `max_new`), best first by
+    `score(alpha)`.
 
-    With ``alpha = 0`` the search stops as soon as the best finished hypothesis is at
+    With `alpha = 0` the search stops as soon as the best finished hypothesis is at
     least as probable as the best live one: log-probabilities only fall as a sequence
     grows.
 
-    Shapes: prompt ``(t,)``.
+    Shapes: prompt `(t,)`.
     """
     check_search(step, prompt, max_new, eos, alpha, beam_size=beam_size)
     live, done = [Hypothesis([], 0.0)], []
@@ -325,11 +325,11 @@ def exhaustive_search(
     alpha: float = 0.0,
     limit: int = 1_000_000,
 ) -> list[Hypothesis]:
-    """Every continuation of up to ``max_new`` tokens (ending at ``eos`` or at
-    ``max_new``), best first by ``score(alpha)``: the oracle for search, feasible only
-    for tiny ``v^max_new``.
+    """Every continuation of up to `max_new` tokens (ending at `eos` or at
+    `max_new`), best first by `score(alpha)`: the oracle for search, feasible only
+    for tiny `v^max_new`.
 
-    Shapes: prompt ``(t,)``.
+    Shapes: prompt `(t,)`.
     """
     check_search(step, prompt, max_new, eos, alpha, limit=limit)
     frontier, done = [Hypothesis([], 0.0)], []
@@ -354,7 +354,7 @@ def exhaustive_search(
 
 
 def check_recurrent_step(model, batch_dim) -> None:
-    """The arguments of :class:`RecurrentStep`."""
+    """The arguments of `RecurrentStep`."""
     if not isinstance(model, nn.Module) or next(model.parameters(), None) is None:
         raise TypeError(
             f"model must be a torch.nn.Module with parameters; got {describe(model)}"
@@ -364,13 +364,13 @@ def check_recurrent_step(model, batch_dim) -> None:
 
 class RecurrentStep:
     """The step of a recurrent model
-    ``model(x (b, t), state) -> (logits (b, t, v), state)`` such as ``rnn.CharRNN`` or
-    ``lstm_gru.CharLSTM``. It remembers the state after each prefix of its last call,
+    `model(x (b, t), state) -> (logits (b, t, v), state)` such as `rnn.CharRNN` or
+    `lstm_gru.CharLSTM`. It remembers the state after each prefix of its last call,
     so a prefix that extends one of them by a token costs one time step; any other
     prefix is read from the start. Put the model in eval mode first.
 
-    Shapes: prefixes ``(b, t)`` → logits ``(b, v)`` (CPU, float32); the model's state
-    has its batch axis at ``batch_dim``.
+    Shapes: prefixes `(b, t)` → logits `(b, v)` (CPU, float32); the model's state
+    has its batch axis at `batch_dim`.
     """
 
     def __init__(self, model: nn.Module, batch_dim: int = -2):
@@ -393,15 +393,15 @@ class RecurrentStep:
 
 
 def check_pipe(step, processors) -> None:
-    """The arguments of :func:`pipe`: callables."""
+    """The arguments of `pipe`: callables."""
     check_callable(step, "step")
     for i, process in enumerate(processors):
         check_callable(process, f"processor {i}")
 
 
 def pipe(step: Step, *processors: Callable[[torch.Tensor], torch.Tensor]) -> Step:
-    """A step whose logits pass through ``processors`` in order, e.g.
-    ``pipe(step, lambda z: temperature(z, 0.8), lambda z: top_p(z, 0.9))``."""
+    """A step whose logits pass through `processors` in order, e.g.
+    `pipe(step, lambda z: temperature(z, 0.8), lambda z: top_p(z, 0.9))`."""
     check_pipe(step, processors)
 
     def processed(prefixes: torch.Tensor) -> torch.Tensor:
@@ -415,10 +415,10 @@ def pipe(step: Step, *processors: Callable[[torch.Tensor], torch.Tensor]) -> Ste
 
 @torch.no_grad()
 def sequence_logprobs(step: Step, ids: torch.Tensor, n_prompt: int) -> torch.Tensor:
-    """The log-probability of every token after the first ``n_prompt``, given those
+    """The log-probability of every token after the first `n_prompt`, given those
     before it.
 
-    Shapes: ids ``(b, t)`` → ``(b, t - n_prompt)``.
+    Shapes: ids `(b, t)` → `(b, t - n_prompt)`.
     """
     check_callable(step, "step")
     check_prefixes(ids, "ids")

@@ -1,9 +1,9 @@
 """Chapter 10: how degenerate generated text is, by its repeated n-grams.
 
-:func:`repetition` is the fraction of a sequence's n-grams that already occurred earlier
-in it (Welleck et al., 2020, arXiv:1908.04319); :func:`distinct_n` the distinct n-grams
+`repetition` is the fraction of a sequence's n-grams that already occurred earlier
+in it (Welleck et al., 2020, arXiv:1908.04319); `distinct_n` the distinct n-grams
 of a set of sequences over all their n-grams (Li et al., 2016, arXiv:1510.03055).
-Sequences are lists of int token ids, e.g. ``tensor.tolist()``.
+Sequences are lists of int token ids, e.g. `tensor.tolist()`.
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ def check_tokens(tokens: Sequence[int], name: str = "tokens") -> None:
 
 
 def check_repetition(tokens, n) -> None:
-    """The arguments of :func:`repetition`."""
+    """The arguments of `repetition`."""
     check_int(n, "n", 1)
     check_tokens(tokens)
 
 
 def repetition(tokens: Sequence[int], n: int = 4) -> float:
     """The fraction of a sequence's n-grams that already occurred earlier in it,
-    ``1 - unique / total`` (0.0 when it has no n-gram).
+    `1 - unique / total` (0.0 when it has no n-gram).
 
     >>> repetition([1, 2, 1, 2, 1, 2], n=2)
     0.6
@@ -49,7 +49,7 @@ def repetition(tokens: Sequence[int], n: int = 4) -> float:
 
 
 def check_distinct_n(sequences, n) -> None:
-    """The arguments of :func:`distinct_n`: lists of ids holding at least one
+    """The arguments of `distinct_n`: lists of ids holding at least one
     n-gram."""
     check_int(n, "n", 1)
     if isinstance(sequences, (str, bytes)) or not isinstance(sequences, Sequence):

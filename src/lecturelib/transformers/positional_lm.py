@@ -1,19 +1,19 @@
 """Chapter 7's experiment: which position scheme lets a model read sequences longer than
 those it was trained on.
 
-:class:`PositionalLM` is one small causal language model that takes any of
-``positions.SCHEMES``: ``"none"``, ``"sinusoidal"`` or ``"learned"`` (added to the
-embeddings), ``"shaw"`` (``positions.RelativeAttention``), ``"alibi"``
-(``positions.alibi_bias`` on the scores) or ``"rope"`` (``positions.Rotary``);
-:class:`PositionalLMConfig` holds its sizes. Its blocks are :class:`PreLNBlock` s,
+`PositionalLM` is one small causal language model that takes any of
+`positions.SCHEMES`: `"none"`, `"sinusoidal"` or `"learned"` (added to the
+embeddings), `"shaw"` (`positions.RelativeAttention`), `"alibi"`
+(`positions.alibi_bias` on the scores) or `"rope"` (`positions.Rotary`);
+`PositionalLMConfig` holds its sizes. Its blocks are `PreLNBlock` s,
 chapter 6's attention followed by a feed-forward network, each with a residual
 connection around a LayerNorm: the Pre-LN Transformer block that chapter 8 derives
-(``transformer.Block`` computes the same), or any other block built around an attention
-module. :func:`loss_by_position` evaluates a model on windows of any length.
-:class:`T5Bias` is T5's relative position bias, a learned scalar per head and bucket of
-the offset ``j - i`` (:func:`t5_bucket`), added to the scores.
+(`transformer.Block` computes the same), or any other block built around an attention
+module. `loss_by_position` evaluates a model on windows of any length.
+`T5Bias` is T5's relative position bias, a learned scalar per head and bucket of
+the offset `j - i` (`t5_bucket`), added to the scores.
 
-Shapes use ``b`` batch, ``t`` positions, ``d`` width, ``h`` heads, ``v`` vocabulary.
+Shapes use `b` batch, `t` positions, `d` width, `h` heads, `v` vocabulary.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from lecturelib.validate import (
 
 
 def check_pre_ln_block(d_model, attn, dropout) -> None:
-    """The arguments of :class:`PreLNBlock`."""
+    """The arguments of `PreLNBlock`."""
     check_sizes(d_model=d_model)
     check_dropout(dropout)
     check_type(
@@ -64,12 +64,12 @@ def check_pre_ln_block(d_model, attn, dropout) -> None:
 
 
 class PreLNBlock(nn.Module):
-    """``x = x + attn(LN(x))``, then ``x = x + FFN(LN(x))`` with
-    ``FFN(x) = W_2 GELU(W_1 x)`` of width ``4d``: the Pre-LN block of chapter 8 around
-    any attention module with the call of ``self_attention.MultiHeadAttention``.
+    """`x = x + attn(LN(x))`, then `x = x + FFN(LN(x))` with
+    `FFN(x) = W_2 GELU(W_1 x)` of width `4d`: the Pre-LN block of chapter 8 around
+    any attention module with the call of `self_attention.MultiHeadAttention`.
 
-    Shapes: x ``(b, t, d)``, mask bool ``(b, t, t)`` with ``b``, ``t`` possibly 1, bias
-    broadcastable to ``(b, h, t, t)`` → ``(b, t, d)``.
+    Shapes: x `(b, t, d)`, mask bool `(b, t, t)` with `b`, `t` possibly 1, bias
+    broadcastable to `(b, h, t, t)` → `(b, t, d)`.
     """
 
     def __init__(self, d_model: int, attn: nn.Module, dropout: float = 0.0):
@@ -99,7 +99,7 @@ class PreLNBlock(nn.Module):
 
 
 def check_positional_lm_config(c) -> None:
-    """The fields of a :class:`PositionalLMConfig`."""
+    """The fields of a `PositionalLMConfig`."""
     check_choice(c.scheme, "scheme", SCHEMES)
     check_sizes(
         vocab_size=c.vocab_size,
@@ -121,9 +121,9 @@ def check_positional_lm_config(c) -> None:
 
 @dataclass(kw_only=True)
 class PositionalLMConfig:
-    """The sizes of a :class:`PositionalLM` and its position scheme (one of
-    ``positions.SCHEMES``); ``max_len`` is the length of a learned table,
-    ``max_distance`` Shaw's clipping distance."""
+    """The sizes of a `PositionalLM` and its position scheme (one of
+    `positions.SCHEMES`); `max_len` is the length of a learned table,
+    `max_distance` Shaw's clipping distance."""
 
     vocab_size: int
     scheme: str
@@ -139,7 +139,7 @@ class PositionalLMConfig:
 
 
 def check_positional_lm(config, block) -> None:
-    """The arguments of :class:`PositionalLM`."""
+    """The arguments of `PositionalLM`."""
     check_type(config, "config", PositionalLMConfig, "a PositionalLMConfig")
     if block is not None:
         check_callable(block, "block")
@@ -147,12 +147,12 @@ def check_positional_lm(config, block) -> None:
 
 class PositionalLM(nn.Module):
     """A small causal (decoder-only) language model, the same for every position scheme:
-    ``"none"``, ``"sinusoidal"`` or ``"learned"`` (added to the embeddings), ``"shaw"``
-    (``positions.RelativeAttention``), ``"alibi"`` (``positions.alibi_bias`` on the
-    scores) or ``"rope"`` (``positions.Rotary``). ``block(attn)`` builds one block
-    around the scheme's attention module (default: a :class:`PreLNBlock`).
+    `"none"`, `"sinusoidal"` or `"learned"` (added to the embeddings), `"shaw"`
+    (`positions.RelativeAttention`), `"alibi"` (`positions.alibi_bias` on the
+    scores) or `"rope"` (`positions.Rotary`). `block(attn)` builds one block
+    around the scheme's attention module (default: a `PreLNBlock`).
 
-    Shapes: ids ``(b, t)`` → logits ``(b, t, v)``.
+    Shapes: ids `(b, t)` → logits `(b, t, v)`.
     """
 
     def __init__(
@@ -204,7 +204,7 @@ class PositionalLM(nn.Module):
 
 
 def check_loss_by_position(model, ids, length, batch_size, max_windows) -> None:
-    """The arguments of :func:`loss_by_position`: a model with parameters, a stream of
+    """The arguments of `loss_by_position`: a model with parameters, a stream of
     token ids long enough for one window."""
     if not isinstance(model, nn.Module) or next(model.parameters(), None) is None:
         raise TypeError(
@@ -229,9 +229,9 @@ def loss_by_position(
     max_windows: int | None = None,
 ) -> torch.Tensor:
     """Mean next-token loss (nats) at each position of the non-overlapping windows of
-    ``length + 1`` tokens of a stream (at most ``max_windows`` of them).
+    `length + 1` tokens of a stream (at most `max_windows` of them).
 
-    Shapes: ids ``(n,)`` → ``(length,)``.
+    Shapes: ids `(n,)` → `(length,)`.
     """
     check_loss_by_position(model, ids, length, batch_size, max_windows)
     n = (len(ids) - 1) // length
@@ -252,7 +252,7 @@ def loss_by_position(
 
 def check_t5_buckets(bidirectional, n_buckets, max_distance) -> None:
     """T5's bucket sizes: enough buckets for at least one exact distance, and
-    ``max_distance`` beyond the exact ones."""
+    `max_distance` beyond the exact ones."""
     check_bool(bidirectional, "bidirectional")
     check_sizes(n_buckets=n_buckets, max_distance=max_distance)
     exact = (n_buckets // 2 if bidirectional else n_buckets) // 2
@@ -266,7 +266,7 @@ def check_t5_buckets(bidirectional, n_buckets, max_distance) -> None:
 
 
 def check_t5_bucket(relative, bidirectional, n_buckets, max_distance) -> None:
-    """The arguments of :func:`t5_bucket`: integer offsets ``j - i`` and valid sizes."""
+    """The arguments of `t5_bucket`: integer offsets `j - i` and valid sizes."""
     if not is_int_tensor(relative):
         raise TypeError(
             f"relative must be an integer tensor of offsets j - i; got "
@@ -281,13 +281,13 @@ def t5_bucket(
     n_buckets: int = 32,
     max_distance: int = 128,
 ) -> torch.Tensor:
-    """T5's bucket of each offset ``j - i``: half of the buckets (per direction when
-    ``bidirectional``) hold one distance each, the others logarithmically wider ranges
-    up to ``max_distance``; every farther distance shares the last bucket. Causal
-    (``bidirectional=False``): keys after the query share bucket 0 (the mask hides
+    """T5's bucket of each offset `j - i`: half of the buckets (per direction when
+    `bidirectional`) hold one distance each, the others logarithmically wider ranges
+    up to `max_distance`; every farther distance shares the last bucket. Causal
+    (`bidirectional=False`): keys after the query share bucket 0 (the mask hides
     them).
 
-    Shapes: relative ``(...)`` integer → ``(...)`` long, values in ``0..n_buckets-1``.
+    Shapes: relative `(...)` integer → `(...)` long, values in `0..n_buckets-1`.
     """
     check_t5_bucket(relative, bidirectional, n_buckets, max_distance)
     if bidirectional:
@@ -307,17 +307,17 @@ def t5_bucket(
 
 
 def check_t5_bias(n_heads, n_buckets, max_distance, bidirectional) -> None:
-    """The arguments of :class:`T5Bias`."""
+    """The arguments of `T5Bias`."""
     check_sizes(n_heads=n_heads)
     check_t5_buckets(bidirectional, n_buckets, max_distance)
 
 
 class T5Bias(nn.Module):
     """T5's relative position bias: one learned scalar per head and bucket of
-    ``j - i`` (:func:`t5_bucket`), added to the scores of query ``i`` (at position
-    ``i + s - t``) and key ``j``.
+    `j - i` (`t5_bucket`), added to the scores of query `i` (at position
+    `i + s - t`) and key `j`.
 
-    Shapes: → ``(h, t, s)``, to pass as ``bias`` to attention.
+    Shapes: → `(h, t, s)`, to pass as `bias` to attention.
     """
 
     def __init__(

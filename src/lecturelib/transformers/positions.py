@@ -3,36 +3,36 @@ it where each token is.
 
 Absolute positions, added to the token embeddings:
 
-- :func:`sinusoidal` (Vaswani et al., 2017, arXiv:1706.03762):
-  ``PE(pos, 2i) = sin(pos/10000^{2i/d})``, ``PE(pos, 2i+1) = cos(pos/10000^{2i/d})``;
-  :func:`shift_matrix` is the rotation ``M_k`` with ``PE(pos + k) = M_k PE(pos)`` for
-  every ``pos``;
-- :class:`LearnedPositions`: one trained vector per position ``0..max_len-1``.
+- `sinusoidal` (Vaswani et al., 2017, arXiv:1706.03762):
+  `PE(pos, 2i) = sin(pos/10000^{2i/d})`, `PE(pos, 2i+1) = cos(pos/10000^{2i/d})`;
+  `shift_matrix` is the rotation `M_k` with `PE(pos + k) = M_k PE(pos)` for
+  every `pos`;
+- `LearnedPositions`: one trained vector per position `0..max_len-1`.
 
-:func:`score_terms` splits ``(x_m + p_m)·(x_n + p_n)`` into content, position and cross
+`score_terms` splits `(x_m + p_m)·(x_n + p_n)` into content, position and cross
 terms.
 
 Relative positions, inside attention:
 
-- :class:`RelativeAttention` (Shaw, Uszkoreit and Vaswani, 2018, arXiv:1803.02155):
-  learned vectors for the clipped distance ``clip(j - i, -k, k)`` added to the keys and
+- `RelativeAttention` (Shaw, Uszkoreit and Vaswani, 2018, arXiv:1803.02155):
+  learned vectors for the clipped distance `clip(j - i, -k, k)` added to the keys and
   the values; one table shared by all heads of a layer, as in the paper;
-- :func:`alibi_slopes`, :func:`alibi_bias` (Press, Smith and Lewis, 2022,
-  arXiv:2108.12409): a fixed penalty ``-m_h |i - j|`` on the scores, with a geometric
+- `alibi_slopes`, `alibi_bias` (Press, Smith and Lewis, 2022,
+  arXiv:2108.12409): a fixed penalty `-m_h |i - j|` on the scores, with a geometric
   sequence of slopes;
-- RoPE (Su et al., 2021, arXiv:2104.09864): :func:`rope_rotate` turns each pair of
-  dimensions ``(2i, 2i+1)`` of a query or key at position ``m`` by ``m θ_i``,
-  ``θ_i = base^{-2i/d}`` (``i`` from 0), with the rotation formula; :func:`rope_complex`
-  does the same as a complex multiplication; :class:`Rotary` plugs into
-  ``self_attention.MultiHeadAttention(rotary=...)``. Pairs are adjacent dimensions as in
-  the paper; many codebases pair dimension ``i`` with ``i + d/2`` instead, which is the
+- RoPE (Su et al., 2021, arXiv:2104.09864): `rope_rotate` turns each pair of
+  dimensions `(2i, 2i+1)` of a query or key at position `m` by `m θ_i`,
+  `θ_i = base^{-2i/d}` (`i` from 0), with the rotation formula; `rope_complex`
+  does the same as a complex multiplication; `Rotary` plugs into
+  `self_attention.MultiHeadAttention(rotary=...)`. Pairs are adjacent dimensions as in
+  the paper; many codebases pair dimension `i` with `i + d/2` instead, which is the
   same rotation of permuted dimensions.
 
-:data:`SCHEMES` names the six ways of the chapter's extrapolation experiment
-(``positional_lm``).
+`SCHEMES` names the six ways of the chapter's extrapolation experiment
+(`positional_lm`).
 
-Shapes use ``b`` batch, ``t`` query positions, ``s`` key positions, ``d`` width, ``h``
-heads, ``v`` vocabulary.
+Shapes use `b` batch, `t` query positions, `s` key positions, `d` width, `h`
+heads, `v` vocabulary.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ SCHEMES = ("none", "sinusoidal", "learned", "shaw", "alibi", "rope")
 
 
 def check_even(d: int, what: str = "d_model") -> None:
-    """``d`` (named ``what``) must be a positive even int."""
+    """`d` (named `what`) must be a positive even int."""
     if isinstance(d, bool) or not isinstance(d, int) or d < 2 or d % 2:
         raise ValueError(
             f"{what} must be a positive even int (dimensions come in pairs); got {d!r}"
@@ -76,27 +76,27 @@ def check_base(base: float) -> None:
 
 
 def check_frequencies(d: int, base: float, what: str = "d") -> None:
-    """The arguments of :func:`frequencies`: an even width ``d`` (named ``what``) and
+    """The arguments of `frequencies`: an even width `d` (named `what`) and
     a base > 1."""
     check_even(d, what)
     check_base(base)
 
 
 def frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
-    """The angular frequencies ``ω_i = base^{-2i/d}``, ``i = 0..d/2-1``, of the
-    sinusoids and of RoPE (where they are called ``θ``): from 1 radian per position down
-    to almost ``1/base``.
+    """The angular frequencies `ω_i = base^{-2i/d}`, `i = 0..d/2-1`, of the
+    sinusoids and of RoPE (where they are called `θ`): from 1 radian per position down
+    to almost `1/base`.
 
-    Shapes: → ``(d/2,)``.
+    Shapes: → `(d/2,)`.
     """
     check_frequencies(d, base)
     return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
 
 
 def sinusoidal(seq_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """``PE[pos, 2i] = sin(pos ω_i)``, ``PE[pos, 2i+1] = cos(pos ω_i)``.
+    """`PE[pos, 2i] = sin(pos ω_i)`, `PE[pos, 2i+1] = cos(pos ω_i)`.
 
-    Shapes: → ``(seq_len, d_model)``.
+    Shapes: → `(seq_len, d_model)`.
     """
     check_sizes(seq_len=seq_len)
     pos = torch.arange(seq_len, dtype=torch.float64)[:, None]  # (t, 1)
@@ -106,18 +106,18 @@ def sinusoidal(seq_len: int, d_model: int, base: float = 10000.0) -> torch.Tenso
 
 
 def check_shift_matrix(k, d_model, base) -> None:
-    """The arguments of :func:`shift_matrix`: a shift ``k`` of any sign."""
+    """The arguments of `shift_matrix`: a shift `k` of any sign."""
     validate.check_int(k, "k", -math.inf)
     check_frequencies(d_model, base, "d_model")
 
 
 def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """The block-diagonal ``M_k`` with ``PE(pos + k) = M_k PE(pos)`` for every ``pos``:
-    by the addition formulas, each pair ``(sin a, cos a)`` becomes
-    ``(sin(a + kω_i), cos(a + kω_i))`` through the 2×2 block
-    ``[[cos kω_i, sin kω_i], [-sin kω_i, cos kω_i]]``.
+    """The block-diagonal `M_k` with `PE(pos + k) = M_k PE(pos)` for every `pos`:
+    by the addition formulas, each pair `(sin a, cos a)` becomes
+    `(sin(a + kω_i), cos(a + kω_i))` through the 2×2 block
+    `[[cos kω_i, sin kω_i], [-sin kω_i, cos kω_i]]`.
 
-    Shapes: → ``(d_model, d_model)``.
+    Shapes: → `(d_model, d_model)`.
     """
     check_shift_matrix(k, d_model, base)
     angle = k * frequencies(d_model, base)
@@ -127,7 +127,7 @@ def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
 
 
 def check_embeddings(x, d_model: int) -> None:
-    """Embeddings ``x`` ``(b, t, d_model)`` to which positions are added."""
+    """Embeddings `x` `(b, t, d_model)` to which positions are added."""
     check_tensor(x, "x", f"(b, t, {d_model})")
     if x.dim() != 3 or x.shape[-1] != d_model:
         raise ValueError(
@@ -136,9 +136,9 @@ def check_embeddings(x, d_model: int) -> None:
 
 
 class SinusoidalPositions(nn.Module):
-    """Adds :func:`sinusoidal` encodings to the embeddings; defined for any length.
+    """Adds `sinusoidal` encodings to the embeddings; defined for any length.
 
-    Shapes: x ``(b, t, d)`` → ``(b, t, d)``.
+    Shapes: x `(b, t, d)` → `(b, t, d)`.
     """
 
     def __init__(self, d_model: int, base: float = 10000.0):
@@ -152,8 +152,8 @@ class SinusoidalPositions(nn.Module):
 
 
 def check_learned_input(x, d_model: int, max_len: int, clamp: bool) -> None:
-    """The input of :class:`LearnedPositions`: no longer than its table unless
-    ``clamp``."""
+    """The input of `LearnedPositions`: no longer than its table unless
+    `clamp`."""
     check_embeddings(x, d_model)
     if x.shape[1] > max_len and not clamp:
         raise ValueError(
@@ -164,11 +164,11 @@ def check_learned_input(x, d_model: int, max_len: int, clamp: bool) -> None:
 
 
 class LearnedPositions(nn.Module):
-    """Adds a trained vector per position. Beyond ``max_len`` there is no vector: that
-    raises a ValueError, or with ``clamp=True`` every later position reuses the last
+    """Adds a trained vector per position. Beyond `max_len` there is no vector: that
+    raises a ValueError, or with `clamp=True` every later position reuses the last
     one.
 
-    Shapes: x ``(b, t, d)`` → ``(b, t, d)``.
+    Shapes: x `(b, t, d)` → `(b, t, d)`.
     """
 
     def __init__(self, max_len: int, d_model: int, clamp: bool = False):
@@ -184,7 +184,7 @@ class LearnedPositions(nn.Module):
 
 
 def check_score_terms(x, p, W_q, W_k) -> None:
-    """The arguments of :func:`score_terms`."""
+    """The arguments of `score_terms`."""
     check_tensor(x, "x", "(..., t, d)")
     check_tensor(p, "p", "(t, d)")
     if x.dim() < 2 or x.shape[-2:] != p.shape:
@@ -213,13 +213,13 @@ def score_terms(
     W_q: torch.Tensor | None = None,
     W_k: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
-    """The four terms of ``q_m·k_n`` with ``q_m = W_q(x_m + p_m)``,
-    ``k_n = W_k(x_n + p_n)`` (identity weights by default): content–content,
+    """The four terms of `q_m·k_n` with `q_m = W_q(x_m + p_m)`,
+    `k_n = W_k(x_n + p_n)` (identity weights by default): content–content,
     content–position, position–content and position–position. They sum to the full
     scores.
 
-    Shapes: x ``(..., t, d)``, p ``(t, d)``, W_q, W_k ``(d_k, d)`` → four
-    ``(..., t, t)``.
+    Shapes: x `(..., t, d)`, p `(t, d)`, W_q, W_k `(d_k, d)` → four
+    `(..., t, t)`.
     """
     check_score_terms(x, p, W_q, W_k)
     eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
@@ -238,7 +238,7 @@ def score_terms(
 
 
 def check_keys_cover_queries(t, s) -> None:
-    """``t`` queries, the last ``t`` of ``s >= t`` key positions (fewer keys would put
+    """`t` queries, the last `t` of `s >= t` key positions (fewer keys would put
     the first queries at negative positions)."""
     check_sizes(t=t, s=s)
     if s < t:
@@ -249,7 +249,7 @@ def check_keys_cover_queries(t, s) -> None:
 
 
 def check_relative_distances(t, s, max_distance) -> None:
-    """The arguments of :func:`relative_distances`."""
+    """The arguments of `relative_distances`."""
     check_keys_cover_queries(t, s)
     check_sizes(max_distance=max_distance)
 
@@ -257,11 +257,11 @@ def check_relative_distances(t, s, max_distance) -> None:
 def relative_distances(
     t: int, s: int | None = None, max_distance: int = 16, device=None
 ) -> torch.Tensor:
-    """``clip(j - i, -k, k) + k``: the index of the relative-position vector of query
-    ``i`` and key ``j``, with query ``i`` at position ``i + s - t`` (the last ``t`` of
-    ``s`` positions, as in ``self_attention.causal_mask``).
+    """`clip(j - i, -k, k) + k`: the index of the relative-position vector of query
+    `i` and key `j`, with query `i` at position `i + s - t` (the last `t` of
+    `s` positions, as in `self_attention.causal_mask`).
 
-    Shapes: → ``(t, s)`` long, values in ``0..2k``.
+    Shapes: → `(t, s)` long, values in `0..2k`.
     """
     s = t if s is None else s
     check_relative_distances(t, s, max_distance)
@@ -272,13 +272,13 @@ def relative_distances(
 
 class RelativeAttention(MultiHeadAttention):
     """Multi-head attention with the relative positions of Shaw et al. (2018):
-    ``e_ij = q_i·(k_j + a^K_{ij}) / √d_h`` and ``z_i = Σ_j α_ij (v_j + a^V_{ij})``,
-    where ``a_{ij}`` is the learned vector of distance ``clip(j - i, -k, k)``. The same
-    call as ``MultiHeadAttention``, so it plugs into ``transformer.Block(attn=...)``.
+    `e_ij = q_i·(k_j + a^K_{ij}) / √d_h` and `z_i = Σ_j α_ij (v_j + a^V_{ij})`,
+    where `a_{ij}` is the learned vector of distance `clip(j - i, -k, k)`. The same
+    call as `MultiHeadAttention`, so it plugs into `transformer.Block(attn=...)`.
 
-    Shapes: x ``(b, t, d)``, context ``(b, s, d)``, mask bool ``(b, t, s)`` with ``b``,
-    ``t`` possibly 1, bias broadcastable to ``(b, h, t, s)`` → out ``(b, t, d)``,
-    weights ``(b, h, t, s)``.
+    Shapes: x `(b, t, d)`, context `(b, s, d)`, mask bool `(b, t, s)` with `b`,
+    `t` possibly 1, bias broadcastable to `(b, h, t, s)` → out `(b, t, d)`,
+    weights `(b, h, t, s)`.
     """
 
     def __init__(
@@ -316,11 +316,11 @@ class RelativeAttention(MultiHeadAttention):
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
-    """The ALiBi slope of each head: for ``n`` a power of two the geometric sequence
-    ``2^{-8/n}, 2^{-16/n}, ..., 2^{-8}``; otherwise the slopes of the power of two ``m``
-    below ``n``, then every other slope of ``2m`` heads (Press et al.'s reference code).
+    """The ALiBi slope of each head: for `n` a power of two the geometric sequence
+    `2^{-8/n}, 2^{-16/n}, ..., 2^{-8}`; otherwise the slopes of the power of two `m`
+    below `n`, then every other slope of `2m` heads (Press et al.'s reference code).
 
-    Shapes: → ``(n_heads,)``.
+    Shapes: → `(n_heads,)`.
     """
     check_sizes(n_heads=n_heads)
 
@@ -333,10 +333,10 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
 
 def alibi_bias(n_heads: int, t: int, s: int | None = None, device=None) -> torch.Tensor:
-    """``-m_h |i - j|`` for query ``i`` (at position ``i + s - t``) and key ``j``; with
-    a causal mask only ``j <= i`` is used, where it is ``-m_h (i - j)``.
+    """`-m_h |i - j|` for query `i` (at position `i + s - t`) and key `j`; with
+    a causal mask only `j <= i` is used, where it is `-m_h (i - j)`.
 
-    Shapes: → ``(h, t, s)``, to pass as ``bias`` to attention.
+    Shapes: → `(h, t, s)`, to pass as `bias` to attention.
     """
     s = t if s is None else s
     check_keys_cover_queries(t, s)
@@ -346,7 +346,7 @@ def alibi_bias(n_heads: int, t: int, s: int | None = None, device=None) -> torch
 
 
 def check_rope_angles(t, offset) -> None:
-    """The arguments of :func:`rope_angles`: ``t`` positions from ``offset`` on."""
+    """The arguments of `rope_angles`: `t` positions from `offset` on."""
     validate.check_int(t, "t", 1)
     validate.check_int(offset, "offset (the position of the first query)", 0)
 
@@ -359,10 +359,10 @@ def rope_angles(
     device=None,
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """``m θ_i`` for positions ``m = offset..offset+t-1`` and the ``d_head/2`` pairs,
-    computed in float64 and returned in ``dtype``.
+    """`m θ_i` for positions `m = offset..offset+t-1` and the `d_head/2` pairs,
+    computed in float64 and returned in `dtype`.
 
-    Shapes: → ``(t, d_head/2)``.
+    Shapes: → `(t, d_head/2)`.
     """
     check_rope_angles(t, offset)
     m = torch.arange(offset, offset + t, dtype=torch.float64)
@@ -370,7 +370,7 @@ def rope_angles(
 
 
 def check_rope_input(x, angles) -> None:
-    """The arguments of :func:`rope_rotate` and :func:`rope_complex`."""
+    """The arguments of `rope_rotate` and `rope_complex`."""
     check_tensor(x, "x", "(..., t, d)")
     check_tensor(angles, "angles", "(t, d/2)")
     if (
@@ -386,10 +386,10 @@ def check_rope_input(x, angles) -> None:
 
 
 def rope_rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """Rotate each pair ``(x_{2i}, x_{2i+1})`` at position ``m`` by ``angles[m, i]``:
-    ``(x_{2i} cos - x_{2i+1} sin, x_{2i} sin + x_{2i+1} cos)``.
+    """Rotate each pair `(x_{2i}, x_{2i+1})` at position `m` by `angles[m, i]`:
+    `(x_{2i} cos - x_{2i+1} sin, x_{2i} sin + x_{2i+1} cos)`.
 
-    Shapes: x ``(..., t, d)``, angles ``(t, d/2)`` → ``(..., t, d)``.
+    Shapes: x `(..., t, d)`, angles `(t, d/2)` → `(..., t, d)`.
     """
     check_rope_input(x, angles)
     x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., t, d/2) each
@@ -398,10 +398,10 @@ def rope_rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
 
 
 def rope_complex(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """The same rotation as :func:`rope_rotate`, read as complex numbers: the pair is
-    ``z = x_{2i} + i x_{2i+1}`` and the rotation is ``z e^{i m θ_i}``.
+    """The same rotation as `rope_rotate`, read as complex numbers: the pair is
+    `z = x_{2i} + i x_{2i+1}` and the rotation is `z e^{i m θ_i}`.
 
-    Shapes: x ``(..., t, d)``, angles ``(t, d/2)`` → ``(..., t, d)``.
+    Shapes: x `(..., t, d)`, angles `(t, d/2)` → `(..., t, d)`.
     """
     check_rope_input(x, angles)
     real = torch.float64 if x.dtype == torch.float64 else torch.float32  # complex64/128
@@ -412,7 +412,7 @@ def rope_complex(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
 
 
 def check_rotary_input(x, d_head: int) -> None:
-    """The queries or keys ``(..., t, d_head)`` that :class:`Rotary` rotates."""
+    """The queries or keys `(..., t, d_head)` that `Rotary` rotates."""
     check_tensor(x, "x", f"(..., t, {d_head})")
     if x.dim() < 2 or x.shape[-1] != d_head:
         raise ValueError(
@@ -421,10 +421,10 @@ def check_rotary_input(x, d_head: int) -> None:
 
 
 class Rotary(nn.Module):
-    """RoPE as the ``rotary`` of ``self_attention.MultiHeadAttention``: rotates queries
-    or keys of positions ``offset..offset+t-1``.
+    """RoPE as the `rotary` of `self_attention.MultiHeadAttention`: rotates queries
+    or keys of positions `offset..offset+t-1`.
 
-    Shapes: x ``(b, h, t, d_head)`` → ``(b, h, t, d_head)``.
+    Shapes: x `(b, h, t, d_head)` → `(b, h, t, d_head)`.
     """
 
     def __init__(self, d_head: int, base: float = 10000.0):

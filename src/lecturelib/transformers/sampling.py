@@ -2,27 +2,27 @@
 next-token distributions, and testing that a sampler draws from the distribution it
 claims.
 
-Steps, prefixes and logits are those of :mod:`lecturelib.transformers.decoding`.
+Steps, prefixes and logits are those of `lecturelib.transformers.decoding`.
 
-- :func:`sample` is ancestral sampling, and :func:`chi_square` Pearson's test that draws
-  come from a given distribution (the check of every sampler). :func:`multinomial` draws
+- `sample` is ancestral sampling, and `chi_square` Pearson's test that draws
+  come from a given distribution (the check of every sampler). `multinomial` draws
   on the generator's device, so a seeded CPU generator draws the same tokens on any
   device.
-- :func:`temperature`, :func:`top_k` (Fan, Lewis and Dauphin, 2018, arXiv:1805.04833)
-  and :func:`top_p`, nucleus sampling (Holtzman et al., 2020, arXiv:1904.09751), map
-  logits to logits; ``decoding.pipe`` applies them to a step's output, so a sampler is
-  ancestral sampling of a transformed model. :func:`top_k` keeps ties with the k-th
+- `temperature`, `top_k` (Fan, Lewis and Dauphin, 2018, arXiv:1805.04833)
+  and `top_p`, nucleus sampling (Holtzman et al., 2020, arXiv:1904.09751), map
+  logits to logits; `decoding.pipe` applies them to a step's output, so a sampler is
+  ancestral sampling of a transformed model. `top_k` keeps ties with the k-th
   logit.
-- :func:`contrastive` scores ``log p_strong - log p_weak`` on the tokens with
-  ``p_strong >= alpha * max p_strong`` (Li et al., 2023, arXiv:2210.15097), searched
+- `contrastive` scores `log p_strong - log p_weak` on the tokens with
+  `p_strong >= alpha * max p_strong` (Li et al., 2023, arXiv:2210.15097), searched
   greedily here where the paper uses beam search.
-- :func:`constrain` masks the tokens that a rule forbids after a prefix;
-  :func:`regex_allowed` builds the rule from a regular expression by partial matching.
+- `constrain` masks the tokens that a rule forbids after a prefix;
+  `regex_allowed` builds the rule from a regular expression by partial matching.
   Guided-generation libraries compile the expression into an automaton over tokens
   instead (Willard and Louf, 2023, arXiv:2307.09702), which is faster but allows the
   same tokens.
 
-Shapes use ``b`` batch, ``t`` time, ``v`` vocabulary, ``n`` draws.
+Shapes use `b` batch, `t` time, `v` vocabulary, `n` draws.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from lecturelib.transformers.decoding import (
 
 
 def check_generator(generator) -> None:
-    """A random generator: a ``torch.Generator`` or None."""
+    """A random generator: a `torch.Generator` or None."""
     if generator is not None:
         check_type(generator, "generator", torch.Generator, "a torch.Generator or None")
 
@@ -63,8 +63,8 @@ def check_samplable(logits) -> None:
 
 
 def check_multinomial(probs, n, generator) -> None:
-    """The arguments of :func:`multinomial`: a float tensor ``(v,)`` or ``(b, v)`` of
-    (unnormalised) probabilities, ``n >= 1`` draws and a generator or None."""
+    """The arguments of `multinomial`: a float tensor `(v,)` or `(b, v)` of
+    (unnormalised) probabilities, `n >= 1` draws and a generator or None."""
     if not isinstance(probs, torch.Tensor) or not probs.is_floating_point():
         raise TypeError(
             f"probs must be a float tensor (v,) or (b, v); got {describe(probs)}"
@@ -80,11 +80,11 @@ def check_multinomial(probs, n, generator) -> None:
 def multinomial(
     probs: torch.Tensor, n: int = 1, generator: torch.Generator | None = None
 ) -> torch.Tensor:
-    """``torch.multinomial`` drawn on the generator's device, returned on ``probs``':
-    a CPU generator then draws the same tokens whether ``probs`` live on the CPU or a
+    """`torch.multinomial` drawn on the generator's device, returned on `probs`':
+    a CPU generator then draws the same tokens whether `probs` live on the CPU or a
     GPU (and CUDA refuses a generator of another device).
 
-    Shapes: probs ``(v,)`` or ``(b, v)`` → ``(n,)`` or ``(b, n)``.
+    Shapes: probs `(v,)` or `(b, v)` → `(n,)` or `(b, n)`.
     """
     check_multinomial(probs, n, generator)
     if generator is None or generator.device == probs.device:
@@ -100,10 +100,10 @@ def sample(
     eos: int | None = None,
     generator: torch.Generator | None = None,
 ):
-    """Ancestral sampling: draw each token from ``softmax(logits)``, the model's
-    conditional distribution; truncate or reshape it first with ``decoding.pipe``.
+    """Ancestral sampling: draw each token from `softmax(logits)`, the model's
+    conditional distribution; truncate or reshape it first with `decoding.pipe`.
 
-    Shapes: prompts ``(b, t)`` → ``(b, t + n)``.
+    Shapes: prompts `(b, t)` → `(b, t + n)`.
     """
     check_generator(generator)
 
@@ -116,7 +116,7 @@ def sample(
 
 
 def check_draws(draws: torch.Tensor, probs: torch.Tensor) -> None:
-    """The arguments of :func:`chi_square`."""
+    """The arguments of `chi_square`."""
     if (
         not isinstance(probs, torch.Tensor)
         or not probs.is_floating_point()
@@ -146,11 +146,11 @@ def check_draws(draws: torch.Tensor, probs: torch.Tensor) -> None:
 
 
 def chi_square(draws: torch.Tensor, probs: torch.Tensor) -> float:
-    """p-value of Pearson's chi-square test that ``draws`` come from ``probs``
+    """p-value of Pearson's chi-square test that `draws` come from `probs`
     (normalised here). Bins expected fewer than five times are pooled into one, as the
     test requires; a draw of a token of probability 0 gives 0.0.
 
-    Shapes: draws ``(n,)`` ids, probs ``(v,)``.
+    Shapes: draws `(n,)` ids, probs `(v,)`.
     """
     check_draws(draws, probs)
     counts = torch.bincount(draws, minlength=len(probs)).double()
@@ -171,38 +171,38 @@ def chi_square(draws: torch.Tensor, probs: torch.Tensor) -> float:
 
 
 def check_temperature(logits, T) -> None:
-    """The arguments of :func:`temperature`."""
+    """The arguments of `temperature`."""
     check_logits(logits)
     check_number(T, "the temperature T", 0.0, low_open=True)
 
 
 def temperature(logits: torch.Tensor, T: float) -> torch.Tensor:
-    """``logits / T``: sampling from their softmax sharpens (``T < 1``) or flattens
-    (``T > 1``) the distribution and never changes the order of the tokens.
+    """`logits / T`: sampling from their softmax sharpens (`T < 1`) or flattens
+    (`T > 1`) the distribution and never changes the order of the tokens.
 
     >>> temperature(torch.tensor([2.0, 0.0]), 2.0)
     tensor([1., 0.])
 
-    Shapes: ``(..., v)`` → ``(..., v)``.
+    Shapes: `(..., v)` → `(..., v)`.
     """
     check_temperature(logits, T)
     return logits / T
 
 
 def check_top_k(logits, k) -> None:
-    """The arguments of :func:`top_k`."""
+    """The arguments of `top_k`."""
     check_logits(logits)
     check_int(k, "k", 1)
 
 
 def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the ``k`` largest logits (and any tied with the k-th), set the rest to
-    ``-inf``.
+    """Keep the `k` largest logits (and any tied with the k-th), set the rest to
+    `-inf`.
 
     >>> top_k(torch.tensor([1.0, 3.0, 2.0]), 2)
     tensor([-inf, 3., 2.])
 
-    Shapes: ``(..., v)`` → ``(..., v)``.
+    Shapes: `(..., v)` → `(..., v)`.
     """
     check_top_k(logits, k)
     if k >= logits.shape[-1]:
@@ -212,20 +212,20 @@ def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def check_top_p(logits, p) -> None:
-    """The arguments of :func:`top_p`."""
+    """The arguments of `top_p`."""
     check_logits(logits)
     check_number(p, "p", 0.0, 1.0, low_open=True)
 
 
 def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     """Nucleus filtering: keep the smallest set of most probable tokens whose
-    probability reaches ``p``, set the rest to ``-inf``. A token is kept when the tokens
-    ranked above it hold less than ``p``, so the most probable token is always kept.
+    probability reaches `p`, set the rest to `-inf`. A token is kept when the tokens
+    ranked above it hold less than `p`, so the most probable token is always kept.
 
     >>> top_p(torch.tensor([0.5, 0.3, 0.2]).log(), 0.7).exp()
     tensor([0.5000, 0.3000, 0.0000])
 
-    Shapes: ``(..., v)`` → ``(..., v)``.
+    Shapes: `(..., v)` → `(..., v)`.
     """
     check_top_p(logits, p)
     if p == 1:
@@ -238,7 +238,7 @@ def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def check_contrastive(strong, weak, alpha) -> None:
-    """The arguments of :func:`contrastive`."""
+    """The arguments of `contrastive`."""
     check_logits(strong, "strong")
     check_logits(weak, "weak")
     if weak.shape != strong.shape:
@@ -252,10 +252,10 @@ def check_contrastive(strong, weak, alpha) -> None:
 def contrastive(
     strong: torch.Tensor, weak: torch.Tensor, alpha: float = 0.1
 ) -> torch.Tensor:
-    """Contrastive scores ``log p_strong - log p_weak`` on the plausible tokens,
-    ``p_strong >= alpha * max p_strong``, and ``-inf`` elsewhere.
+    """Contrastive scores `log p_strong - log p_weak` on the plausible tokens,
+    `p_strong >= alpha * max p_strong`, and `-inf` elsewhere.
 
-    Shapes: strong, weak logits ``(..., v)`` → scores ``(..., v)``.
+    Shapes: strong, weak logits `(..., v)` → scores `(..., v)`.
     """
     check_contrastive(strong, weak, alpha)
     log_s, log_w = F.log_softmax(strong.double(), -1), F.log_softmax(weak.double(), -1)
@@ -265,27 +265,27 @@ def contrastive(
 
 
 def check_contrastive_step(strong, weak, alpha) -> None:
-    """The arguments of :func:`contrastive_step`."""
+    """The arguments of `contrastive_step`."""
     check_callable(strong, "strong")
     check_callable(weak, "weak")
     check_number(alpha, "alpha", 0.0, 1.0)
 
 
 def contrastive_step(strong: Step, weak: Step, alpha: float = 0.1) -> Step:
-    """A step whose "logits" are the :func:`contrastive` scores, for
-    ``decoding.greedy``."""
+    """A step whose "logits" are the `contrastive` scores, for
+    `decoding.greedy`."""
     check_contrastive_step(strong, weak, alpha)
     return lambda prefixes: contrastive(strong(prefixes), weak(prefixes), alpha)
 
 
 def check_constrain(step, allowed) -> None:
-    """The arguments of :func:`constrain`."""
+    """The arguments of `constrain`."""
     check_callable(step, "step")
     check_callable(allowed, "allowed")
 
 
 def check_allowed(ok, logits) -> None:
-    """What ``allowed(prefixes)`` returned: a bool mask of the logits' shape that allows
+    """What `allowed(prefixes)` returned: a bool mask of the logits' shape that allows
     a token in every row."""
     if (
         not isinstance(ok, torch.Tensor)
@@ -301,11 +301,11 @@ def check_allowed(ok, logits) -> None:
 
 
 def constrain(step: Step, allowed: Callable[[torch.Tensor], torch.Tensor]) -> Step:
-    """A step that sets the logits of forbidden tokens to ``-inf``;
-    ``allowed(prefixes)`` returns a bool mask ``(b, v)``, True where the token may
+    """A step that sets the logits of forbidden tokens to `-inf`;
+    `allowed(prefixes)` returns a bool mask `(b, v)`, True where the token may
     follow the prefix.
 
-    Shapes: prefixes ``(b, t)`` → logits ``(b, v)``.
+    Shapes: prefixes `(b, t)` → logits `(b, v)`.
     """
     check_constrain(step, allowed)
 
@@ -320,8 +320,8 @@ def constrain(step: Step, allowed: Callable[[torch.Tensor], torch.Tensor]) -> St
 def check_rule(
     pattern: str, tokens: Sequence[str], eos: int, n_prompt: int, sep: str
 ) -> None:
-    """The arguments of :func:`regex_allowed`: a valid regular expression, the text of
-    each token, an ``eos`` among them."""
+    """The arguments of `regex_allowed`: a valid regular expression, the text of
+    each token, an `eos` among them."""
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be a str; got {describe(pattern)}")
     if (
@@ -346,7 +346,7 @@ def check_rule(
 
 
 def check_rule_prefixes(prefixes, v: int) -> None:
-    """The prefixes a rule of :func:`regex_allowed` reads: ids of its ``v`` tokens."""
+    """The prefixes a rule of `regex_allowed` reads: ids of its `v` tokens."""
     check_prefixes(prefixes)
     check_int(prefixes.max().item(), "every id of prefixes", 0, v - 1)
 
@@ -354,15 +354,15 @@ def check_rule_prefixes(prefixes, v: int) -> None:
 def regex_allowed(
     pattern: str, tokens: Sequence[str], eos: int, n_prompt: int, sep: str = ""
 ) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The rule "the generated text must match ``pattern``" as a mask for
-    :func:`constrain`.
+    """The rule "the generated text must match `pattern`" as a mask for
+    `constrain`.
 
-    The text is ``sep.join`` of the strings of the tokens after the first ``n_prompt``.
+    The text is `sep.join` of the strings of the tokens after the first `n_prompt`.
     A token may follow when the text with it can still be completed to a full match (a
-    partial match); ``eos`` may follow only a full match, and after ``eos`` only
-    ``eos``.
+    partial match); `eos` may follow only a full match, and after `eos` only
+    `eos`.
 
-    Shapes: prefixes ``(b, t)`` → mask ``(b, v)`` with ``v = len(tokens)``.
+    Shapes: prefixes `(b, t)` → mask `(b, v)` with `v = len(tokens)`.
     """
     check_rule(pattern, tokens, eos, n_prompt, sep)
     compiled = regex.compile(pattern)

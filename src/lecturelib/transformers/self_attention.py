@@ -1,24 +1,24 @@
 """Chapter 6: self-attention, chapter 5's soft lookup with queries, keys and values all
 computed from one sequence.
 
-:func:`scaled_dot_product` is ``softmax(QK^T/√d_k + B) V`` (Vaswani et al., 2017,
+`scaled_dot_product` is `softmax(QK^T/√d_k + B) V` (Vaswani et al., 2017,
 arXiv:1706.03762) on any axes between batch and time (heads), with a boolean mask
-(True = may attend; :func:`causal_mask`, :func:`padding_mask`) and an optional additive
-score bias ``B`` (ALiBi, relative positions). :class:`MultiHeadAttention` projects to
-``h`` heads of width ``d/h``, attends in every head at once, concatenates and applies
-``W_O``;
-:func:`from_torch` copies the weights of a ``torch.nn.MultiheadAttention`` into it, so
-the two can be compared. :func:`order_mask` generalises the causal mask to any
-generation order (XLNet); :func:`dot_product_statistics` is the √d_k experiment;
-:func:`neighbour_retrieval` and :class:`SetAttention` are the chapter's set task and its
+(True = may attend; `causal_mask`, `padding_mask`) and an optional additive
+score bias `B` (ALiBi, relative positions). `MultiHeadAttention` projects to
+`h` heads of width `d/h`, attends in every head at once, concatenates and applies
+`W_O`;
+`from_torch` copies the weights of a `torch.nn.MultiheadAttention` into it, so
+the two can be compared. `order_mask` generalises the causal mask to any
+generation order (XLNet); `dot_product_statistics` is the √d_k experiment;
+`neighbour_retrieval` and `SetAttention` are the chapter's set task and its
 one-layer model.
 
-Masks follow ``attention.check_mask``: bool, True = may attend, ``(b, t, s)`` where
-``b`` and ``t`` may be 1; :func:`causal_mask` is ``(1, t, s)``, :func:`padding_mask`
-``(b, 1, s)``, and they combine with ``&``. :class:`MultiHeadAttention` adds the head
+Masks follow `attention.check_mask`: bool, True = may attend, `(b, t, s)` where
+`b` and `t` may be 1; `causal_mask` is `(1, t, s)`, `padding_mask`
+`(b, 1, s)`, and they combine with `&`. `MultiHeadAttention` adds the head
 axis itself.
 
-Shapes use ``b`` batch, ``t`` queries, ``s`` keys, ``d`` width, ``h`` heads.
+Shapes use `b` batch, `t` queries, `s` keys, `d` width, `h` heads.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from lecturelib.validate import (
 
 
 def check_scaled_dot_product(q, k, v, bias=None, scale=None) -> None:
-    """The arguments of :func:`scaled_dot_product` (the mask is checked by
-    ``attention.masked_softmax``)."""
+    """The arguments of `scaled_dot_product` (the mask is checked by
+    `attention.masked_softmax`)."""
     check_tensor(q, "q", "(..., t, d_k)")
     check_tensor(k, "k", "(..., s, d_k)")
     check_tensor(v, "v", "(..., s, d_v)")
@@ -89,13 +89,13 @@ def scaled_dot_product(
     bias: torch.Tensor | None = None,
     scale: float | None = None,
 ):
-    """``softmax(q k^T · scale + bias) v`` with ``scale = 1/√d_k`` unless given; keys
-    where ``mask`` is False get weight exactly 0.
+    """`softmax(q k^T · scale + bias) v` with `scale = 1/√d_k` unless given; keys
+    where `mask` is False get weight exactly 0.
 
-    Shapes: q ``(b, ..., t, d_k)``, k ``(b, ..., s, d_k)``, v ``(b, ..., s, d_v)`` (any
-    axes, e.g. heads, between b and t); mask bool ``(b, t, s)`` with ``b``, ``t``
-    possibly 1; bias (float) broadcastable to ``(b, ..., t, s)`` → out
-    ``(b, ..., t, d_v)``, weights ``(b, ..., t, s)``.
+    Shapes: q `(b, ..., t, d_k)`, k `(b, ..., s, d_k)`, v `(b, ..., s, d_v)` (any
+    axes, e.g. heads, between b and t); mask bool `(b, t, s)` with `b`, `t`
+    possibly 1; bias (float) broadcastable to `(b, ..., t, s)` → out
+    `(b, ..., t, d_v)`, weights `(b, ..., t, s)`.
     """
     check_scaled_dot_product(q, k, v, bias, scale)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
@@ -107,7 +107,7 @@ def scaled_dot_product(
 
 
 def check_causal_mask(t, s) -> None:
-    """The arguments of :func:`causal_mask`."""
+    """The arguments of `causal_mask`."""
     check_int(t, "t", 1)
     check_int(s, "s", 1)
     if s < t:
@@ -118,11 +118,11 @@ def check_causal_mask(t, s) -> None:
 
 
 def causal_mask(t: int, s: int | None = None, device=None) -> torch.Tensor:
-    """True where query ``i`` may attend key ``j``: ``j <= i + (s - t)``, so with
-    ``s = t`` (the default) every position sees itself and the past. One mask for the
+    """True where query `i` may attend key `j`: `j <= i + (s - t)`, so with
+    `s = t` (the default) every position sees itself and the past. One mask for the
     whole batch.
 
-    Shapes: → ``(1, t, s)`` bool.
+    Shapes: → `(1, t, s)` bool.
     """
     s = t if s is None else s
     check_causal_mask(t, s)
@@ -132,7 +132,7 @@ def causal_mask(t: int, s: int | None = None, device=None) -> torch.Tensor:
 
 
 def check_padding_mask(lengths, s) -> None:
-    """The arguments of :func:`padding_mask`."""
+    """The arguments of `padding_mask`."""
     if (
         not isinstance(lengths, torch.Tensor)
         or lengths.dtype.is_floating_point
@@ -159,7 +159,7 @@ def check_padding_mask(lengths, s) -> None:
 def padding_mask(lengths: torch.Tensor, s: int | None = None) -> torch.Tensor:
     """True for the real (non-padded) keys of each sequence, the same for every query.
 
-    Shapes: lengths ``(b,)`` → ``(b, 1, s)`` bool with ``s = max(lengths)`` by default.
+    Shapes: lengths `(b,)` → `(b, 1, s)` bool with `s = max(lengths)` by default.
     """
     check_padding_mask(lengths, s)
     s = int(lengths.max()) if s is None else s
@@ -168,13 +168,13 @@ def padding_mask(lengths: torch.Tensor, s: int | None = None) -> torch.Tensor:
 
 
 def check_dropout(p) -> None:
-    """A dropout probability: a number in ``[0, 1)``."""
+    """A dropout probability: a number in `[0, 1)`."""
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
         raise ValueError(f"dropout must be a number in [0, 1); got {describe(p)}")
 
 
 def check_multi_head_attention(d_model, n_heads, dropout, rotary) -> None:
-    """The arguments of :class:`MultiHeadAttention`."""
+    """The arguments of `MultiHeadAttention`."""
     check_sizes(d_model=d_model, n_heads=n_heads)
     if d_model % n_heads:
         raise ValueError(
@@ -186,8 +186,8 @@ def check_multi_head_attention(d_model, n_heads, dropout, rotary) -> None:
 
 
 def check_attention_input(x, context, d_model: int) -> None:
-    """The queries' input ``x`` ``(b, t, d)`` and the keys' ``context`` ``(b, s, d)``
-    of :class:`MultiHeadAttention`."""
+    """The queries' input `x` `(b, t, d)` and the keys' `context` `(b, s, d)`
+    of `MultiHeadAttention`."""
     check_tensor(x, "x", f"(b, t, {d_model})")
     check_tensor(context, "context", f"(b, s, {d_model})")
     if (
@@ -205,7 +205,7 @@ def check_attention_input(x, context, d_model: int) -> None:
 
 
 def check_heads(heads, n_heads: int, d_head: int) -> None:
-    """The heads ``(b, h, t, d_h)`` that :meth:`MultiHeadAttention.merge_heads`
+    """The heads `(b, h, t, d_h)` that `MultiHeadAttention.merge_heads`
     concatenates."""
     check_tensor(heads, "heads", "(b, h, t, d_h)")
     if heads.dim() != 4 or heads.shape[1] != n_heads or heads.shape[3] != d_head:
@@ -216,14 +216,14 @@ def check_heads(heads, n_heads: int, d_head: int) -> None:
 
 
 class MultiHeadAttention(nn.Module):
-    """``MHA(X_q, X_kv) = concat_h(attention(X_q W_Q^h, X_kv W_K^h, X_kv W_V^h)) W_O``
-    with ``h`` heads of width ``d_h = d/h``: the same ``4d²`` weights as one head of
-    width ``d``. ``rotary``, if given, rotates queries and keys per head (chapter 7).
+    """`MHA(X_q, X_kv) = concat_h(attention(X_q W_Q^h, X_kv W_K^h, X_kv W_V^h)) W_O`
+    with `h` heads of width `d_h = d/h`: the same `4d²` weights as one head of
+    width `d`. `rotary`, if given, rotates queries and keys per head (chapter 7).
 
-    Shapes: x ``(b, t, d)``, context ``(b, s, d)`` (default: x, self-attention), mask
-    bool ``(b, t, s)`` with ``b``, ``t`` possibly 1 (True = may attend; the same for
-    every head: a ``(1, t, s)`` causal mask, a ``(b, 1, s)`` padding mask), bias
-    broadcastable to ``(b, h, t, s)`` → out ``(b, t, d)``, weights ``(b, h, t, s)``.
+    Shapes: x `(b, t, d)`, context `(b, s, d)` (default: x, self-attention), mask
+    bool `(b, t, s)` with `b`, `t` possibly 1 (True = may attend; the same for
+    every head: a `(1, t, s)` causal mask, a `(b, 1, s)` padding mask), bias
+    broadcastable to `(b, h, t, s)` → out `(b, t, d)`, weights `(b, h, t, s)`.
     """
 
     def __init__(
@@ -245,11 +245,11 @@ class MultiHeadAttention(nn.Module):
         self.rotary = rotary
 
     def project(self, x: torch.Tensor, context: torch.Tensor | None = None):
-        """Queries from ``x``, keys and values from ``context`` (default: ``x``), each
-        split into ``h`` heads, queries and keys rotated by ``rotary`` if there is one.
+        """Queries from `x`, keys and values from `context` (default: `x`), each
+        split into `h` heads, queries and keys rotated by `rotary` if there is one.
 
-        Shapes: x ``(b, t, d)``, context ``(b, s, d)`` → q ``(b, h, t, d_h)``, k and v
-        ``(b, h, s, d_h)``.
+        Shapes: x `(b, t, d)`, context `(b, s, d)` → q `(b, h, t, d_h)`, k and v
+        `(b, h, s, d_h)`.
         """
         context = x if context is None else context
         check_attention_input(x, context, self.d_model)
@@ -262,9 +262,9 @@ class MultiHeadAttention(nn.Module):
         return q, k, v
 
     def merge_heads(self, heads: torch.Tensor) -> torch.Tensor:
-        """``concat_h(head_h) W_O``: the heads side by side, then the output projection.
+        """`concat_h(head_h) W_O`: the heads side by side, then the output projection.
 
-        Shapes: heads ``(b, h, t, d_h)`` → ``(b, t, d)``.
+        Shapes: heads `(b, h, t, d_h)` → `(b, t, d)`.
         """
         check_heads(heads, self.n_heads, self.d_head)
         return self.W_o(self.dropout(rearrange(heads, "b h t e -> b t (h e)")))
@@ -282,7 +282,7 @@ class MultiHeadAttention(nn.Module):
 
 
 def check_from_torch(mha) -> None:
-    """The argument of :func:`from_torch`."""
+    """The argument of `from_torch`."""
     check_type(mha, "mha", nn.MultiheadAttention, "an nn.MultiheadAttention")
     if not mha.batch_first or not mha._qkv_same_embed_dim:
         raise ValueError(
@@ -292,8 +292,8 @@ def check_from_torch(mha) -> None:
 
 
 def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
-    """Our :class:`MultiHeadAttention` with the weights of a ``batch_first``
-    ``nn.MultiheadAttention`` (whose fused ``in_proj_weight`` stacks W_Q, W_K, W_V)."""
+    """Our `MultiHeadAttention` with the weights of a `batch_first`
+    `nn.MultiheadAttention` (whose fused `in_proj_weight` stacks W_Q, W_K, W_V)."""
     check_from_torch(mha)
     has_bias = mha.in_proj_bias is not None
     ours = MultiHeadAttention(mha.embed_dim, mha.num_heads, bias=has_bias)
@@ -309,7 +309,7 @@ def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
 
 
 def check_order(order) -> None:
-    """The argument of :func:`order_mask`: a permutation of ``0..t-1``."""
+    """The argument of `order_mask`: a permutation of `0..t-1`."""
     if (
         not isinstance(order, torch.Tensor)
         or order.is_floating_point()
@@ -332,11 +332,11 @@ def check_order(order) -> None:
 
 
 def order_mask(order: torch.Tensor) -> torch.Tensor:
-    """The causal mask of an arbitrary generation order: ``order[r]`` is the position
-    generated at step ``r``, and position ``i`` may attend ``j`` when ``j`` is generated
-    no later than ``i``. ``order = arange(t)`` gives :func:`causal_mask`.
+    """The causal mask of an arbitrary generation order: `order[r]` is the position
+    generated at step `r`, and position `i` may attend `j` when `j` is generated
+    no later than `i`. `order = arange(t)` gives `causal_mask`.
 
-    Shapes: order ``(t,)``, a permutation of ``0..t-1`` → ``(1, t, t)`` bool.
+    Shapes: order `(t,)`, a permutation of `0..t-1` → `(1, t, t)` bool.
     """
     check_order(order)
     t = order.numel()
@@ -348,11 +348,11 @@ def order_mask(order: torch.Tensor) -> torch.Tensor:
 def dot_product_statistics(
     d_k: int, scaled: bool, n_keys: int = 64, n: int = 1000, seed: int = 0
 ) -> dict[str, float]:
-    """One query against ``n_keys`` keys, all with independent N(0, 1) components, in
-    ``n`` trials: the variance of ``q·k``, the mean entropy (nats) of the attention
+    """One query against `n_keys` keys, all with independent N(0, 1) components, in
+    `n` trials: the variance of `q·k`, the mean entropy (nats) of the attention
     weights, the fraction of queries whose largest weight exceeds 0.99, and the median
-    norm of the gradient, with respect to the scores, of a loss ``Σ_j u_j α_j`` with
-    random ``u ~ N(0, I)``. Scores are ``q·k/√d_k`` if ``scaled``, else ``q·k``.
+    norm of the gradient, with respect to the scores, of a loss `Σ_j u_j α_j` with
+    random `u ~ N(0, I)`. Scores are `q·k/√d_k` if `scaled`, else `q·k`.
     """
     check_sizes(d_k=d_k, n_keys=n_keys, n=n)
     g = torch.Generator().manual_seed(seed)
@@ -371,19 +371,19 @@ def dot_product_statistics(
 
 
 def check_neighbour_retrieval(n, n_items, n_values) -> None:
-    """The arguments of :func:`neighbour_retrieval`."""
+    """The arguments of `neighbour_retrieval`."""
     check_int(n, "n", 1)
     check_int(n_items, "n_items", 3)
     check_int(n_values, "n_values", 2)
 
 
 def neighbour_retrieval(n: int, n_items: int, n_values: int = 16, seed: int = 0):
-    """A set of ``n_items`` items, each a key (a permutation of ``0..n_items-1``, so the
+    """A set of `n_items` items, each a key (a permutation of `0..n_items-1`, so the
     items arrive in random order) and a random value; every item must output the values
-    of the items with keys ``key + 1`` and ``key - 1`` (mod ``n_items``). The order of
+    of the items with keys `key + 1` and `key - 1` (mod `n_items`). The order of
     the items carries no information, so the task needs no positions.
 
-    Shapes: → keys, values ``(n, n_items)``, targets ``(n, n_items, 2)`` (next,
+    Shapes: → keys, values `(n, n_items)`, targets `(n, n_items, 2)` (next,
     previous).
     """
     check_neighbour_retrieval(n, n_items, n_values)
@@ -397,7 +397,7 @@ def neighbour_retrieval(n: int, n_items: int, n_values: int = 16, seed: int = 0)
 
 
 def check_set_input(keys, values, n_keys: int, n_values: int) -> None:
-    """The input of :class:`SetAttention`: keys and values ``(b, t)``."""
+    """The input of `SetAttention`: keys and values `(b, t)`."""
     check_ids(keys, "keys", 2, n_keys)
     check_ids(values, "values", 2, n_values)
     if keys.shape != values.shape:
@@ -408,11 +408,11 @@ def check_set_input(keys, values, n_keys: int, n_values: int) -> None:
 
 
 class SetAttention(nn.Module):
-    """Embed each item as ``E_key[key] + E_value[value]`` (no positions), one layer of
-    :class:`MultiHeadAttention`, and a linear read-out of ``n_out`` values per item.
+    """Embed each item as `E_key[key] + E_value[value]` (no positions), one layer of
+    `MultiHeadAttention`, and a linear read-out of `n_out` values per item.
 
-    Shapes: keys, values ``(b, t)`` → logits ``(b, t, n_out, n_values)``, weights
-    ``(b, h, t, t)``.
+    Shapes: keys, values `(b, t)` → logits `(b, t, n_out, n_values)`, weights
+    `(b, h, t, t)`.
     """
 
     def __init__(

@@ -1,43 +1,43 @@
 """Chapter 8: the Transformer (Vaswani et al., 2017, arXiv:1706.03762).
 
-A :class:`Block` is multi-head self-attention (``self_attention.MultiHeadAttention``),
+A `Block` is multi-head self-attention (`self_attention.MultiHeadAttention`),
 optional cross-attention to an encoder's output, and a position-wise
-:class:`FeedForward` ``d → d_ff → d`` (``d_ff = 4d`` by default), each sub-layer wrapped
+`FeedForward` `d → d_ff → d` (`d_ff = 4d` by default), each sub-layer wrapped
 in a residual connection and a LayerNorm:
 
-- Post-LN (the original paper): ``x = LN(x + sublayer(x))``;
+- Post-LN (the original paper): `x = LN(x + sublayer(x))`;
 - Pre-LN (Xiong et al., 2020, arXiv:2002.04745; GPT-2 and most models since):
-  ``x = x + sublayer(LN(x))``.
+  `x = x + sublayer(LN(x))`.
 
-``residual=False`` drops the skip connections (for the chapter's gradient-norm
-experiment); ``attn`` replaces the self-attention module by any module with the same
-call signature (chapter 7's relative-position attention); ``norm`` builds the
-normalisation layers (``nn.LayerNorm`` by default, or :class:`RMSNorm`).
+`residual=False` drops the skip connections (for the chapter's gradient-norm
+experiment); `attn` replaces the self-attention module by any module with the same
+call signature (chapter 7's relative-position attention); `norm` builds the
+normalisation layers (`nn.LayerNorm` by default, or `RMSNorm`).
 
-:class:`LayerNorm` is the formula of Ba et al. (2016, arXiv:1607.06450) written out;
-:class:`RMSNorm` is Zhang & Sennrich (2019, arXiv:1910.07467).
+`LayerNorm` is the formula of Ba et al. (2016, arXiv:1607.06450) written out;
+`RMSNorm` is Zhang & Sennrich (2019, arXiv:1910.07467).
 
-Models are built from a ``@dataclass`` config passed by keyword (as in nanoGPT):
-:class:`TransformerConfig` for the token models, extending :class:`StackConfig`, the
-sizes of a stack of blocks (:func:`stack`); the Vision Transformer, built from the same
-stack, is in ``vit``.
+Models are built from a `@dataclass` config passed by keyword (as in nanoGPT):
+`TransformerConfig` for the token models, extending `StackConfig`, the
+sizes of a stack of blocks (`stack`); the Vision Transformer, built from the same
+stack, is in `vit`.
 
 The three architectures, from the same blocks:
 
-- encoder-only (:class:`TransformerEncoder`: every position sees every other);
-- decoder-only (:class:`TransformerLM`: a causal mask);
-- encoder–decoder (:func:`make_seq2seq`: :class:`TransformerEncoder` +
-  :class:`TransformerDecoder`, whose blocks cross-attend to the encoder's output). It
-  plugs into ``seq2seq.Seq2Seq``, so ``seq2seq.greedy_decode`` and ``seq2seq.evaluate``
+- encoder-only (`TransformerEncoder`: every position sees every other);
+- decoder-only (`TransformerLM`: a causal mask);
+- encoder–decoder (`make_seq2seq`: `TransformerEncoder` +
+  `TransformerDecoder`, whose blocks cross-attend to the encoder's output). It
+  plugs into `seq2seq.Seq2Seq`, so `seq2seq.greedy_decode` and `seq2seq.evaluate`
   (BLEU) serve it too: its decoder's "state" is the whole prefix, which it re-reads at
   every step (chapter 14 caches keys and values instead). Positions are learned, as in
   BERT and GPT; the paper used sinusoids (chapter 7 compares the schemes).
 
-Masks follow the package's convention (``self_attention``): bool, True = may attend,
-``(b, t, s)`` with ``b`` and ``t`` possibly 1: a causal mask is ``(1, t, t)``, a padding
-mask ``(b, 1, s)``.
+Masks follow the package's convention (`self_attention`): bool, True = may attend,
+`(b, t, s)` with `b` and `t` possibly 1: a causal mask is `(1, t, t)`, a padding
+mask `(b, 1, s)`.
 
-Shapes use ``b`` batch, ``t`` positions, ``s`` encoder positions, ``d`` width, ``v``
+Shapes use `b` batch, `t` positions, `s` encoder positions, `d` width, `v`
 vocabulary.
 """
 
@@ -61,7 +61,7 @@ from lecturelib.validate import check_ids, check_sizes, check_type
 
 
 def check_width(x, d_model: int, axes: str = "(..., d_model)") -> None:
-    """Raise a ValueError unless ``x`` is a tensor whose last axis has ``d_model``
+    """Raise a ValueError unless `x` is a tensor whose last axis has `d_model`
     features."""
     if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != d_model:
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
@@ -69,10 +69,10 @@ def check_width(x, d_model: int, axes: str = "(..., d_model)") -> None:
 
 
 class LayerNorm(nn.Module):
-    """``LN(x) = γ ⊙ (x − μ) / √(σ² + ε) + β`` with the mean ``μ`` and the (biased)
-    variance ``σ²`` of each position's ``d`` features.
+    """`LN(x) = γ ⊙ (x − μ) / √(σ² + ε) + β` with the mean `μ` and the (biased)
+    variance `σ²` of each position's `d` features.
 
-    Shapes: x ``(..., d)`` → ``(..., d)``.
+    Shapes: x `(..., d)` → `(..., d)`.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5):
@@ -89,10 +89,10 @@ class LayerNorm(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    """``RMSNorm(x) = γ ⊙ x / √(mean(x²) + ε)``: LayerNorm without centring and without
-    ``β``.
+    """`RMSNorm(x) = γ ⊙ x / √(mean(x²) + ε)`: LayerNorm without centring and without
+    `β`.
 
-    Shapes: x ``(..., d)`` → ``(..., d)``.
+    Shapes: x `(..., d)` → `(..., d)`.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-6):
@@ -106,9 +106,9 @@ class RMSNorm(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """``FFN(x) = W_2 act(W_1 x + b_1) + b_2`` applied to every position on its own.
+    """`FFN(x) = W_2 act(W_1 x + b_1) + b_2` applied to every position on its own.
 
-    Shapes: x ``(..., d)`` → ``(..., d)``.
+    Shapes: x `(..., d)` → `(..., d)`.
     """
 
     def __init__(
@@ -133,7 +133,7 @@ class FeedForward(nn.Module):
 
 
 def check_block_input(x, d_model: int, memory, cross: bool) -> None:
-    """The input of a :class:`Block`: ``x`` ``(b, t, d_model)``, and ``memory`` exactly
+    """The input of a `Block`: `x` `(b, t, d_model)`, and `memory` exactly
     when the block cross-attends."""
     if (memory is None) == cross:
         raise ValueError(
@@ -147,12 +147,12 @@ def check_block_input(x, d_model: int, memory, cross: bool) -> None:
 
 
 class Block(nn.Module):
-    """Self-attention (+ cross-attention when ``cross``) + feed-forward, each with
-    "Add & Norm" in the Pre-LN (``norm_first=True``) or Post-LN order.
+    """Self-attention (+ cross-attention when `cross`) + feed-forward, each with
+    "Add & Norm" in the Pre-LN (`norm_first=True`) or Post-LN order.
 
-    Shapes: x ``(b, t, d)``, mask bool ``(b, t, t)`` with ``b``, ``t`` possibly 1
-    (True = may attend), bias broadcastable to ``(b, h, t, t)``, memory ``(b, s, d)``,
-    memory_mask bool ``(b, t, s)`` with ``b``, ``t`` possibly 1 → ``(b, t, d)``.
+    Shapes: x `(b, t, d)`, mask bool `(b, t, t)` with `b`, `t` possibly 1
+    (True = may attend), bias broadcastable to `(b, h, t, t)`, memory `(b, s, d)`,
+    memory_mask bool `(b, t, s)` with `b`, `t` possibly 1 → `(b, t, d)`.
     """
 
     def __init__(
@@ -184,7 +184,7 @@ class Block(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def sublayer(self, x: torch.Tensor, norm: nn.Module, f) -> torch.Tensor:
-        """One "Add & Norm" around ``f``, in this block's order."""
+        """One "Add & Norm" around `f`, in this block's order."""
         if self.norm_first:
             y = self.drop(f(norm(x)))
             return x + y if self.residual else y
@@ -211,7 +211,7 @@ class Block(nn.Module):
 
 
 def check_grad_blocks(blocks) -> None:
-    """The argument of :func:`layer_grad_norms`: blocks that all have gradients."""
+    """The argument of `layer_grad_norms`: blocks that all have gradients."""
     if not isinstance(blocks, nn.ModuleList) or len(blocks) == 0:
         raise TypeError(
             f"blocks must be a non-empty nn.ModuleList; got {type(blocks).__name__}"
@@ -221,9 +221,9 @@ def check_grad_blocks(blocks) -> None:
 
 
 def layer_grad_norms(blocks: nn.ModuleList) -> torch.Tensor:
-    """The L2 norm of the gradient of each block's parameters (after ``backward``).
+    """The L2 norm of the gradient of each block's parameters (after `backward`).
 
-    Shapes: ``l`` blocks → ``(l,)``.
+    Shapes: `l` blocks → `(l,)`.
     """
     check_grad_blocks(blocks)
     norms = []
@@ -234,7 +234,7 @@ def layer_grad_norms(blocks: nn.ModuleList) -> torch.Tensor:
 
 
 def check_embedding_input(ids, vocab_size: int, max_len: int) -> None:
-    """The token ids ``(b, t)`` of an :class:`Embedding`, at most ``max_len`` of them."""
+    """The token ids `(b, t)` of an `Embedding`, at most `max_len` of them."""
     check_ids(ids, "ids", 2, vocab_size)
     if ids.shape[1] > max_len:
         raise ValueError(
@@ -243,9 +243,9 @@ def check_embedding_input(ids, vocab_size: int, max_len: int) -> None:
 
 
 class Embedding(nn.Module):
-    """Token embedding plus a learned embedding of each position ``0 .. max_len-1``.
+    """Token embedding plus a learned embedding of each position `0 .. max_len-1`.
 
-    Shapes: ids ``(b, t)`` with ``t <= max_len`` → ``(b, t, d)``.
+    Shapes: ids `(b, t)` with `t <= max_len` → `(b, t, d)`.
     """
 
     def __init__(
@@ -264,7 +264,7 @@ class Embedding(nn.Module):
 
 
 def check_stack_config(c) -> None:
-    """The fields of a :class:`StackConfig` (of any of its subclasses)."""
+    """The fields of a `StackConfig` (of any of its subclasses)."""
     check_sizes(d_model=c.d_model, n_heads=c.n_heads, n_layers=c.n_layers)
     if c.d_ff is not None:
         check_sizes(d_ff=c.d_ff)
@@ -278,7 +278,7 @@ def check_stack_config(c) -> None:
 
 @dataclass(kw_only=True)
 class StackConfig:
-    """The sizes of a stack of blocks; ``d_ff=None`` means ``4 * d_model``."""
+    """The sizes of a stack of blocks; `d_ff=None` means `4 * d_model`."""
 
     d_model: int = 128
     n_heads: int = 4
@@ -293,7 +293,7 @@ class StackConfig:
 
 
 def check_transformer_config(c) -> None:
-    """The fields of a :class:`TransformerConfig`."""
+    """The fields of a `TransformerConfig`."""
     check_stack_config(c)
     check_sizes(vocab_size=c.vocab_size, max_len=c.max_len)
 
@@ -310,12 +310,12 @@ class TransformerConfig(StackConfig):
 
 
 def check_config(config, kind: type) -> None:
-    """Raise a TypeError unless ``config`` is a ``kind`` (a config dataclass)."""
+    """Raise a TypeError unless `config` is a `kind` (a config dataclass)."""
     check_type(config, "config", kind, f"a {kind.__name__}")
 
 
 def stack(config: StackConfig, *, cross: bool = False) -> nn.ModuleList:
-    """``config.n_layers`` blocks; a Pre-LN stack also needs a final norm (its output is
+    """`config.n_layers` blocks; a Pre-LN stack also needs a final norm (its output is
     an un-normalised residual stream), which the models below add."""
     check_config(config, StackConfig)
     c = config
@@ -336,7 +336,7 @@ def stack(config: StackConfig, *, cross: bool = False) -> nn.ModuleList:
 class TransformerLM(nn.Module):
     """Decoder-only: embeddings → causal blocks → (final norm) → logits.
 
-    Shapes: ids ``(b, t)`` → logits ``(b, t, v)``.
+    Shapes: ids `(b, t)` → logits `(b, t, v)`.
     """
 
     def __init__(self, config: TransformerConfig):
@@ -357,17 +357,17 @@ class TransformerLM(nn.Module):
 
 
 def check_source(src, src_len, vocab_size: int) -> None:
-    """The input of a :class:`TransformerEncoder`: ids ``(b, s)`` and lengths
-    ``(b,)``."""
+    """The input of a `TransformerEncoder`: ids `(b, s)` and lengths
+    `(b,)`."""
     check_ids(src, "src", 2, vocab_size)
     check_lengths(src_len, src)
 
 
 class TransformerEncoder(nn.Module):
     """Encoder-only: every real token attends to every real token (a padding mask, no
-    causal mask). Returns ``seq2seq.Encoded`` (context: the mean of the states).
+    causal mask). Returns `seq2seq.Encoded` (context: the mean of the states).
 
-    Shapes: src ``(b, s)``, src_len ``(b,)`` → states ``(b, s, d)``, mask ``(b, s)``.
+    Shapes: src `(b, s)`, src_len `(b,)` → states `(b, s, d)`, mask `(b, s)`.
     """
 
     def __init__(self, config: TransformerConfig):
@@ -393,12 +393,12 @@ class TransformerDecoder(nn.Module):
     """Causal self-attention over the target prefix + cross-attention to the encoder
     states (queries from the decoder, keys and values from the encoder).
 
-    ``h`` is the prefix read so far: the decoder re-reads ``[h; tgt_in]`` and returns
-    the logits of the positions of ``tgt_in`` only, so a step-by-step call gives the
-    same logits as one teacher-forced call (the interface of ``seq2seq.Decoder``).
+    `h` is the prefix read so far: the decoder re-reads `[h; tgt_in]` and returns
+    the logits of the positions of `tgt_in` only, so a step-by-step call gives the
+    same logits as one teacher-forced call (the interface of `seq2seq.Decoder`).
 
-    Shapes: tgt_in ``(b, t)``, enc (``seq2seq.Encoded``), h ``(b, t')`` or None
-    → logits ``(b, t, v)``, h ``(b, t' + t)``, weights None.
+    Shapes: tgt_in `(b, t)`, enc (`seq2seq.Encoded`), h `(b, t')` or None
+    → logits `(b, t, v)`, h `(b, t' + t)`, weights None.
     """
 
     def __init__(self, config: TransformerConfig):
@@ -424,8 +424,8 @@ class TransformerDecoder(nn.Module):
 
 
 def make_seq2seq(config: TransformerConfig, *, src_vocab_size: int) -> seq2seq.Seq2Seq:
-    """An encoder–decoder Transformer: a decoder as ``config`` says (``vocab_size``: the
-    target vocabulary) and an encoder of the same sizes over ``src_vocab_size``
+    """An encoder–decoder Transformer: a decoder as `config` says (`vocab_size`: the
+    target vocabulary) and an encoder of the same sizes over `src_vocab_size`
     tokens."""
     check_config(config, TransformerConfig)
     encoder = TransformerEncoder(replace(config, vocab_size=src_vocab_size))

@@ -8,7 +8,7 @@ with the space as a symbol.
   takes expected counts by forward-backward over all segmentations, with pruning the
   pieces whose loss would cost the likelihood least.
 - **SentencePiece** (Kudo and Richardson 2018, arXiv:1808.06226) trains on raw text:
-  the space is a symbol of its own, ``▁``, so pieces carry their spaces and decoding
+  the space is a symbol of its own, `▁`, so pieces carry their spaces and decoding
   is joining them; BPE or Unigram then needs no language-specific pre-tokenizer.
 
 >>> viterbi("abab", {"a": -1.0, "b": -1.0, "ab": -1.5}, unk_log_prob=-20.0)
@@ -17,7 +17,7 @@ with the space as a symbol.
 ['It', '▁was', '▁', '▁the', '▁best']
 
 Simplifications: no Unicode normalisation (SentencePiece applies NFKC and turns
-newlines into spaces; we keep a newline as a word of its own), no dummy ``▁`` before
+newlines into spaces; we keep a newline as a word of its own), no dummy `▁` before
 the first word, no byte fallback, a maximum-likelihood M-step in which a character
 keeps a tiny count (SentencePiece's trainer uses a Bayesian update with the digamma
 function and adds missing characters back at the end), and a pruning loss from the
@@ -46,9 +46,9 @@ SP_WORD = regex.compile(f"{SPACE}?[^{SPACE}\\s]+|{SPACE}|\\s")
 
 
 def sentencepiece_words(text: str) -> list[str]:
-    """SentencePiece's view of raw text: every space becomes ``▁`` and begins a word, so
-    pieces never span a space but carry it; ``"".join`` and ``▁`` -> space restore
-    ``text``. A newline, tab or other whitespace is a word of its own.
+    """SentencePiece's view of raw text: every space becomes `▁` and begins a word, so
+    pieces never span a space but carry it; `"".join` and `▁` -> space restore
+    `text`. A newline, tab or other whitespace is a word of its own.
 
     >>> sentencepiece_words("It was  the best")
     ['It', '▁was', '▁', '▁the', '▁best']
@@ -83,9 +83,9 @@ def check_viterbi(word, log_probs, unk_log_prob) -> None:
 
 
 def viterbi(word: str, log_probs: dict[str, float], unk_log_prob: float) -> list[str]:
-    """The most probable segmentation of ``word``: the pieces whose log-probabilities
+    """The most probable segmentation of `word`: the pieces whose log-probabilities
     sum highest (ties: the last piece starts earliest). A character that is not a piece
-    is a piece of its own, at ``unk_log_prob``.
+    is a piece of its own, at `unk_log_prob`.
 
     >>> viterbi("abab", {"a": -1.0, "b": -1.0, "ab": -1.5}, unk_log_prob=-20.0)
     ['ab', 'ab']
@@ -166,7 +166,7 @@ def check_word_counts(words, freqs) -> None:
 
 
 def check_em(words, freqs, log_probs) -> None:
-    """The arguments of :func:`em_step`: words whose characters are all pieces, and one
+    """The arguments of `em_step`: words whose characters are all pieces, and one
     count per word."""
     check_log_probs(log_probs)
     check_word_counts(words, freqs)
@@ -206,7 +206,7 @@ def check_prune(log_probs, size) -> None:
 
 def prune(log_probs: dict[str, float], size: int) -> dict[str, float]:
     """Keep every character and the longer pieces whose removal would cost the most
-    likelihood, ``size`` pieces in all, renormalised. A piece's loss: its probability
+    likelihood, `size` pieces in all, renormalised. A piece's loss: its probability
     times how much less probable its best segmentation into the other pieces is."""
     check_prune(log_probs, size)
     log_probs = dict(log_probs)
@@ -226,8 +226,8 @@ def seed_pieces(
     words: list[str], freqs: list[int], size: int, max_len: int = 16
 ) -> dict[str, float]:
     """The initial vocabulary: every character and the most frequent longer substrings
-    of the words (up to ``max_len`` characters, ranked by count times length as in
-    SentencePiece), ``size`` pieces in all, with probabilities proportional to
+    of the words (up to `max_len` characters, ranked by count times length as in
+    SentencePiece), `size` pieces in all, with probabilities proportional to
     counts."""
     check_word_counts(words, freqs)
     check_int(size, "size", 1)
@@ -249,11 +249,11 @@ def seed_pieces(
 @dataclass
 class Unigram:
     """A Unigram tokenizer: a log-probability per piece; each word of
-    :func:`sentencepiece_words` is cut by :func:`viterbi`. A character that is not a
-    piece costs ``min(log_probs) - 10``, as in ``tokenizers``' ``Unigram``.
+    `sentencepiece_words` is cut by `viterbi`. A character that is not a
+    piece costs `min(log_probs) - 10`, as in `tokenizers`' `Unigram`.
 
-    ``history`` holds ``(pieces, log-likelihood)`` before each EM step of training.
-    Types: ``tokens(str) -> list[str]``, ``decode(list[str]) -> str``.
+    `history` holds `(pieces, log-likelihood)` before each EM step of training.
+    Types: `tokens(str) -> list[str]`, `decode(list[str]) -> str`.
     """
 
     log_probs: dict[str, float]
@@ -271,7 +271,7 @@ class Unigram:
         return len(self.log_probs)
 
     def tokens(self, text: str) -> list[str]:
-        """The pieces of ``text``; an unknown character is a piece of its own."""
+        """The pieces of `text`; an unknown character is a piece of its own."""
         out = []
         for word in sentencepiece_words(text):
             if word not in self._cache:
@@ -280,7 +280,7 @@ class Unigram:
         return out
 
     def decode(self, pieces: list[str]) -> str:
-        """The text of ``pieces``: joined, with ``▁`` back to a space."""
+        """The text of `pieces`: joined, with `▁` back to a space."""
         if not isinstance(pieces, (list, tuple)) or not all(
             isinstance(p, str) for p in pieces
         ):
@@ -314,9 +314,9 @@ def train_unigram(
     shrink: float = 0.75,
     n_em: int = 2,
 ) -> Unigram:
-    """Kudo's Unigram training on SentencePiece words: seed ``seed_size`` pieces
-    (default ``4 * vocab_size``), then ``n_em`` EM steps and a pruning to ``shrink`` of
-    the pieces, in rounds, until ``vocab_size`` pieces are left; a last round of EM."""
+    """Kudo's Unigram training on SentencePiece words: seed `seed_size` pieces
+    (default `4 * vocab_size`), then `n_em` EM steps and a pruning to `shrink` of
+    the pieces, in rounds, until `vocab_size` pieces are left; a last round of EM."""
     check_unigram_training(text, vocab_size, seed_size, shrink, n_em)
     counts = Counter(sentencepiece_words(text))
     words, freqs = list(counts), list(counts.values())

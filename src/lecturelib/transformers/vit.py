@@ -1,14 +1,14 @@
 """Chapter 8: the Vision Transformer (Dosovitskiy et al., 2021, arXiv:2010.11929), the
-encoder of ``transformer`` read over images.
+encoder of `transformer` read over images.
 
-:func:`patchify` cuts images into non-overlapping ``P×P`` patches; :class:`PatchEmbedding`
+`patchify` cuts images into non-overlapping `P×P` patches; `PatchEmbedding`
 embeds them by a convolution with kernel = stride = P, puts a class token in front and
-adds learned positions; :class:`ViT` runs encoder blocks (``transformer.stack``) and
-classifies the class token. :class:`ViTConfig` extends ``transformer.StackConfig`` with
+adds learned positions; `ViT` runs encoder blocks (`transformer.stack`) and
+classifies the class token. `ViTConfig` extends `transformer.StackConfig` with
 the image sizes and the classes. The paper's pre-training on large image sets and its MLP
 head's hidden layer are left out.
 
-Shapes use ``b`` batch, ``c`` channels, ``n`` patches, ``d`` width.
+Shapes use `b` batch, `c` channels, `n` patches, `d` width.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from lecturelib.validate import check_sizes, check_tensor
 
 
 def check_patchify(images, patch_size) -> None:
-    """The arguments of :func:`patchify`: images whose sides are multiples of
-    ``patch_size``."""
+    """The arguments of `patchify`: images whose sides are multiples of
+    `patch_size`."""
     check_sizes(patch_size=patch_size)
     check_tensor(images, "images", "(b, c, H, W)")
     if (
@@ -45,9 +45,9 @@ def check_patchify(images, patch_size) -> None:
 
 
 def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
-    """Cut images into non-overlapping ``P×P`` patches, each flattened, row by row.
+    """Cut images into non-overlapping `P×P` patches, each flattened, row by row.
 
-    Shapes: images ``(b, c, H, W)`` → ``(b, n, c·P·P)`` with ``n = (H/P)·(W/P)``.
+    Shapes: images `(b, c, H, W)` → `(b, n, c·P·P)` with `n = (H/P)·(W/P)`.
     """
     check_patchify(images, patch_size)
     return rearrange(
@@ -56,7 +56,7 @@ def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
 
 
 def check_patch_embedding(image_size, patch_size, in_channels, d_model) -> None:
-    """The arguments of :class:`PatchEmbedding`."""
+    """The arguments of `PatchEmbedding`."""
     check_sizes(
         image_size=image_size,
         patch_size=patch_size,
@@ -71,7 +71,7 @@ def check_patch_embedding(image_size, patch_size, in_channels, d_model) -> None:
 
 
 def check_images(images, in_channels: int, image_size: int) -> None:
-    """Images ``(b, c, H, W)`` of the configured channels and size."""
+    """Images `(b, c, H, W)` of the configured channels and size."""
     c, h, w = in_channels, image_size, image_size
     check_tensor(images, "images", f"(b, c, H, W) = (b, {c}, {h}, {w})")
     if images.dim() != 4 or tuple(images.shape[1:]) != (c, h, w):
@@ -85,8 +85,8 @@ class PatchEmbedding(nn.Module):
     """Patches → linear embedding (a convolution with kernel = stride = P), a learned
     class token in front, plus learned position embeddings.
 
-    Shapes: images ``(b, c, H, W)`` with ``H = W = image_size`` → ``(b, 1 + n, d)`` with
-    ``n = H·W/P²``.
+    Shapes: images `(b, c, H, W)` with `H = W = image_size` → `(b, 1 + n, d)` with
+    `n = H·W/P²`.
     """
 
     def __init__(
@@ -108,7 +108,7 @@ class PatchEmbedding(nn.Module):
 
 
 def check_vit_config(c) -> None:
-    """The fields of a :class:`ViTConfig`."""
+    """The fields of a `ViTConfig`."""
     check_stack_config(c)
     check_sizes(
         image_size=c.image_size,
@@ -120,8 +120,8 @@ def check_vit_config(c) -> None:
 
 @dataclass(kw_only=True)
 class ViTConfig(StackConfig):
-    """A ViT: the stack's sizes, square images of ``image_size`` pixels cut into
-    ``patch_size`` patches, and the classes."""
+    """A ViT: the stack's sizes, square images of `image_size` pixels cut into
+    `patch_size` patches, and the classes."""
 
     image_size: int
     patch_size: int
@@ -136,7 +136,7 @@ class ViT(nn.Module):
     """Vision Transformer: patch embedding → encoder blocks → final norm → a linear
     classifier on the class token.
 
-    Shapes: images ``(b, c, H, W)`` → logits ``(b, n_classes)``.
+    Shapes: images `(b, c, H, W)` → logits `(b, n_classes)`.
     """
 
     def __init__(self, config: ViTConfig):

@@ -1,13 +1,13 @@
 """WordPiece (chapter 9): the sub-word tokenizer of BERT.
 
 WordPiece (Schuster and Nakajima 2012, "Japanese and Korean Voice Search"; Wu et al. 2016,
-arXiv:1609.08144) writes ``##`` before a piece that continues a word and encodes a word
-greedily, longest piece first; a word that its vocabulary cannot cover becomes ``[UNK]``.
+arXiv:1609.08144) writes `##` before a piece that continues a word and encodes a word
+greedily, longest piece first; a word that its vocabulary cannot cover becomes `[UNK]`.
 Training merges pairs as BPE does, but picks the merge that raises the likelihood of the
 training words most under a unigram model of the pieces; the usual approximation, used
-here, scores a pair by count(ab) / (count(a) count(b)). (The ``WordPieceTrainer`` of
-Hugging Face ``tokenizers`` runs its BPE trainer, which merges by count; our trainers offer
-both scores, and we check our encoder against the ``WordPiece`` model of ``tokenizers``.)
+here, scores a pair by count(ab) / (count(a) count(b)). (The `WordPieceTrainer` of
+Hugging Face `tokenizers` runs its BPE trainer, which merges by count; our trainers offer
+both scores, and we check our encoder against the `WordPiece` model of `tokenizers`.)
 
 >>> wordpiece_encode("unaffable", {"un", "##aff", "##able"})
 ['un', '##aff', '##able']
@@ -48,16 +48,16 @@ def split_words(text: str) -> list[str]:
 
 
 def check_wordpiece(word, vocab, max_chars) -> None:
-    """The arguments of :func:`wordpiece_encode`: a str, a set of pieces, an int."""
+    """The arguments of `wordpiece_encode`: a str, a set of pieces, an int."""
     check_type(word, "word", str, "a str")
     check_type(vocab, "vocab", (set, frozenset, dict), "a set of str pieces")
     check_int(max_chars, "max_chars", 1)
 
 
 def wordpiece_encode(word: str, vocab: set[str], max_chars: int = 100) -> list[str]:
-    """WordPiece's pieces of one word: the longest piece of ``vocab`` first, ``##``
-    before a piece inside the word; ``[UNK]`` for a word it cannot cover or longer
-    than ``max_chars`` characters.
+    """WordPiece's pieces of one word: the longest piece of `vocab` first, `##`
+    before a piece inside the word; `[UNK]` for a word it cannot cover or longer
+    than `max_chars` characters.
 
     >>> wordpiece_encode("unaffable", {"un", "##aff", "##able", "##a"})
     ['un', '##aff', '##able']
@@ -81,7 +81,7 @@ def wordpiece_encode(word: str, vocab: set[str], max_chars: int = 100) -> list[s
 
 
 def check_vocab(vocab) -> None:
-    """A WordPiece vocabulary: a list of distinct str pieces that holds ``[UNK]``."""
+    """A WordPiece vocabulary: a list of distinct str pieces that holds `[UNK]`."""
     if not isinstance(vocab, (list, tuple)) or not all(
         isinstance(p, str) for p in vocab
     ):
@@ -95,11 +95,11 @@ def check_vocab(vocab) -> None:
 
 @dataclass
 class WordPiece:
-    """A WordPiece tokenizer: its pieces (token ``i`` is ``vocab[i]``), BERT's
-    pre-tokenization and :func:`wordpiece_encode` on each word.
+    """A WordPiece tokenizer: its pieces (token `i` is `vocab[i]`), BERT's
+    pre-tokenization and `wordpiece_encode` on each word.
 
-    Types: ``tokens(str) -> list[str]``, ``encode(str) -> list[int]``,
-    ``decode(list[int]) -> str`` (words joined by single spaces).
+    Types: `tokens(str) -> list[str]`, `encode(str) -> list[int]`,
+    `decode(list[int]) -> str` (words joined by single spaces).
     """
 
     vocab: list[str]
@@ -118,7 +118,7 @@ class WordPiece:
         return len(self.vocab)
 
     def tokens(self, text: str) -> list[str]:
-        """The pieces of ``text``: each word of :func:`split_words`, encoded."""
+        """The pieces of `text`: each word of `split_words`, encoded."""
         out = []
         for word in split_words(text):
             if word not in self._cache:
@@ -130,7 +130,7 @@ class WordPiece:
         return [self.ids[piece] for piece in self.tokens(text)]
 
     def decode(self, ids: list[int]) -> str:
-        """The words of ``ids``: a ``##`` piece joins the word before it."""
+        """The words of `ids`: a `##` piece joins the word before it."""
         if not all(is_int(i) and 0 <= i < len(self.vocab) for i in ids):
             last = len(self.vocab) - 1
             raise ValueError(f"ids must be token ids in 0..{last}; got {describe(ids)}")
@@ -144,7 +144,7 @@ def check_training(text, vocab_size, low: int) -> None:
 
 
 def merge_pieces(pieces: list[str], pair: tuple[str, str], new: str) -> list[str]:
-    """Replace each occurrence of ``pair`` in ``pieces`` by ``new``, left to right."""
+    """Replace each occurrence of `pair` in `pieces` by `new`, left to right."""
     out, i = [], 0
     while i < len(pieces):
         if i + 1 < len(pieces) and (pieces[i], pieces[i + 1]) == pair:
@@ -157,8 +157,8 @@ def merge_pieces(pieces: list[str], pair: tuple[str, str], new: str) -> list[str
 
 
 def wordpiece_start(text: str) -> tuple[list[list[str]], list[int], list[str]]:
-    """The distinct words of ``text`` spelled in characters (``##c`` inside a word),
-    their counts, and the first vocabulary: ``[UNK]`` and those characters."""
+    """The distinct words of `text` spelled in characters (`##c` inside a word),
+    their counts, and the first vocabulary: `[UNK]` and those characters."""
     counts = Counter(split_words(text))
     words = [[w[0]] + [CONTINUATION + c for c in w[1:]] for w in counts]
     return words, list(counts.values()), [UNK, *sorted({p for w in words for p in w})]
@@ -170,16 +170,16 @@ def check_wordpiece_training(text, vocab_size, score) -> None:
 
 
 def pair_score(pair: tuple[str, str], pairs: Counter, units: Counter, score: str):
-    """What merging ``pair`` is worth: ``"ratio"``, count(ab) / (count(a) count(b)),
-    high for pieces frequent together but rare apart; ``"count"``, BPE's count(ab)."""
+    """What merging `pair` is worth: `"ratio"`, count(ab) / (count(a) count(b)),
+    high for pieces frequent together but rare apart; `"count"`, BPE's count(ab)."""
     a, b = pair
     return pairs[pair] / (units[a] * units[b]) if score == "ratio" else pairs[pair]
 
 
 def train_wordpiece_plain(text: str, vocab_size: int, score: str = "ratio"):
-    """Learn a :class:`WordPiece` vocabulary: ``[UNK]`` and the characters, then the
-    merge of the pair with the best :func:`pair_score`, recounted before each merge,
-    until ``vocab_size`` pieces (or no pair is left).
+    """Learn a `WordPiece` vocabulary: `[UNK]` and the characters, then the
+    merge of the pair with the best `pair_score`, recounted before each merge,
+    until `vocab_size` pieces (or no pair is left).
 
     >>> train_wordpiece_plain("hug " * 10 + "pug " * 5 + "hugs " * 5, 7).vocab[-1]
     '##gs'
@@ -205,7 +205,7 @@ def train_wordpiece_plain(text: str, vocab_size: int, score: str = "ratio"):
 
 
 def train_wordpiece(text: str, vocab_size: int, score: str = "ratio") -> WordPiece:
-    """Learn the vocabulary of :func:`train_wordpiece_plain`, with counts kept up to
+    """Learn the vocabulary of `train_wordpiece_plain`, with counts kept up to
     date.
 
     A merge changes the words that hold its pair and the counts of its pieces, so only
