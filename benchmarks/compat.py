@@ -194,10 +194,11 @@ def page_block(runs: list[dict]) -> str:
         )
     if ok:
         versions = sorted((r["torch"].split("+")[0] for r in ok), key=_key)
+        span = versions[0] if versions[0] == versions[-1] else f"{versions[0]} to {versions[-1]}"
         lines += [
             "",
-            f"Tested: torch {versions[0]} to {versions[-1]} "
-            "(`benchmarks/results/compat.json`, made by `make compat`).",
+            f"Tested: torch {span} (`benchmarks/results/compat.json`, made by "
+            "`make compat`).",
         ]
     return "\n".join([*lines, "", END])
 
