@@ -80,10 +80,8 @@ def check_dot_score(q, k) -> None:
 
 
 class DotScore(nn.Module):
-    """`score(q, k) = q·k`.
-
-    Shapes: q `(b, t, d)`, k `(b, s, d)` → `(b, t, s)`.
-    """
+    """Dot-product score `q·k`, no parameters.
+    Shapes: q (b, t, d), k (b, s, d) -> (b, t, s)."""
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         check_dot_score(q, k)
@@ -91,10 +89,8 @@ class DotScore(nn.Module):
 
 
 class BilinearScore(nn.Module):
-    """`score(q, k) = q^T W k`.
-
-    Shapes: q `(b, t, d_q)`, k `(b, s, d_k)` → `(b, t, s)`.
-    """
+    """Bilinear score `q^T W k`.
+    Shapes: q (b, t, d_q), k (b, s, d_k) -> (b, t, s)."""
 
     def __init__(self, d_q: int, d_k: int):
         super().__init__()
@@ -107,11 +103,8 @@ class BilinearScore(nn.Module):
 
 
 class AdditiveScore(nn.Module):
-    """`score(q, k) = u^T tanh(W_1 k + W_2 q)` with a hidden width `d_att`.
-
-    Shapes: q `(b, t, d_q)`, k `(b, s, d_k)` → `(b, t, s)`; the hidden layer is
-    `(b, t, s, d_att)`, the cost of this score's expressiveness.
-    """
+    """Additive score `u^T tanh(W_1 k + W_2 q)` with hidden width `d_att`.
+    Shapes: q (b, t, d_q), k (b, s, d_k) -> (b, t, s), via (b, t, s, d_att)."""
 
     def __init__(self, d_q: int, d_k: int, d_att: int):
         super().__init__()
@@ -192,11 +185,8 @@ def check_masked_softmax(scores, mask) -> None:
 def masked_softmax(
     scores: torch.Tensor, mask: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Softmax over the last axis (the keys); keys with `mask` False get weight 0.
-
-    Shapes: scores `(b, ..., t, s)` (any axes, e.g. heads, between b and t), mask
-    `(b, t, s)` with `b`, `t` possibly 1 → `(b, ..., t, s)`.
-    """
+    """Softmax over the last axis (keys); keys where `mask` is False get weight 0.
+    Shapes: scores (b, ..., t, s), mask (b|1, t|1, s) -> (b, ..., t, s)."""
     check_masked_softmax(scores, mask)
     if mask is None:
         return F.softmax(scores, -1)
@@ -223,24 +213,16 @@ def check_attend(scores, values) -> None:
 def attend(
     scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None = None
 ):
-    """Weights `α = masked_softmax(scores)` and the weighted sums `c = α V`.
-
-    Shapes: scores `(b, t, s)`, values `(b, s, d_v)`, mask `(b, t, s)` (b, t may
-    be 1; a padding mask is `(b, 1, s)`) or None → context `(b, t, d_v)`, weights
-    `(b, t, s)`.
-    """
+    """Weights `α = masked_softmax(scores, mask)`, mask (b|1, t|1, s); returns (α V, α).
+    Shapes: scores (b, t, s), values (b, s, d_v) -> (b, t, d_v), (b, t, s)."""
     check_attend(scores, values)
     weights = masked_softmax(scores, mask)
     return einsum(weights, values, "b t s, b s d -> b t d"), weights
 
 
 def lookup(q, k, v, score: nn.Module, mask: torch.Tensor | None = None):
-    """The soft lookup: score the keys with the queries, then `attend` to the
-    values.
-
-    Shapes: q `(b, t, d_q)`, k `(b, s, d_k)`, v `(b, s, d_v)`, mask `(b, t, s)`
-    (b, t may be 1) → context `(b, t, d_v)`, weights `(b, t, s)`.
-    """
+    """`attend(score(q, k), v, mask)`, mask (b|1, t|1, s): (context, weights).
+    Shapes: q (b, t, d_q), k (b, s, d_k), v (b, s, d_v) -> (b, t, d_v), (b, t, s)."""
     check_callable(score, "score")
     return attend(score(q, k), v, mask)
 
@@ -271,13 +253,8 @@ def check_attention_decoder_input(dec, tgt_in, enc, h) -> None:
 
 
 class AttentionDecoder(nn.Module):
-    """A GRU decoder with a new context `c_t` for every target step:
-    `s_t = GRU(E y_{t-1}, s_{t-1})`, `α_t = softmax_i(score(s_t, h_i))`,
-    `c_t = Σ_i α_{t,i} h_i`, `p(y_t | y_<t, x) = softmax(W_o tanh(W_c [s_t; c_t]))`.
-
-    Shapes: tgt_in `(b, t)`, enc (`seq2seq.Encoded`), h `(l, b, d_model)` or None
-    → logits `(b, t, v)`, h `(l, b, d_model)`, weights `(b, t, s)`.
-    """
+    """GRU decoder that attends with its state `s_t` and predicts from `[s_t; c_t]`.
+    Shapes: tgt_in (b, t), h (l, b, d_model) -> (b, t, v), h, weights (b, t, s)."""
 
     def __init__(
         self,

@@ -121,11 +121,7 @@ def check_formula_bleu(hypotheses, references, max_n) -> None:
 def formula_bleu(
     hypotheses: Sequence[list[str]], references: Sequence[list[str]], max_n: int = 4
 ) -> float:
-    """Corpus BLEU from its definition, 0–100, unsmoothed: `BP · exp(mean log p_n)`
-    with clipped n-gram precisions `p_n` summed over the corpus and the brevity
-    penalty `BP = min(1, exp(1 - r/c))` for reference length `r` and hypothesis
-    length `c`.
-    """
+    """Unsmoothed corpus BLEU, 0–100, from its definition: `BP · exp(mean log p_n)`."""
     check_formula_bleu(hypotheses, references, max_n)
     matches, totals = [0] * max_n, [0] * max_n
     for hyp, ref in zip(hypotheses, references):

@@ -108,11 +108,8 @@ def check_text(text) -> None:
 
 
 def tokenize(text: str) -> Tokens:
-    """Lower-case `text` and split it into words and punctuation marks.
-
-    >>> tokenize("Tu n'as pas l'air occupé !")
-    ['tu', "n'", 'as', 'pas', "l'", 'air', 'occupé', '!']
-    """
+    """Lower-case `text` (’ read as ') and split it into words and punctuation marks.
+    tokenize("Tu n'as pas l'air !") == ['tu', "n'", 'as', 'pas', "l'", 'air', '!']"""
     check_text(text)
     return TOKEN_RE.findall(text.lower().replace("’", "'"))
 

@@ -32,12 +32,8 @@ def check_jacobian_input(cell, x) -> None:
 
 
 def jacobian_norms(cell: ElmanCell, x: torch.Tensor, h0: torch.Tensor | None = None):
-    """Spectral norms of `∂h_T/∂h_{T-k}` for `k = 0..T` by autograd (one batched
-    backward).
-
-    Shapes: x `(t, d_in)` (one sequence), h0 `(d_model,)` → `(t + 1,)`, indexed by
-    the distance `k = T - t`; entry 0 is the identity's norm, 1.
-    """
+    """Spectral norms of `∂h_T/∂h_{T-k}` for `k = 0..T`, by autograd; entry 0 is 1.
+    Shapes: x (t, d_in) one sequence, h0 (d_model,) -> (t + 1,), indexed by k."""
     check_jacobian_input(cell, x)
     d = cell.W_h.shape[0]
     h = x.new_zeros(d) if h0 is None else h0
@@ -80,11 +76,8 @@ def init_recurrent_(
     scale: float = 1.0,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Overwrite a square recurrent matrix with `scale` times an orthogonal matrix,
-    the identity, or a Gaussian matrix rescaled to spectral radius exactly `scale`.
-
-    Shapes: weight `(d, d)` → the same tensor, modified in place.
-    """
+    """Overwrite `weight` in place: orthogonal, identity or Gaussian, of radius `scale`.
+    Shapes: weight (d, d) -> the same tensor."""
     check_init_recurrent(weight, scheme, scale)
     d = weight.shape[0]
     if scheme == "identity":
@@ -106,11 +99,8 @@ def check_clip_grad_norm(grads, max_norm) -> None:
 
 
 def clip_grad_norm(grads: list[torch.Tensor], max_norm: float) -> float:
-    """Scale all gradients by `min(1, max_norm / ‖g‖)` where `‖g‖` is their joint L2
-    norm; returns `‖g‖` before clipping. The direction of the update is unchanged.
-
-    Shapes: any list of tensors, modified in place.
-    """
+    """Scale all grads in place by `min(1, max_norm / ‖g‖)`, `‖g‖` their joint L2 norm.
+    Shapes: any list of tensors; returns `‖g‖` before clipping (a float)."""
     check_clip_grad_norm(grads, max_norm)
     norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads)).item()
     factor = min(1.0, max_norm / (norm + 1e-6))

@@ -187,9 +187,7 @@ def context_windows(
     ids: torch.Tensor, context: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Every window of `context` tokens and the token that follows it.
-
-    Shapes: ids `(t,)` → x `(t - context, context)`, y `(t - context,)`.
-    """
+    Shapes: ids (t,) -> x (t - context, context), y (t - context,)."""
     check_context_windows(ids, context)
     windows = ids.unfold(0, context + 1, 1)  # (t - context, context + 1), a view
     return windows[:, :-1], windows[:, -1]
@@ -202,12 +200,7 @@ def check_bigram_lm(vocab_size, k) -> None:
 
 
 class BigramLM:
-    """`P(x_t = j | x_{t-1} = i) = (N_ij + k) / (N_i + k·V)`: counted bigrams, add-k
-    smoothed.
-
-    `k = 0` is the maximum-likelihood estimate, which gives probability 0 (infinite
-    perplexity) to any bigram never seen in training.
-    """
+    """Add-k bigram model `P(j | i) = (N_ij + k) / (N_i + k·V)`; `k = 0` is the MLE."""
 
     def __init__(self, vocab_size: int, k: float = 1.0):
         check_bigram_lm(vocab_size, k)
@@ -225,8 +218,7 @@ class BigramLM:
 
     @property
     def probs(self) -> torch.Tensor:
-        """The `(v, v)` matrix of `P(next = column | previous = row)`; rows sum
-        to 1."""
+        """The (v, v) matrix of `P(next = column | previous = row)`; rows sum to 1."""
         smoothed = self.counts + self.k
         total = smoothed.sum(dim=1, keepdim=True)
         # k = 0: a context never seen in training gets probability 0 everywhere
@@ -257,11 +249,8 @@ def check_kneser_ney_lm(vocab_size, order, discount) -> None:
 
 
 def ngram_codes(grams: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Each row of `grams` as one integer, its tokens read as digits in base
-    `vocab_size`.
-
-    Shapes: grams `(N, n)` ids → `(N,)` int64.
-    """
+    """Each row of `grams` as one integer, its tokens the digits in base `vocab_size`.
+    Shapes: grams (N, n) ids -> (N,) int64."""
     check_ids(grams, "grams", dims=2, vocab_size=vocab_size, min_len=0)
     powers = vocab_size ** torch.arange(grams.shape[1] - 1, -1, -1)
     return (grams * powers.to(grams.device)).sum(1)
@@ -280,10 +269,8 @@ def check_lookup(keys, values, queries) -> None:
 
 
 def lookup(keys: torch.Tensor, values: torch.Tensor, queries: torch.Tensor):
-    """`values[i]` where `keys[i] == query`, 0 where a query is not among `keys`.
-
-    Shapes: keys `(k,)` sorted, values `(k,)`, queries `(N,)` → `(N,)`.
-    """
+    """`values[i]` where `keys[i] == query` (keys sorted), 0 for a query not in `keys`.
+    Shapes: keys (k,), values (k,), queries (N,) -> (N,)."""
     check_lookup(keys, values, queries)
     if len(keys) == 0:
         return torch.zeros(len(queries), dtype=values.dtype)
@@ -312,12 +299,8 @@ class KneserNeyLevel:
 def kneser_ney_counts(
     ids: torch.Tensor, order: int, vocab_size: int, discount: float | None = None
 ) -> list[KneserNeyLevel]:
-    """The counts of every order of an interpolated Kneser–Ney model, lowest first: raw
-    counts at `order`, continuation counts N1+(. h w) below it; the discount of each
-    order is `n1 / (n1 + 2 n2)` (0.5 without singletons) unless `discount` is given.
-
-    Shapes: ids `(t,)` → `order` levels.
-    """
+    """Kneser–Ney counts per order, lowest first: raw at `order`, continuation below.
+    Shapes: ids (t,) -> `order` levels; discount None: `n1 / (n1 + 2 n2)` per order."""
     check_kneser_ney_counts(ids, order, vocab_size, discount)
     levels = []
     grams = ngram_codes(ids.unfold(0, order, 1), vocab_size)  # every n-gram, repeated
@@ -353,11 +336,8 @@ def check_kneser_ney_prob(levels, grams, vocab_size) -> None:
 def kneser_ney_prob(
     levels: list[KneserNeyLevel], grams: torch.Tensor, vocab_size: int
 ) -> torch.Tensor:
-    """Interpolated Kneser–Ney `P(w | h)` for every row `(h, w)` of `grams`;
-    rows of fewer tokens than the order use the lower orders only.
-
-    Shapes: grams `(N, m)` ids, `1 <= m <= order` → `(N,)` float64.
-    """
+    """Interpolated Kneser–Ney `P(w | h)` per row `(h, w)`; short rows use lower orders.
+    Shapes: grams (N, m) ids, 1 <= m <= order -> (N,) float64."""
     check_kneser_ney_prob(levels, grams, vocab_size)
     p = torch.full((len(grams),), 1 / vocab_size, dtype=torch.float64)  # order 0
     for k in range(1, grams.shape[1] + 1):  # up from the unigram
@@ -427,12 +407,8 @@ def check_window_lm_input(model, x) -> None:
 
 
 class WindowLM(nn.Module):
-    """A fixed-window neural language model (Bengio et al., 2003): embed the previous
-    `context` tokens, concatenate, one tanh hidden layer, a softmax over the
-    vocabulary.
-
-    Shapes: x `(b, context)` → logits `(b, v)`.
-    """
+    """Fixed-window neural LM: embed the last `context` tokens, concatenate, tanh layer.
+    Shapes: x (b, context) -> logits (b, v)."""
 
     def __init__(self, vocab_size: int, context: int, d_embed: int, d_hidden: int):
         super().__init__()

@@ -50,14 +50,8 @@ def uniform_parameter(*shape: int, d_model: int) -> nn.Parameter:
 
 
 class LSTMCell(nn.Module):
-    """One LSTM step: gates `i, f, o = σ(·)`, candidate `g = tanh(·)`, each of
-    `W_x x_t + W_h h_{t-1} + b`; then `c_t = f ⊙ c_{t-1} + i ⊙ g`,
-    `h_t = o ⊙ tanh(c_t)`.
-
-    Shapes: x_t `(b, d_in)`, state `(h, c)` each `(b, d_model)` → `(h_t, c_t)`;
-    `W_x` `(4·d_model, d_in)`, `W_h` `(4·d_model, d_model)`, blocks in the order
-    i, f, g, o.
-    """
+    """One LSTM step; `W_x`, `W_h`, `b` stack the gate blocks i, f, g, o in that order.
+    Shapes: x_t (b, d_in), state (h, c) each (b, d_model) -> (h_t, c_t)."""
 
     def __init__(self, d_in: int, d_model: int):
         super().__init__()
@@ -68,8 +62,7 @@ class LSTMCell(nn.Module):
         self.b = uniform_parameter(4 * d_model, d_model=d_model)
 
     def gates(self, x_t: torch.Tensor, h_prev: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The gates `i, f, o` and the candidate `g`. Shapes: each
-        `(b, d_model)`."""
+        """The gates `i, f, o` and the candidate `g`. Shapes: each (b, d_model)."""
         a = x_t @ self.W_x.T + h_prev @ self.W_h.T + self.b  # (b, 4·d_model)
         a_i, a_f, a_g, a_o = a.chunk(4, dim=-1)  # PyTorch's order
         return {
@@ -88,14 +81,8 @@ class LSTMCell(nn.Module):
 
 
 class GRUCell(nn.Module):
-    """One GRU step: reset `r` and update `z` gates, candidate
-    `n = tanh(W_in x_t + b_in + r ⊙ (W_hn h_{t-1} + b_hn))`,
-    `h_t = (1 - z) ⊙ n + z ⊙ h_{t-1}`.
-
-    Shapes: x_t `(b, d_in)`, state `(h,)` with h `(b, d_model)` → `(h_t,)`;
-    `W_x` `(3·d_model, d_in)`, `W_h` `(3·d_model, d_model)`, blocks in the order
-    r, z, n.
-    """
+    """One GRU step, `r` applied after the matmul as in torch.nn.GRU; blocks r, z, n.
+    Shapes: x_t (b, d_in), state (h,) with h (b, d_model) -> (h_t,)."""
 
     def __init__(self, d_in: int, d_model: int):
         super().__init__()
@@ -168,10 +155,7 @@ def scan(
     cell: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, ...] | None = None
 ):
     """Run `cell` along the time axis from `state` (zeros if None).
-
-    Shapes: x `(b, t, d_in)`, state a tuple of `(b, d_model)` → outputs
-    `(b, t, d_model)` (the `h_t`), and the last state tuple.
-    """
+    Shapes: x (b, t, d_in), state (b, d_model) each -> h_t (b, t, d_model), state."""
     check_cell_input(cell, x, state)
     state = zero_state(cell, x) if state is None else state
     outputs = []
@@ -220,15 +204,8 @@ def check_recurrent_input(model: "Recurrent", x, state) -> None:
 
 
 class Recurrent(nn.Module):
-    """`n_layers` of LSTM or GRU cells, each layer one or two directions; a layer's
-    input is the previous layer's outputs, forward and backward concatenated.
-
-    Same interface as `torch.nn.LSTM` / `torch.nn.GRU` with `batch_first=True`.
-
-    Shapes: x `(b, t, d_in)`; state (LSTM: `(h0, c0)`, GRU: `h0`; each
-    `(l·dirs, b, d_model)`) or None → outputs `(b, t, dirs·d_model)` and the last
-    state, shaped alike.
-    """
+    """LSTM or GRU layers, one or two directions, like torch.nn.LSTM/GRU, batch first.
+    Shapes: x (b, t, d_in), state parts (l·dirs, b, d) -> (b, t, dirs·d), state."""
 
     def __init__(
         self,
@@ -285,12 +262,8 @@ def check_torch_recurrent(module) -> None:
 
 @torch.no_grad()
 def from_torch(module: nn.LSTM | nn.GRU) -> Recurrent:
-    """A `Recurrent` holding the weights of a `torch.nn.LSTM` or
-    `torch.nn.GRU` (the LSTM's two biases summed; the GRU's kept apart).
-
-    Shapes: `weight_ih_l{k}[_reverse]` `(n_gates·d_model, d_in)` → `W_x`;
-    `weight_hh_l{k}[_reverse]` → `W_h`.
-    """
+    """A `Recurrent` with a torch.nn.LSTM's or GRU's weights (the LSTM's biases summed).
+    Shapes: weight_ih_l{k}[_reverse] -> W_x, weight_hh_l{k}[_reverse] -> W_h."""
     check_torch_recurrent(module)
     kind = "lstm" if isinstance(module, nn.LSTM) else "gru"
     ours = Recurrent(
@@ -328,13 +301,7 @@ def check_n_params(kind, d_in, d_model, n_layers) -> None:
 def n_params(
     kind: str, d_in: int, d_model: int, n_layers: int = 1, bidirectional: bool = False
 ) -> int:
-    """Parameters of
-    `torch.nn.{RNN, GRU, LSTM}(d_in, d_model, n_layers, bidirectional=...)`: per layer
-    and direction `G·(d_model·d_in' + d_model² + 2·d_model)` with `G` = 1, 3, 4 gate
-    blocks and `d_in'` = `d_in` for the first layer, `dirs·d_model` above it.
-
-    Shapes: integers in, an integer out.
-    """
+    """Parameters of torch.nn.RNN/GRU/LSTM (`kind`) of these sizes, two biases each."""
     check_n_params(kind, d_in, d_model, n_layers)
     dirs, G, d = 2 if bidirectional else 1, N_GATES[kind], d_model
     first = G * (d * d_in + d * d + 2 * d)  # W_x, W_h and PyTorch's two biases
@@ -344,12 +311,8 @@ def n_params(
 
 @torch.no_grad()
 def trace_gates(cell: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Run `cell` from a zero state and record every gate, and the state, at every
-    step.
-
-    Shapes: x `(b, t, d_in)` → a dict of `(b, t, d_model)` tensors: LSTM
-    `i, f, g, o, c, h`; GRU `r, z, n, h`.
-    """
+    """Run `cell` from a zero state, recording every gate and the state at every step.
+    Shapes: x (b, t, d_in) -> dict of (b, t, d_model): LSTM i f g o c h, GRU r z n h."""
     check_cell_input(cell, x, None)
     state = zero_state(cell, x)
     record: dict[str, list[torch.Tensor]] = {}
@@ -376,16 +339,8 @@ def check_char_lstm_input(model: "CharLSTM", x: torch.Tensor, state) -> None:
 
 
 class CharLSTM(nn.Module):
-    """Embedding → `torch.nn.LSTM` → readout: next-token logits (chapter 2's
-    `CharRNN`).
-
-    The state `(h, c)` travels as one tensor, stacked on a new first axis, so that
-    `rnn.TruncatedBPTT` (which calls `state.detach()`), `rnn.stream_nll` and
-    `rnn.sample` work unchanged.
-
-    Shapes: x `(b, t)` ids, state `(2, l, b, d_model)` or None → logits
-    `(b, t, v)`, state `(2, l, b, d_model)`.
-    """
+    """Embedding → torch.nn.LSTM → readout; the state is `(h, c)` stacked in one tensor.
+    Shapes: x (b, t) ids, state (2, l, b, d_model) -> logits (b, t, v), state."""
 
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, n_layers: int = 1):
         super().__init__()

@@ -43,10 +43,8 @@ POOLINGS = ("last", "mean", "max")
 
 
 class ElmanCell(nn.Module):
-    """One step of an Elman RNN: `h_t = tanh(W_h h_{t-1} + W_x x_t + b)`.
-
-    Shapes: x_t `(b, d_in)`, h_prev `(b, d_model)` → h_t `(b, d_model)`.
-    """
+    """One Elman RNN step: `h_t = tanh(W_h h_{t-1} + W_x x_t + b)`.
+    Shapes: x_t (b, d_in), h_prev (b, d_model) -> h_t (b, d_model)."""
 
     def __init__(self, d_in: int, d_model: int):
         super().__init__()
@@ -61,14 +59,8 @@ class ElmanCell(nn.Module):
 
 
 class ElmanRNN(nn.Module):
-    """A stack of `n_layers` Elman cells, run step by step; the same weights at every
-    step.
-
-    Same interface as `torch.nn.RNN(d_in, d_model, n_layers, batch_first=True)`.
-
-    Shapes: x `(b, t, d_in)`, h0 `(l, b, d_model)` or None (zeros)
-    → outputs `(b, t, d_model)` (the top layer's states), h_last `(l, b, d_model)`.
-    """
+    """`n_layers` Elman cells, as torch.nn.RNN(batch_first=True); h0 None: zeros.
+    Shapes: x (b, t, d_in), h0 (l, b, d) -> top layer states (b, t, d), h_last."""
 
     def __init__(self, d_in: int, d_model: int, n_layers: int = 1):
         super().__init__()
@@ -128,12 +120,8 @@ def check_torch_rnn(rnn) -> None:
 
 @torch.no_grad()
 def from_torch(rnn: nn.RNN) -> ElmanRNN:
-    """An `ElmanRNN` holding the weights of a `torch.nn.RNN` (its two biases
-    summed).
-
-    Shapes: `weight_ih_l{k}` `(d_model, d_in)` → `W_x`; `weight_hh_l{k}` →
-    `W_h`.
-    """
+    """An `ElmanRNN` holding the weights of a torch.nn.RNN (its two biases summed).
+    Shapes: weight_ih_l{k} (d_model, d_in) -> W_x; weight_hh_l{k} -> W_h."""
     check_torch_rnn(rnn)
     ours = ElmanRNN(rnn.input_size, rnn.hidden_size, rnn.num_layers)
     for k, cell in enumerate(ours.cells):
@@ -152,12 +140,8 @@ def check_batchify(ids, batch_size) -> None:
 
 
 def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
-    """Cut a token stream into `batch_size` contiguous streams, one per row (the tail
-    that does not fill a row is dropped), so row `i` continues where it left off in
-    every chunk.
-
-    Shapes: ids `(n_tokens,)` → `(b, n)` with `n = n_tokens // b`.
-    """
+    """Cut a token stream into `batch_size` contiguous rows; the tail is dropped.
+    Shapes: ids (n_tokens,) -> (b, n_tokens // b)."""
     check_batchify(ids, batch_size)
     n = len(ids) // batch_size
     return rearrange(ids[: batch_size * n], "(b n) -> b n", b=batch_size)
@@ -174,11 +158,8 @@ def check_chunk(streams, k, seq_len) -> None:
 def chunk(
     streams: torch.Tensor, k: int, seq_len: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Chunk `k` of the streams and its targets (the same positions shifted by one).
-
-    Shapes: streams `(b, n)` → x, y `(b, seq_len)`; there are
-    `(n - 1) // seq_len` chunks.
-    """
+    """Chunk `k` of the streams and its targets, the same positions shifted by one.
+    Shapes: streams (b, n) -> x, y (b, seq_len); k < (n - 1) // seq_len."""
     check_chunk(streams, k, seq_len)
     start = k * seq_len
     return (
@@ -197,13 +178,8 @@ def check_truncated_bptt(ids, batch_size, seq_len) -> None:
 
 
 class TruncatedBPTT:
-    """Batches and loss for `train.fit`: step `s` reads chunk `s mod n_chunks`;
-    the hidden state is carried from chunk to chunk, detached, so gradients flow back
-    `seq_len` steps.
-
-    Shapes: ids `(n_tokens,)`; batches are
-    `(x (b, t), y (b, t), first_chunk: bool)`.
-    """
+    """Batches and loss for `train.fit`: chunks in turn, state carried over detached.
+    Shapes: ids (n_tokens,); batches (x (b, t), y (b, t), first_chunk: bool)."""
 
     def __init__(self, ids: torch.Tensor, batch_size: int, seq_len: int):
         check_truncated_bptt(ids, batch_size, seq_len)
@@ -237,12 +213,8 @@ def check_char_rnn_input(
 
 
 class CharRNN(nn.Module):
-    """Embedding → `torch.nn.RNN` (tanh) → readout `y_t = W_y h_t + c`: next-token
-    logits.
-
-    Shapes: x `(b, t)` ids, h `(l, b, d_model)` or None → logits `(b, t, v)`,
-    h `(l, b, d)`.
-    """
+    """Embedding → torch.nn.RNN (tanh) → linear readout: next-token logits.
+    Shapes: x (b, t) ids, h (l, b, d_model) or None -> logits (b, t, v), h."""
 
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, n_layers: int = 1):
         super().__init__()
@@ -263,11 +235,8 @@ class CharRNN(nn.Module):
 def stream_nll(
     model: nn.Module, ids: torch.Tensor, batch_size: int = 16, seq_len: int = 256
 ):
-    """Mean next-token NLL (nats) of a stream read as `batch_size` streams, state
-    carried over.
-
-    Shapes: ids `(n_tokens,)` → a float.
-    """
+    """Mean next-token NLL (nats) of a stream read as `batch_size` stateful streams.
+    Shapes: ids (n_tokens,) -> a float."""
     check_int(seq_len, "seq_len", 1)
     streams = batchify(ids, batch_size).to(next(model.parameters()).device)
     n = streams.shape[1] - 1
@@ -300,12 +269,8 @@ def sample(
     stop_id: int | None = None,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Continue `prompt` by drawing from `softmax(logits / temperature)` one token
-    at a time, until `n_new` tokens or `stop_id`; temperature 0 takes the argmax
-    (greedy).
-
-    Shapes: prompt `(t,)` ids → `(t + n_generated,)`.
-    """
+    """Draw up to `n_new` tokens after `prompt` at `temperature`, stopping at `stop_id`.
+    Shapes: prompt (t,) ids -> (t + n_generated,); temperature 0 takes the argmax."""
     check_sample(prompt, n_new, temperature, stop_id)
     out = prompt.tolist()
     logits, h = model(prompt[None].to(next(model.parameters()).device))
@@ -338,12 +303,8 @@ def check_pad_sequences(seqs, pad_id) -> None:
 def pad_sequences(
     seqs: list[torch.Tensor], pad_id: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad id sequences of different lengths into one batch, with the mask of real
-    tokens.
-
-    Shapes: `b` tensors `(t_i,)` → x `(b, max t_i)` long, mask `(b, max t_i)`
-    bool.
-    """
+    """Right-pad id sequences into one batch, with the mask of real tokens.
+    Shapes: b tensors (t_i,) -> x (b, max t_i) long, mask (b, max t_i) bool."""
     check_pad_sequences(seqs, pad_id)
     x = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=torch.long)
     mask = torch.zeros(x.shape, dtype=torch.bool)
@@ -372,12 +333,8 @@ def check_pool(states, mask, how) -> None:
 
 
 def pool(states: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
-    """One vector per sequence from the states at the real positions (`mask` True):
-    the last real state, their mean, or their elementwise max. Padded positions never
-    count.
-
-    Shapes: states `(b, t, d)`, mask `(b, t)` bool → `(b, d)`.
-    """
+    """One vector per sequence from its real positions (`mask` True): last, mean or max.
+    Shapes: states (b, t, d), mask (b, t) bool -> (b, d)."""
     check_pool(states, mask, how)
     if how == "last":
         positions = torch.arange(mask.shape[1], device=mask.device)  # (t,)
@@ -398,12 +355,8 @@ def check_rnn_classifier(vocab_size, d_emb, d_model, n_classes, pooling) -> None
 
 
 class RNNClassifier(nn.Module):
-    """Embedding → `torch.nn.RNN` → `pool` → linear layer: class logits per
-    sequence.
-
-    Shapes: x `(b, t)` ids, mask `(b, t)` bool (True at real tokens) → logits
-    `(b, n_classes)`.
-    """
+    """Embedding → torch.nn.RNN → `pool` → linear: class logits per sequence.
+    Shapes: x (b, t) ids, mask (b, t) bool, True at real tokens -> (b, n_classes)."""
 
     def __init__(
         self,

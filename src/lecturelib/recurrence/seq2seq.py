@@ -71,11 +71,8 @@ def check_lengths(src_len, src: torch.Tensor) -> None:
 
 
 class Encoded(NamedTuple):
-    """What the encoder hands to the decoder.
-
-    Shapes: states `(b, s, d_enc)`, mask `(b, s)` bool (True at real tokens),
-    context `(b, d_enc)`.
-    """
+    """What the encoder hands to the decoder; `mask` is True at real source tokens.
+    Shapes: states (b, s, d_enc), mask (b, s), context (b, d_enc)."""
 
     states: torch.Tensor
     mask: torch.Tensor
@@ -99,9 +96,7 @@ def check_encoder_input(encoder, src, src_len) -> None:
 
 class Encoder(nn.Module):
     """Embedding → GRU over the source; `d_enc = 2·d_model` when bidirectional.
-
-    Shapes: src `(b, s)` ids, src_len `(b,)` → `Encoded`.
-    """
+    Shapes: src (b, s) ids, src_len (b,) -> `Encoded`."""
 
     def __init__(
         self,
@@ -151,13 +146,8 @@ def check_decoder_input(decoder, tgt_in, enc) -> None:
 
 
 class Decoder(nn.Module):
-    """A conditional language model on a fixed context vector `c`:
-    `h_0 = tanh(W_b c)`, `s_t = GRU([E y_{t-1}; c], s_{t-1})`,
-    `p(y_t | y_<t, c) = softmax(W_o tanh(W_c [s_t; c]))`.
-
-    Shapes: tgt_in `(b, t)` ids, enc (`Encoded`), h `(l, b, d_model)` or None
-    → logits `(b, t, v)`, h `(l, b, d_model)`, weights None (no attention).
-    """
+    """GRU decoder on one context `c`: starts at `tanh(W c)`, reads `[E y_{t-1}; c]`.
+    Shapes: tgt_in (b, t), h (l, b, d_model) -> (b, t, v), h, weights None."""
 
     def __init__(
         self, vocab_size: int, d_emb: int, d_model: int, d_enc: int, n_layers: int = 1
@@ -200,9 +190,7 @@ def check_seq2seq(encoder, decoder) -> None:
 
 class Seq2Seq(nn.Module):
     """An encoder and a decoder; teacher forcing: the decoder reads the gold prefix.
-
-    Shapes: src `(b, s)`, src_len `(b,)`, tgt_in `(b, t)` → logits `(b, t, v)`.
-    """
+    Shapes: src (b, s), src_len (b,), tgt_in (b, t) -> logits (b, t, v)."""
 
     def __init__(self, encoder: nn.Module, decoder: nn.Module):
         super().__init__()
@@ -273,9 +261,7 @@ def check_logits_targets(logits, targets) -> None:
 
 def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean negative log-likelihood over the real (non-`<pad>`) target tokens.
-
-    Shapes: logits `(b, t, v)`, targets `(b, t)` → scalar.
-    """
+    Shapes: logits (b, t, v), targets (b, t) -> scalar."""
     check_logits_targets(logits, targets)
     nll = F.cross_entropy(
         rearrange(logits, "b t v -> (b t) v"),
@@ -298,8 +284,8 @@ def check_batch(batch) -> None:
 
 
 def loss(model: Seq2Seq, batch: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Teacher-forcing loss of a batch `(src, src_len, tgt_in, tgt_out)`, for
-    `train.fit`. Shapes: as in `translation.Batch` → scalar."""
+    """Teacher-forcing loss of a batch (src, src_len, tgt_in, tgt_out), for `train.fit`.
+    Shapes: as in `translation.Batch` -> scalar."""
     check_batch(batch)
     b = Batch(*batch)
     return masked_cross_entropy(model(b.src, b.src_len, b.tgt_in), b.tgt_out)
@@ -322,8 +308,7 @@ def val_loss(
     device: torch.device | str,
     batch_size: int = 500,
 ) -> dict[str, float]:
-    """Mean loss per real target token over `corpus.val`, as `train.fit`'s
-    `train.Evaluation` wants it: `{"loss": ...}`."""
+    """Mean loss per real target token over `corpus.val`, as `{"loss": x}`."""
     check_val_loss(corpus, batch_size)
     total, count = 0.0, 0
     for b in corpus.batches(corpus.val, batch_size):
@@ -350,9 +335,8 @@ def train_translator(
     seed: int,
     desc: str,
 ) -> train.History:
-    """Train a translator with AdamW (fused where the device has the kernel), a warm-up
-    over the first tenth of the `steps` and cosine decay, gradient clipping at 1 and
-    batches of sentences of similar length; the validation loss is measured 5 times."""
+    """Train with AdamW, warm-up for steps // 10 then cosine decay, clipping at 1, and
+    batches of similar length; the validation loss is measured 5 times."""
     check_train_translator(corpus, steps, lr, batch_size)
     try:
         opt = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)  # one kernel
@@ -380,12 +364,8 @@ def train_translator(
 def greedy_decode(
     model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor, max_len: int
 ):
-    """Feed back the most likely token until every sentence has produced `</s>` or
-    `max_len` tokens; positions after `</s>` are `<pad>`.
-
-    Shapes: src `(b, s)`, src_len `(b,)` → ids `(b, t)` with `t <= max_len`, and
-    the attention weights `(b, t, s)` (None for a decoder without attention).
-    """
+    """Greedy decoding to </s> or `max_len` tokens (<pad> after </s>): ids, attention.
+    Shapes: src (b, s), src_len (b,) -> (b, t <= max_len), (b, t, s) or None."""
     validate.check_sizes(max_len=max_len)
     enc = model.encoder(src, src_len)
     token = torch.full((src.shape[0], 1), BOS_ID, device=src.device)  # (b, 1)

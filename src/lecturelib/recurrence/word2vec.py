@@ -111,11 +111,8 @@ def check_sgns(
 def sgns_loss(
     center: torch.Tensor, context: torch.Tensor, negatives: torch.Tensor
 ) -> torch.Tensor:
-    """Skip-gram negative-sampling loss `-[log σ(w·c) + Σ_k log σ(-w·c̃_k)]`, batch
-    mean.
-
-    Shapes: center `(b, d)`, context `(b, d)`, negatives `(b, k, d)` → scalar.
-    """
+    """Skip-gram negative-sampling loss `-[log σ(w·c) + Σ_k log σ(-w·c̃_k)]`.
+    Shapes: center (b, d), context (b, d), negatives (b, k, d) -> batch-mean scalar."""
     check_sgns(center, context, negatives)
     positive = F.logsigmoid((center * context).sum(-1))  # (b,)
     negative = F.logsigmoid(-torch.einsum("bd,bkd->bk", center, negatives))  # (b, k)
