@@ -111,10 +111,7 @@ def check_attention_config(config, attention: str) -> None:
 
 class GroupedQueryAttention(nn.Module):
     """Causal attention with `n_kv_heads` key/value heads and RoPE.
-
-    Shapes: x `(b, t, d)` → `(b, t, d)`; the cache entries `k, v` `(b, g, s,
-    e)`.
-    """
+    Shapes: x (b, t, d) -> (b, t, d); cache entries k, v (b, g, s, e)."""
 
     def __init__(self, config: CacheGPTConfig):
         super().__init__()
@@ -138,10 +135,7 @@ class GroupedQueryAttention(nn.Module):
 
 class LatentAttention(nn.Module):
     """Multi-head latent attention with decoupled RoPE keys.
-
-    Shapes: x `(b, t, d)` → `(b, t, d)`; the cache entries `c` `(b, 1, s, c)`
-    and `k_rope` `(b, 1, s, r)`.
-    """
+    Shapes: x (b, t, d) -> (b, t, d); cache c (b, 1, s, c), k_rope (b, 1, s, r)."""
 
     def __init__(self, config: CacheGPTConfig):
         super().__init__()
@@ -179,15 +173,15 @@ class LatentAttention(nn.Module):
         return self.out(rearrange(y, "b h t e -> b t (h e)"))
 
     def explicit(self, q, c, rope_scores, scale, start):
-        """Keys and values up-projected from every cached latent. → `(b, h, t, e)`."""
+        """Keys and values up-projected from every cached latent: -> (b, h, t, e)."""
         k = rearrange(self.up_k(c), "b s (h e) -> b h s e", h=self.n_heads)
         v = rearrange(self.up_v(c), "b s (h e) -> b h s e", h=self.n_heads)
         scores = einsum(q, k, "b h t e, b h s e -> b h t s") + rope_scores
         return causal_softmax(scores * scale, start) @ v
 
     def absorbed(self, q, c, rope_scores, scale, start):
-        """`q^T W_UK c = (W_UK^T q)^T c`: queries moved into latent space; the output
-        `W_UV (Σ p c)` up-projected once per query. → `(b, h, t, e)`."""
+        """Queries moved into latent space (`W_UKᵀ q`), `W_UV` applied once per query.
+        Shapes: -> (b, h, t, e)."""
         w_uk = rearrange(self.up_k.weight, "(h e) c -> h e c", h=self.n_heads)
         w_uv = rearrange(self.up_v.weight, "(h e) c -> h e c", h=self.n_heads)
         q_latent = einsum(q, w_uk, "b h t e, h e c -> b h t c")

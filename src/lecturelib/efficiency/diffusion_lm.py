@@ -64,9 +64,8 @@ def sorting_pairs(n: int, length: int, vocab_size: int = 10, seed: int = 0):
 
 
 def either_way_pairs(n: int, length: int, vocab_size: int = 10, seed: int = 0):
-    """Sorting with two right answers: each row's symbols sorted up or down, a fair coin
-    that the prompt does not reveal, so the answer's tokens depend on each other (the
-    first fixes the direction of all the others). Shapes: as `sorting_pairs`."""
+    """Sorting with answers sorted up or down by a coin the prompt does not reveal.
+    Shapes: as `sorting_pairs`."""
     prompt, answer = sorting_pairs(n, length, vocab_size, seed)
     g = torch.Generator().manual_seed(seed)
     down = torch.rand(n, generator=g) < 0.5
@@ -141,9 +140,8 @@ def mask_id(model: bert.BERT) -> int:
 def diffusion_loss(
     model: bert.BERT, batch, generator: torch.Generator | None = None
 ) -> torch.Tensor:
-    """MDLM's loss: mask each answer token with probability `t ~ U(0, 1)` (one `t`
-    per row, spread evenly over the batch to lower the variance, as MDLM does) and
-    score the masked ones, weighted by `1/t`, per answer token."""
+    """MDLM's loss on `(prompt, answer)`: answer tokens masked with probability `t`
+    (stratified `t ~ U(0, 1)`, one per row); masked NLL × `1/t`, per answer token."""
     check_batch(batch)
     prompt, answer = batch
     m = mask_id(model)
@@ -167,11 +165,8 @@ def unmask(
     order: str = "confidence",
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Generate an answer of `length` tokens in `steps` denoising steps: start
-    all-masked, and at step `s` fill masked positions until `ceil(length·s/steps)`
-    are filled, choosing the most confident (or random) ones.
-
-    Returns the answer `(b, L)` and the answer after each step (`steps` tensors)."""
+    """`length` answer tokens unmasked in `steps` steps, most confident or random first.
+    Shapes: prompt (b, P) -> answer (b, length), and the answer after each step."""
     check_unmask(model, prompt, length, steps, order)
     m = mask_id(model)
     b, P = prompt.shape
@@ -241,9 +236,8 @@ def check_samples(x) -> None:
 
 
 def teacher_params(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The teacher's mean and log standard deviation of every `x_i` given `x_{i-1}`
-    (`x_1 ~ N(0, 1)`), all at once from a whole sample, as WaveNet scores audio.
-    Shapes: `(n, D)` → `(n, D)`, `(n, D)`."""
+    """The teacher's mean and log std of each `x_i` given `x_{i-1}` (`x_1 ~ N(0, 1)`).
+    Shapes: (n, D) -> (n, D), (n, D)."""
     check_samples(x)
     prev = F.pad(x[:, :-1], (1, 0))  # x_{i-1}, 0 first
     mu = 1.5 * torch.sin(1.5 * prev)
@@ -279,7 +273,7 @@ def gaussian_log_prob(x, mu, log_sigma) -> torch.Tensor:
 
 
 def teacher_log_prob(x: torch.Tensor) -> torch.Tensor:
-    """`log p_teacher(x)`, one parallel pass. Shapes: `(n, D)` → `(n,)`."""
+    """`log p_teacher(x)`, one parallel pass. Shapes: (n, D) -> (n,)."""
     mu, log_sigma = teacher_params(x)
     return gaussian_log_prob(x, mu, log_sigma).sum(1)
 
@@ -287,9 +281,7 @@ def teacher_log_prob(x: torch.Tensor) -> torch.Tensor:
 def teacher_sample(
     n: int, D: int, generator: torch.Generator | None = None
 ) -> torch.Tensor:
-    """Ancestral sampling from the teacher, `D` sequential steps.
-
-    Shapes: → `(n, D)`."""
+    """Ancestral sampling from the teacher, `D` sequential steps. Shapes: -> (n, D)."""
     check_sizes(n=n, D=D)
     x = torch.zeros(n, D)
     for i in range(D):
@@ -307,11 +299,8 @@ def check_noise(z, D: int) -> None:
 
 
 class IAF(nn.Module):
-    """An inverse-autoregressive flow `x_i = z_i · s_i(z_<i) + m_i(z_<i)`: shift and
-    scale of dimension `i` are a small MLP of the noise before it, all dimensions
-    computed at once (one MLP per dimension, its input masked to `z_<i`).
-
-    Shapes: z `(n, D)` → x `(n, D)`, `log q(x)` `(n,)`."""
+    """Inverse-autoregressive flow `x_i = z_i · s_i(z_<i) + m_i(z_<i)`, all `i` at once.
+    Shapes: z (n, D) -> x (n, D), log q(x) (n,)."""
 
     def __init__(self, D: int, hidden: int = 32):
         super().__init__()
@@ -344,8 +333,7 @@ class IAF(nn.Module):
 def reverse_kl(
     student: IAF, n: int, generator: torch.Generator | None = None
 ) -> torch.Tensor:
-    """Monte Carlo `KL(q || p) = E_{x ~ q}[log q(x) - log p(x)]` from `n` student
-    samples; differentiable in the student's parameters (reparameterised)."""
+    """Monte Carlo `KL(q || p_teacher)` from `n` `student` samples, reparameterised."""
     check_type(student, "student", IAF, "an IAF")
     x, log_q = student.sample(n, generator)
     return (log_q - teacher_log_prob(x)).mean()

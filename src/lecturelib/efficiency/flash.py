@@ -140,8 +140,8 @@ def check_visible(t, s, causal, mask, device) -> None:
 
 
 def visible(t: int, s: int, causal: bool, mask, device) -> torch.Tensor | None:
-    """The boolean mask of the keys each query may attend, or None for all of them: the
-    `t` queries are the last `t` of the `s` positions."""
+    """The bool mask (t, s) of the keys each query may attend, or None for all of them.
+    The `t` queries are the last `t` of the `s` positions."""
     check_visible(t, s, causal, mask, device)
     keep = None
     if causal:
@@ -154,9 +154,7 @@ def visible(t: int, s: int, causal: bool, mask, device) -> torch.Tensor | None:
 
 def safe_softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last axis in three passes: the maximum, the sum, the division.
-
-    Shapes: `(..., n)` → `(..., n)`.
-    """
+    Shapes: (..., n) -> (..., n)."""
     check_softmax(x)
     m = x.max(-1, keepdim=True).values  # pass 1: the maximum
     l = torch.exp(x - m).sum(-1, keepdim=True)  # pass 2: the normaliser
@@ -164,12 +162,8 @@ def safe_softmax(x: torch.Tensor) -> torch.Tensor:
 
 
 def online_softmax(x: torch.Tensor, block: int = 1) -> torch.Tensor:
-    """Softmax over the last axis in two passes: one pass over blocks of `block`
-    entries keeps a running maximum `m` and a normaliser `l` rescaled whenever `m`
-    grows.
-
-    Shapes: `(..., n)` → `(..., n)`; `block` must divide `n`.
-    """
+    """Softmax over the last axis in two passes (a running max and sum per `block`).
+    Shapes: (..., n) -> (..., n); `block` divides n."""
     check_softmax(x, block)
     m = torch.full(x.shape[:-1] + (1,), -math.inf, dtype=x.dtype, device=x.device)
     l = torch.zeros_like(m)
@@ -189,12 +183,8 @@ def naive_attention(
     mask: torch.Tensor | None = None,
     scale: float | None = None,
 ):
-    """`softmax(q kᵀ · scale) v` with the whole `(t, s)` score matrix in memory: the
-    reference that every fast path is tested against.
-
-    Shapes: q `(..., t, d)`, k `(..., s, d)`, v `(..., s, d_v)`, mask bool
-    broadcastable to `(..., t, s)` → `(..., t, d_v)`.
-    """
+    """The reference `softmax(q kᵀ · scale) v`; bool `mask` broadcasts to (..., t, s).
+    Shapes: q (..., t, d), k (..., s, d), v (..., s, d_v) -> (..., t, d_v)."""
     check_attention(q, k, v, mask, scale)
     t, s = q.shape[-2], k.shape[-2]
     c = q.shape[-1] ** -0.5 if scale is None else scale
@@ -209,14 +199,8 @@ def naive_attention(
 
 
 def tiled_forward(q, k, v, causal=False, mask=None, scale=None, block_q=64, block_k=64):
-    """FlashAttention's forward pass: for each block of queries, loop over the blocks of
-    keys with a running max `m`, normaliser `l` and rescaled output `o`. Blocks
-    wholly above the causal diagonal are skipped. Returns the output and the log-sum-exp
-    `m + log l` of every query's scores (what the backward pass needs).
-
-    Shapes: q `(..., t, d)`, k `(..., s, d)`, v `(..., s, d_v)` → out
-    `(..., t, d_v)`, lse `(..., t)`; `block_q` divides t, `block_k` divides s.
-    """
+    """FlashAttention's forward: the output and each query's log-sum-exp `m + log l`.
+    Shapes: q (..., t, d), k (..., s, d), v (..., s, d_v) -> (..., t, d_v), (..., t)."""
     check_attention(q, k, v, mask, scale, block_q, block_k)
     t, s = q.shape[-2], k.shape[-2]
     c = q.shape[-1] ** -0.5 if scale is None else scale
@@ -303,13 +287,8 @@ def check_tiled_backward(
 def tiled_backward(
     q, k, v, out, lse, dout, causal=False, mask=None, scale=None, block_q=64, block_k=64
 ):
-    """The gradients of tiled attention, recomputing each tile's probabilities
-    `P = exp(S - lse)` instead of storing them: `dV = Pᵀ dO`, `dS = P ∘ (dO Vᵀ -
-    D)` with `D = rowsum(dO ∘ O)`, `dQ = dS K · scale`, `dK = dSᵀ Q · scale`.
-
-    Shapes: as `tiled_forward`; dout (the gradient of out) like out → dq, dk, dv
-    like q, k, v.
-    """
+    """The gradients of tiled attention, recomputing each tile's `P = exp(S - lse)`.
+    Shapes: as `tiled_forward`; dout like out -> dq, dk, dv like q, k, v."""
     check_tiled_backward(q, k, v, out, lse, dout, causal, mask, scale, block_q, block_k)
     t, s = q.shape[-2], k.shape[-2]
     c = q.shape[-1] ** -0.5 if scale is None else scale
@@ -336,8 +315,8 @@ def tiled_backward(
 
 
 class TiledAttention(torch.autograd.Function):
-    """Tiled attention as an autograd function: the forward pass saves only q, k, v, the
-    output and the log-sum-exp (O(t) extra memory); the backward pass recomputes."""
+    """Tiled attention as an autograd function; the backward pass recomputes the tiles.
+    It saves only q, k, v, the output and the log-sum-exp (O(t) extra memory)."""
 
     @staticmethod
     def forward(ctx, q, k, v, causal, mask, scale, block_q, block_k):

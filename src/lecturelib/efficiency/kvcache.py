@@ -142,17 +142,8 @@ def published_bytes_per_token(name: str, bytes_per_value: int = 2) -> int:
 
 
 class KVCache:
-    """Preallocated per-layer tensors, filled left to right, one entry per cached
-    quantity.
-
-    `entries` maps a name to `(heads, width)`: `{"k": (g, e), "v": (g, e)}` for a
-    Transformer, `{"c": (1, d_c), "k_rope": (1, d_R)}` for MLA.
-
-    A cache made for a model (`new_cache`) holds its `rope` table and the
-    `model` it serves; a bare cache has None for both.
-
-    Shapes: each entry of each layer `(b, heads, max_len, width)`.
-    """
+    """Preallocated per-layer tensors, one per entry, filled left to right.
+    Shapes: entries {name: (heads, width)}, each stored (b, heads, max_len, width)."""
 
     def __init__(
         self,
@@ -187,11 +178,8 @@ class KVCache:
         return per_layer * len(self.layers) * size
 
     def write(self, layer: int, **new: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Store `t` new positions of every entry at `length..length+t` of `layer`
-        and return each entry's positions `0..length+t` (views, no copy).
-
-        Shapes: each `new[name]` `(b, heads, t, width)` → `(b, heads, s, width)`.
-        """
+        """Store `t` new positions of each entry in `layer`; return all stored (views).
+        Shapes: new[name] (b, heads, t, width) -> (b, heads, length + t, width)."""
         check_write(self, layer, new)
         out = []
         for name in self.entries:
@@ -277,10 +265,8 @@ def kv_cache(
 def attend_reference(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int
 ) -> torch.Tensor:
-    """Plain causal attention of `t` queries at positions `start..` over `s` keys;
-    each of the `g` key/value heads serves `h/g` query heads.
-
-    Shapes: q `(b, h, t, e)`, k, v `(b, g, s, e)` → `(b, h, t, e)`."""
+    """Causal attention of queries at `start..`; each kv head serves `h/g` query heads.
+    Shapes: q (b, h, t, e), k, v (b, g, s, e) -> (b, h, t, e)."""
     check_cached_attention(q, k, v, start)
     group = q.shape[1] // k.shape[1]
     k = repeat(k, "b g s e -> b (g r) s e", r=group)
@@ -340,8 +326,7 @@ def check_new_cache(model, batch, max_len) -> None:
 
 
 def new_cache(model: gpt.GPT, batch: int, max_len: int) -> KVCache:
-    """An empty cache of `max_len` positions for `model`, rotated by the model's own
-    RoPE tables, and bound to it."""
+    """An empty cache of `max_len` positions bound to `model`, with its RoPE tables."""
     check_new_cache(model, batch, max_len)
     c = model.config
     p = next(model.parameters())
@@ -351,13 +336,8 @@ def new_cache(model: gpt.GPT, batch: int, max_len: int) -> KVCache:
 
 
 def cached_forward(model: gpt.GPT, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
-    """Run `model`'s own parameters on `t` new tokens after the `cache.length`
-    cached ones, storing their keys and values: a prefill when `t > 1`, a decode step
-    when 1. A decode step of a small model is a hundred tiny PyTorch calls, each
-    costing microseconds whatever its size, so the heads are split by `view` and
-    `permute` (no copies, no pattern to parse).
-
-    Shapes: ids `(b, t)` → logits `(b, t, v)`."""
+    """Logits of `t` new tokens after the cached ones, their keys and values cached.
+    Shapes: ids (b, t) -> logits (b, t, v)."""
     check_cached_forward(model, ids, cache)
     (b, t), h = ids.shape, model.config.n_heads
     start, x = cache.length, model.embed(ids)  # (b, t, d)
@@ -417,8 +397,8 @@ def check_cached_forward(model, ids, cache) -> None:
 
 
 def recompute_logits(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
-    """Full recomputation, the reference: every position's logits from scratch, at any
-    length (an empty cache used once). Shapes: `(b, t)` → `(b, t, v)`."""
+    """The reference: every position's logits from scratch (an empty cache used once).
+    Shapes: (b, t) -> (b, t, v)."""
     check_gpt_ids(model, ids)
     return cached_forward(model, ids, new_cache(model, ids.shape[0], ids.shape[1]))
 
@@ -432,13 +412,8 @@ def generate(
     use_cache: bool = True,
     forward=None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
-    """Greedy generation of `n_new` tokens, with the cache (prefill, then one decode
-    step per token) or by recomputing the whole prefix at every step (an empty cache
-    filled anew, as `recompute_logits`). `forward` replaces
-    `cached_forward` in both, e.g. by `torch.compile(cached_forward)`.
-
-    Returns the ids `(b, t + n_new)`, every step's logits `(b, n_new, v)` and the
-    seconds of each step (the prefill counted in the first)."""
+    """Greedy `n_new` tokens, cached or recomputed; `forward` replaces `cached_forward`.
+    Returns ids (b, t + n_new), logits (b, n_new, v) and each step's seconds."""
     check_generate(model, prompt, n_new, forward)
     forward = cached_forward if forward is None else forward
     model.eval()

@@ -69,13 +69,8 @@ def linear_attention(
     causal: bool = False,
     feature=elu_feature,
 ) -> torch.Tensor:
-    """`φ(q) (φ(k)ᵀ v) / φ(q)·Σφ(k)`, linear in the length: the keys and values are
-    summed into a `(d_φ, d_v)` matrix first. Causal: running sums over the positions
-    (the parallel form of `linear_attention_recurrent`).
-
-    Shapes: q `(..., t, d)`, k `(..., s, d)`, v `(..., s, d_v)` → `(..., t,
-    d_v)`; causal needs `s = t`.
-    """
+    """`φ(q) (φ(k)ᵀ v) / φ(q)·Σφ(k)`, linear in the length; causal: running sums, s = t.
+    Shapes: q (..., t, d), k (..., s, d), v (..., s, d_v) -> (..., t, d_v)."""
     check_linear_attention(q, k, v, feature, causal)
     # sums of features in float32, autocast off: float16 overflows them and rounds
     wide, dtype = torch.promote_types(v.dtype, torch.float32), v.dtype
@@ -96,12 +91,8 @@ def linear_attention(
 def linear_attention_recurrent(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature=elu_feature
 ) -> torch.Tensor:
-    """Causal linear attention as an RNN: the state `S_t = S_{t-1} + φ(k_t) v_tᵀ` and
-    `z_t = z_{t-1} + φ(k_t)`; the output `φ(q_t)ᵀ S_t / φ(q_t)ᵀ z_t`. O(1) memory
-    per step, as in generation.
-
-    Shapes: q, k `(..., t, d)`, v `(..., t, d_v)` → `(..., t, d_v)`.
-    """
+    """Causal linear attention as an RNN with state `S_t`, `z_t`: O(1) memory per step.
+    Shapes: q, k (..., t, d), v (..., t, d_v) -> (..., t, d_v)."""
     check_linear_attention(q, k, v, feature)
     wide, dtype = torch.promote_types(v.dtype, torch.float32), v.dtype  # sums: float32
     q, k, v = q.to(wide), k.to(wide), v.to(wide)
@@ -128,11 +119,8 @@ def random_features(d: int, m: int, seed: int = 0) -> torch.Tensor:
 
 
 def performer_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Positive random features `φ(x) = exp(w·x - |x|²/2) / √m`: for `w ~ N(0, I)`,
-    `E[φ(q)·φ(k)] = exp(q·k)` exactly (FAVOR+).
-
-    Shapes: x `(..., t, d)`, w `(m, d)` → `(..., t, m)`.
-    """
+    """Positive random features `φ(x) = exp(w·x - |x|²/2) / √m` (FAVOR+).
+    Shapes: x (..., t, d), w (m, d) -> (..., t, m)."""
     check_performer_features(x, w)
     w = w.to(x)
     proj = x @ w.T  # (..., t, m)

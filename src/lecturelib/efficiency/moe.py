@@ -248,15 +248,8 @@ def check_moe_lm_loss(model) -> None:
 def top_k_gating(
     logits: torch.Tensor, k: int, renormalise: bool | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The `k` experts with the largest router logits per token, and their weights
-    (gates): the chosen experts' softmax probabilities over all experts, or, when
-    `renormalise`, the softmax of the chosen logits (Shazeer et al.'s gate, summing
-    to 1).
-    By default only `k > 1` renormalises: for `k = 1` the gate is the chosen
-    expert's probability (Switch Transformer), because renormalising one probability
-    gives a constant 1, which no gradient reaches the router through.
-
-    Shapes: logits `(n, E)` → weights `(n, k)` float, experts `(n, k)` long."""
+    """Top-`k` experts and gates: softmax over all E, or over the k if `renormalise`.
+    Shapes: logits (n, E) -> weights, experts (n, k); `renormalise` None: k > 1."""
     check_top_k_gating(logits, k, renormalise)
     if renormalise is None:
         renormalise = k > 1  # Switch for k = 1, Shazeer et al.'s gate for k > 1
@@ -267,17 +260,14 @@ def top_k_gating(
 
 
 def expert_capacity(n_tokens: int, n_experts: int, top_k: int, factor: float) -> int:
-    """Assignments an expert takes per batch, `ceil(factor · n_tokens · top_k / E)`:
-    the fair share of the `n_tokens · top_k` assignments times the capacity factor."""
+    """An expert's assignments per batch, `ceil(factor · n_tokens · top_k / E)`."""
     check_expert_capacity(n_tokens, n_experts, top_k, factor)
     return math.ceil(factor * n_tokens * top_k / n_experts)
 
 
 def capacity_mask(experts: torch.Tensor, n_experts: int, capacity: int) -> torch.Tensor:
-    """Which assignments their expert serves: each expert takes its first `capacity`
-    assignments, all first choices (in token order) before any second choice.
-
-    Shapes: experts `(n, k)` → keep `(n, k)` bool."""
+    """Which assignments their expert serves: its first `capacity`, first choices first.
+    Shapes: experts (n, k) -> keep (n, k) bool."""
     check_capacity_mask(experts, n_experts, capacity)
     one_hot = F.one_hot(experts.T.reshape(-1), n_experts)  # (k·n, E), choice-major
     slot = (one_hot.cumsum(0) * one_hot).sum(-1) - 1  # place in expert's queue
@@ -291,10 +281,8 @@ def dispatch_loop(
     keep: torch.Tensor,
     expert_fns,
 ) -> torch.Tensor:
-    """The reference MoE output: for every token and every kept choice, add the weighted
-    output of that expert on that token alone.
-
-    Shapes: x `(n, d)`, weights/experts/keep `(n, k)` → `(n, d)`."""
+    """The reference MoE output: one weighted expert call per token and kept choice.
+    Shapes: x (n, d), weights/experts/keep (n, k) -> (n, d)."""
     check_dispatch(x, weights, experts, keep, expert_fns)
     rows = []
     for i in range(x.shape[0]):
@@ -313,11 +301,8 @@ def dispatch_sorted(
     keep: torch.Tensor,
     expert_fns,
 ) -> torch.Tensor:
-    """The batched MoE output: sort the kept assignments by expert, run each expert once
-    on its contiguous block of rows, and scatter-add the weighted outputs back to their
-    tokens.
-
-    Shapes: x `(n, d)`, weights/experts/keep `(n, k)` → `(n, d)`."""
+    """The batched MoE output: each expert runs once on its kept tokens (sorted).
+    Shapes: x (n, d), weights/experts/keep (n, k) -> (n, d)."""
     check_dispatch(x, weights, experts, keep, expert_fns)
     token = torch.arange(x.shape[0], device=x.device)[:, None].expand_as(experts)
     token, expert, weight = token[keep], experts[keep], weights[keep]  # (m,) kept
@@ -330,15 +315,8 @@ def dispatch_sorted(
 
 
 def load_balancing_loss(logits: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
-    """Switch Transformer's auxiliary loss `E · Σ_e f_e · P_e`: `f_e` the fraction
-    of the assignments routed to expert `e` (not differentiable), `P_e` the mean
-    router probability of `e` (differentiable). It is 1 when both are uniform and
-    grows as the router favours a few experts. `f` is normalised by the `n · k`
-    assignments, so the loss is 1 at balance for every `k`; Mixtral's implementation
-    (`transformers`' `load_balancing_loss_func`) divides by the `n` tokens, which
-    gives `k` times this value.
-
-    Shapes: logits `(n, E)`, experts `(n, k)` → scalar."""
+    """Switch's `E · Σ_e f_e · P_e`, `f` over the n·k assignments: 1 at balance, any k.
+    Shapes: logits (n, E), experts (n, k) -> scalar."""
     check_routing(logits, experts)
     n_experts = logits.shape[-1]
     f = torch.bincount(experts.reshape(-1), minlength=n_experts) / experts.numel()
@@ -347,11 +325,8 @@ def load_balancing_loss(logits: torch.Tensor, experts: torch.Tensor) -> torch.Te
 
 
 def router_z_loss(logits: torch.Tensor) -> torch.Tensor:
-    """ST-MoE's router z-loss, the mean squared log-partition `(log Σ_e exp z_e)²`:
-    it keeps the router's logits small, so that its softmax stays accurate in low
-    precision.
-
-    Shapes: logits `(n, E)` → scalar."""
+    """ST-MoE's router z-loss: the mean over tokens of `(log Σ_e exp z_e)²`.
+    Shapes: logits (n, E) -> scalar."""
     check_router_logits(logits)
     return torch.logsumexp(logits, dim=-1).square().mean()
 
@@ -369,10 +344,8 @@ class RouterStats:
 
 
 class MoE(nn.Module):
-    """A router and `n_experts` expert MLPs in place of one MLP.
-
-    Shapes: x `(b, t, d)` → `(b, t, d)`; `stats` holds the last pass's
-    `RouterStats` and `aux_loss` its weighted auxiliary losses."""
+    """A router and `n_experts` expert MLPs; `stats`, `aux_loss` record the last pass.
+    Shapes: x (b, t, d) -> (b, t, d)."""
 
     def __init__(self, config: MoEConfig):
         super().__init__()
@@ -412,9 +385,8 @@ class MoE(nn.Module):
 
 
 class MoEGPT(gpt.GPT):
-    """Chapter 11's GPT with a `MoE` layer in place of every block's MLP.
-
-    Shapes: ids `(b, t)` → logits `(b, t, v)`."""
+    """The GPT with a `MoE` layer in place of every block's MLP.
+    Shapes: ids (b, t) -> logits (b, t, v)."""
 
     def __init__(self, config: gpt.GPTConfig, moe: MoEConfig):
         super().__init__(config)
@@ -431,25 +403,21 @@ class MoEGPT(gpt.GPT):
         return [block.mlp for block in self.blocks]
 
     def aux_loss(self) -> torch.Tensor:
-        """The weighted auxiliary losses of the last forward pass, summed over
-        layers."""
+        """The last forward pass's weighted auxiliary losses, summed over layers."""
         return sum(layer.aux_loss for layer in self.moe_layers())
 
 
 def moe_lm_loss(
     model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
 ) -> torch.Tensor:
-    """Next-token cross-entropy plus the model's auxiliary losses (for
-    `train.fit`)."""
+    """Next-token cross-entropy plus the model's auxiliary losses."""
     check_moe_lm_loss(model)
     inner = getattr(model, "module", model)  # DistributedDataParallel wraps the model
     return lm.next_token_loss(model, batch) + inner.aux_loss()
 
 
 def param_counts(model: nn.Module) -> tuple[int, int]:
-    """Total and activated (used per token) non-embedding parameters of a GPT or a
-    `MoEGPT`: a token passes through `top_k` of the `n_experts` experts.
-    (`gpt.n_params` is the total alone.)"""
+    """Total and activated (per token) non-embedding parameters of a GPT or `MoEGPT`."""
     check_type(model, "model", gpt.GPT, "a gpt.GPT or MoEGPT")
     total = gpt.n_params(model)
     if not isinstance(model, MoEGPT):

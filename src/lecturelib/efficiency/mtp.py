@@ -38,11 +38,8 @@ def check_mtp_heads(model, n_future) -> None:
 
 
 class MTPHeads(nn.Module):
-    """Heads `2..n_future` on the frozen trunk `model`: head `k` maps the final
-    state `h` to `W_out (h + SiLU(A_k h))` with `A_k` initialised to zero, so
-    every head starts as the next-token head.
-
-    Shapes: ids `(b, t)` → logits `(b, t, k, v)`, head 1 first."""
+    """Heads `2..n_future` on frozen `model`: `W_out (h + SiLU(A_k h))`, `A_k` from 0.
+    Shapes: ids (b, t) -> logits (b, t, n_future, v), head 1 first."""
 
     def __init__(self, model: gpt.GPT, n_future: int):
         super().__init__()
@@ -91,8 +88,7 @@ def check_mtp_loss(heads, batch) -> None:
 
 
 def mtp_loss(heads: MTPHeads, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Mean over the heads of the cross-entropy of `x_{t+k}` at every position that
-    has one: `y` holds `x_{t+1}`, so head `k` is scored on `y[:, k-1:]`."""
+    """Mean over heads of the cross-entropy; head `k` is scored on `y[:, k-1:]`."""
     check_mtp_loss(heads, batch)
     x, y = batch
     logits = heads(x)  # (b, t, k, v)
@@ -167,12 +163,8 @@ def check_self_speculative_generate(heads, prompt, n_new) -> None:
 def self_speculative_generate(
     heads: MTPHeads, prompt: torch.Tensor, n_new: int
 ) -> tuple[torch.Tensor, dict]:
-    """Greedy decoding in which each call of the model both checks the last round's
-    guesses and makes the next: head 1's choice after the last accepted token is
-    exact, heads `2..K` guess the `K - 1` tokens after it, and the next call keeps
-    the guesses that head 1 would have chosen.
-
-    Returns the ids `(1, t + n_new)` and `{"calls", "accepted", "seconds"}`."""
+    """Greedy decoding: heads `2..n_future` guess ahead and the next call checks them.
+    Returns the ids (1, t + n_new) and `{"calls", "accepted", "seconds"}`."""
     check_self_speculative_generate(heads, prompt, n_new)
     tic = time.perf_counter()
     end = prompt.shape[1] + n_new

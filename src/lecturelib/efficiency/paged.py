@@ -69,9 +69,7 @@ class BlockAllocator:
 
 class PagedKVCache:
     """Keys and values of many sequences in `capacity // block_size` blocks.
-
-    Shapes: the pools `k, v` `(n_blocks, block_size, g, e)`; one token `(g, e)`.
-    """
+    Shapes: the pools k, v (n_blocks, block_size, g, e); one token (g, e)."""
 
     def __init__(
         self,
@@ -98,9 +96,7 @@ class PagedKVCache:
         self.tables[seq], self.lengths[seq] = [], 0
 
     def append(self, seq: int, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Store one token's key and value at the end of sequence `seq`: a new block
-        when the last is full, a private copy when the last is shared (copy-on-write).
-        """
+        """Store one token's key and value at the end of `seq` (copy-on-write)."""
         check_append(self, seq, k, v)
         table, n = self.tables[seq], self.lengths[seq]
         slot = n % self.block_size
@@ -134,9 +130,7 @@ class PagedKVCache:
         del self.lengths[seq]
 
     def gather(self, seq: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sequence `seq`'s keys and values read through its block table.
-
-        Shapes: → `(g, s, e)` each."""
+        """Sequence `seq`'s keys and values through its block table: (g, s, e) each."""
         check_seq(self, seq)
         table = torch.tensor(self.tables[seq], dtype=torch.long, device=self.k.device)
         n = self.lengths[seq]
@@ -200,8 +194,8 @@ def check_append(cache: PagedKVCache, seq, k, v) -> None:
 
 
 def paged_attention(q: torch.Tensor, cache: PagedKVCache, seq: int) -> torch.Tensor:
-    """One decode query of sequence `seq` attending to all its cached positions, read
-    through the block table. Shapes: q `(h, e)` → `(h, e)`."""
+    """One decode query of `seq` attending to all its positions through the block table.
+    Shapes: q (h, e) -> (h, e)."""
     check_query(q, cache, seq)
     k, v = cache.gather(seq)  # (g, s, e)
     s = k.shape[1]
@@ -211,9 +205,8 @@ def paged_attention(q: torch.Tensor, cache: PagedKVCache, seq: int) -> torch.Ten
 def contiguous_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 ) -> torch.Tensor:
-    """The reference: the same query over a contiguous cache, plain softmax attention.
-
-    Shapes: q `(h, e)`, k, v `(g, s, e)` → `(h, e)`."""
+    """The reference: the same query over a contiguous cache, plain attention.
+    Shapes: q (h, e), k, v (g, s, e) -> (h, e)."""
     check_contiguous(q, k, v)
     s = k.shape[1]
     return kvcache.attend_reference(q[None, :, None], k[None], v[None], s - 1)[0, :, 0]

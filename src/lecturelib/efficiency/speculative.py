@@ -98,10 +98,8 @@ def check_residual(p, q) -> None:
 
 
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """`normalize(max(0, p - q))`: what `p` holds beyond `q`. Where `p == q`
-    nothing is ever rejected, and `p` is returned.
-
-    Shapes: p, q `(v,)` → `(v,)`."""
+    """`normalize(max(0, p - q))`: what `p` holds beyond `q`; `p` itself if `p == q`.
+    Shapes: p, q (v,) -> (v,)."""
     check_residual(p, q)
     extra = (p.double() - q.double()).clamp(min=0)
     if extra.sum() <= 1e-12:
@@ -133,8 +131,8 @@ def check_fallback(p, q, rule) -> None:
 
 
 def fallback(p: torch.Tensor, q: torch.Tensor, rule: str) -> torch.Tensor:
-    """What a rejected position is resampled from: the residual (the exact rule), or
-    `p` itself (the wrong one). Shapes: `(v,)` → `(v,)`."""
+    """What a rejected position is resampled from: the residual (exact) or `p` (wrong).
+    Shapes: (v,) -> (v,)."""
     check_fallback(p, q, rule)
     return residual(p, q) if rule == "exact" else p.double()
 
@@ -168,12 +166,8 @@ def verify(
     generator: torch.Generator | None = None,
     rule: str = "exact",
 ) -> tuple[int, int]:
-    """Speculative sampling's rule: returns how many drafts are accepted, `n`, and
-    the token that follows them (resampled at the first rejection, or drawn from the
-    last row of `p` when all `K` are accepted).
-
-    Shapes: p `(K + 1, v)` target probabilities at the drafted positions and one
-    more, q `(K, v)` the draft's, drafts `(K,)`."""
+    """Speculative sampling: the number `n` of drafts accepted and the token after them.
+    Shapes: p (K + 1, v) target probabilities, q (K, v) the draft's, drafts (K,)."""
     check_verify(p, q, drafts, rule)
     return accept(p, q, drafts.tolist(), generator, rule)
 
@@ -219,8 +213,8 @@ def accept(
     generator: torch.Generator | None,
     rule: str,
 ) -> tuple[int, int]:
-    """`verify` for callers whose `p` and `q` are softmax outputs already: it
-    checks their shapes, and their values only on the CPU (no read-back per round)."""
+    """`verify` for softmax outputs `p`, `q` and drafts as a list of ints; values
+    checked on the CPU only (no read-back per round)."""
     check_accept(p, q, drafts, generator, rule)
     where = None if generator is None else generator.device  # draws are made there
     for i, x in enumerate(drafts):
@@ -249,9 +243,8 @@ def check_verify_greedy(p, drafts) -> None:
 
 
 def verify_greedy(p: torch.Tensor, drafts: torch.Tensor) -> tuple[int, int]:
-    """The rule at temperature 0: accept drafts while each is the target's most likely
-    token; the next token is the target's choice at the first mismatch (or after the
-    last draft). Shapes: p `(K + 1, v)` scores or probabilities, drafts `(K,)`."""
+    """The rule at T = 0: `n` drafts that match the target's argmax, and its next token.
+    Shapes: p (K + 1, v) scores or probabilities, drafts (K,)."""
     check_verify_greedy(p, drafts)
     best = p.argmax(-1)  # (K + 1,)
     n = 0
@@ -263,9 +256,8 @@ def verify_greedy(p: torch.Tensor, drafts: torch.Tensor) -> tuple[int, int]:
 def first_token_distribution(
     p: torch.Tensor, q: torch.Tensor, rule: str = "exact"
 ) -> torch.Tensor:
-    """The exact distribution of the first token the rule emits: draft `x ~ q` kept
-    with probability `min(1, p/q)`, else a draw from the fallback,
-    `min(p, q) + (1 - sum min(p, q)) · fallback`. Shapes: `(v,)` → `(v,)`."""
+    """The rule's first-token distribution: `min(p, q) + (1 - Σ min(p, q)) · fallback`.
+    Shapes: (v,) -> (v,)."""
     check_rule(rule)
     r = fallback(p, q, rule)  # residual checks p and q
     kept = torch.minimum(p.double(), q.double())
@@ -476,8 +468,7 @@ def check_draft_logits(draft, ids, cache) -> None:
 def draft_logits(
     draft: gpt.GPT | NGramDraft, ids: list[int], cache: kvcache.KVCache | None
 ) -> torch.Tensor:
-    """The draft's logits for the token after `ids`: a GPT reads the ids its cache
-    does not hold yet; an n-gram table looks up the last `order - 1`."""
+    """The draft's logits for the token after `ids` (GPT: the ids its cache lacks)."""
     check_draft_logits(draft, ids, cache)
     if isinstance(draft, NGramDraft):
         return draft.logits(ids)
@@ -497,15 +488,8 @@ def speculative_generate(
     generator: torch.Generator | None = None,
     rule: str = "exact",
 ) -> tuple[torch.Tensor, dict]:
-    """`n_new` tokens after `prompt`, sampled at `temperature` (0: greedy): each
-    round the draft (a GPT or an `NGramDraft`) proposes `K` tokens one by
-    one, the target scores them in one cached forward pass, and the rule
-    (`verify`, or `verify_greedy` at `T = 0`) keeps a prefix and adds
-    one token. The caches hold every token but the newest; a rejection rolls them
-    back.
-
-    Returns the ids `(1, t + n_new)` and counts: target and draft calls, drafted
-    tokens, tested ones (up to the first rejection), accepted ones, seconds."""
+    """`n_new` tokens sampled at `temperature` (0: greedy), `K` drafts per round.
+    Returns ids (1, t + n_new) and counts: calls, drafted, tested, accepted, seconds."""
     check_speculative_generate(target, draft, prompt, n_new, K, temperature, rule)
     tic = time.perf_counter()
     total = prompt.shape[1] + n_new + K + 1

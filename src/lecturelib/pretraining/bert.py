@@ -87,15 +87,8 @@ def mask_tokens(
     p_random: float = 0.1,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT's masking: the corrupted inputs and the targets of a batch of token ids.
-
-    Each ordinary token (id < `specials.n_text`) is selected with probability `p`; a
-    selected token is replaced by `[MASK]` with probability `p_mask`, by a random
-    ordinary token with probability `p_random`, and kept otherwise. Targets hold the
-    original id at selected positions and `IGNORE` elsewhere.
-
-    Shapes: ids `(..., t)` → inputs, targets `(..., t)`.
-    """
+    """BERT's masking of ordinary tokens; targets are `IGNORE` where not selected.
+    Shapes: ids (..., t) -> inputs, targets (..., t)."""
     check_mask_tokens(ids, specials, p, p_mask, p_random)
     # drawn where the generator lives (the same draws for ids on any device)
     where = ids.device if generator is None else generator.device
@@ -255,8 +248,7 @@ def pad(rows: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Ten
 
 @dataclass(kw_only=True)
 class BERTConfig(transformer.TransformerConfig):
-    """A `BERT`: chapter 8's stack sizes, the vocabulary (ordinary + special
-    tokens), the positions (`max_len`), the classes and how a sentence is pooled."""
+    """The sizes and options of a `BERT`; `vocab_size` counts the special tokens too."""
 
     n_classes: int = 2
     pool: str = "mean"
@@ -297,8 +289,8 @@ def check_batch_ids(ids) -> None:
 
 
 class MLMHead(nn.Module):
-    """`LN(GELU(W h)) Eᵀ + b`: BERT's transform, then the token embeddings `E`
-    (tied) as the output matrix. Shapes: h `(..., d)` → logits `(..., v)`."""
+    """`LN(GELU(W h)) Eᵀ + b`, the token embeddings `E` tied as the output matrix.
+    Shapes: h (..., d) -> logits (..., v)."""
 
     def __init__(self, embedding: nn.Embedding):
         super().__init__()
@@ -316,13 +308,8 @@ class MLMHead(nn.Module):
 
 
 class BERT(nn.Module):
-    """Embeddings → bidirectional blocks (a padding mask, no causal mask) → final norm,
-    with an MLM head and a classification head.
-
-    Shapes: ids `(b, t)`, lengths `(b,)` or None (no padding) → states
-    `(b, t, d)` (`encode`), MLM logits `(b, t, v)` (`mlm_logits`), class
-    logits `(b, c)` (`forward`).
-    """
+    """Bidirectional encoder, with a padding mask from `lengths` (None: no padding).
+    Shapes: ids (b, t) -> encode (b, t, d), mlm_logits (b, t, v), forward (b, c)."""
 
     def __init__(self, config: BERTConfig):
         super().__init__()
@@ -338,9 +325,7 @@ class BERT(nn.Module):
         self.apply(gpt.GPT.init_weights)  # N(0, 0.02²), zero biases: BERT's, GPT's
 
     def keys(self, ids: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
-        """The padding mask of the keys, True at real tokens.
-
-        Shapes: → `(b, 1, t)`."""
+        """The padding mask of the keys, True at real tokens: (b, 1, t)."""
         check_batch_ids(ids)
         if lengths is None:
             return torch.ones(
@@ -366,8 +351,7 @@ class BERT(nn.Module):
     def pooled(
         self, ids: torch.Tensor, lengths: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """One vector per sentence: the `[CLS]` state or the mean of the real
-        states."""
+        """One vector per sentence: the `[CLS]` state or the mean of the real states."""
         h = self.encode(ids, lengths)  # (b, t, d)
         if self.config.pool == "cls":
             return h[:, 0]

@@ -129,9 +129,7 @@ def make_norm(config: GPTConfig) -> nn.Module:
 
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention with one fused `W_qkv` projection.
-
-    Shapes: x `(b, t, d)` → `(b, t, d)`.
-    """
+    Shapes: x (b, t, d) -> (b, t, d)."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -147,7 +145,7 @@ class CausalSelfAttention(nn.Module):
             self.register_buffer("sin", angles.sin(), persistent=False)
 
     def rotate(self, x: torch.Tensor, pos=None) -> torch.Tensor:
-        """RoPE (chapter 7's `positions.rope_rotate`), cosines and sines cached."""
+        """RoPE at positions 0..t-1 or `pos` (b, t), cosines and sines cached."""
         if pos is None:  # positions 0..t-1
             cos, sin = self.cos[: x.shape[-2]], self.sin[: x.shape[-2]]  # (t, e/2)
         else:  # each token's own position, pos (b, t): (b, 1, t, e/2)
@@ -169,8 +167,8 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    """`W_2 GELU(W_1 x)` at every position, GELU exact or its tanh approximation
-    (GPT-2). Shapes: `(b, t, d)` → `(b, t, d)`."""
+    """`W_2 GELU(W_1 x)` at every position, GELU exact or its tanh approximation.
+    Shapes: (b, t, d) -> (b, t, d)."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -200,9 +198,7 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     """Token embedding → blocks → final norm → output head.
-
-    Shapes: ids `(b, t)` with `t <= seq_len` → logits `(b, t, v)`.
-    """
+    Shapes: ids (b, t) with t <= seq_len -> logits (b, t, v)."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -227,8 +223,7 @@ class GPT(nn.Module):
 
     @staticmethod
     def init_weights(module: nn.Module) -> None:
-        """GPT-2's initialisation of a Linear or Embedding: weights N(0, 0.02²), biases
-        zero."""
+        """GPT-2's init of a Linear or Embedding: weights N(0, 0.02²), biases zero."""
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
@@ -238,8 +233,8 @@ class GPT(nn.Module):
         check_gpt_ids(ids, self.config)
 
     def embed_ids(self, ids: torch.Tensor, positions=None) -> torch.Tensor:
-        """The input of the first block, at `positions` `(b, t)` (default
-        `0..t-1`). Shapes: `(b, t)` → `(b, t, d)`."""
+        """The input of the first block, at `positions` (b, t), default 0..t-1.
+        Shapes: (b, t) -> (b, t, d)."""
         self.check_ids(ids)
         x = self.embed(ids)
         if self.pos is not None:
@@ -249,8 +244,8 @@ class GPT(nn.Module):
         return self.drop(x)
 
     def forward(self, ids: torch.Tensor, segments=None) -> torch.Tensor:
-        """`segments` `(b, t)`: which example of a packed row each position belongs
-        to (chapter 21); `None`, one sequence per row."""
+        """`segments` (b, t): each position's packed example (None: one per row).
+        Shapes: ids (b, t) -> logits (b, t, v)."""
         positions = mask = None
         if segments is not None:
             positions, mask = segment_positions_and_mask(segments, ids)
@@ -260,19 +255,15 @@ class GPT(nn.Module):
         return self.head(self.norm(x))  # (b, t, v)
 
     def residual_stream(self, ids: torch.Tensor) -> list[torch.Tensor]:
-        """The residual stream before the first block and after every block (the logit
-        lens of chapter 13 reads these).
-
-        Shapes: `(b, t)` → `n_layers + 1` tensors `(b, t, d)`."""
+        """The residual stream before the first block and after every block.
+        Shapes: (b, t) -> n_layers + 1 tensors (b, t, d)."""
         states = [self.embed_ids(ids)]
         for block in self.blocks:
             states.append(block(states[-1]))
         return states
 
     def step(self, prefixes: torch.Tensor) -> torch.Tensor:
-        """Next-token logits for chapter 10's decoders, from the last seq_len tokens.
-
-        Shapes: `(b, t)` → `(b, v)`."""
+        """Next-token logits from the last `seq_len` tokens: (b, t) -> (b, v)."""
         return self(prefixes[:, -self.config.seq_len :])[:, -1]
 
 
@@ -357,13 +348,8 @@ def n_params(model: GPT, embeddings: bool = False) -> int:
 
 
 def windows(ids: torch.Tensor, batch_size: int, seq_len: int, seed: int = 0):
-    """A function `step -> (x, y)` of random windows of the token stream `ids`.
-
-    Each step's windows come from a generator seeded with `(seed, step)`, so they are
-    the same in a resumed run and in every process of a distributed one.
-
-    Shapes: ids `(n,)` → x, y `(batch_size, seq_len)`.
-    """
+    """A function `step -> (x, y)` of random windows of `ids`, fixed by `(seed, step)`.
+    Shapes: ids (n,) -> x, y (batch_size, seq_len)."""
     check_windows(ids, batch_size, seq_len)
     offsets = torch.arange(seq_len + 1)
 

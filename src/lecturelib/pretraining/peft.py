@@ -47,13 +47,8 @@ from lecturelib.validate import (
 
 
 class LoRALinear(nn.Module):
-    """A frozen `nn.Linear` plus one rank-`r` update `(alpha/r) B_g A_g` per group
-    `g` of output rows: `rows` is None (one adapter on all rows), a 1-d list (one
-    on those rows) or a 2-d list, one group of rows per adapter (e.g. the `q` rows
-    and the `v` rows of a fused `qkv`).
-
-    Shapes: x `(..., d_in)` → `(..., d_out)`; rows `(g, m)`, A `(g, r, d_in)`,
-    B `(g, m, r)`."""
+    """Frozen `base` + `(alpha/r) B_g A_g` per group g of output `rows` (None: all).
+    Shapes: x (..., d_in) -> (..., d_out); rows (g, m) or (m,); A (g, r, d_in)."""
 
     def __init__(self, base: nn.Linear, r: int, alpha: float, rows=None):
         super().__init__()
@@ -75,15 +70,13 @@ class LoRALinear(nn.Module):
         return self.base(x).index_add(-1, self.rows.flatten(), update.flatten(-2))
 
     def delta_weight(self) -> torch.Tensor:
-        """Each `(alpha/r) B_g A_g` scattered into its rows.
-
-        Shapes: → `(d_out, d_in)`."""
+        """Each `(alpha/r) B_g A_g` scattered into its rows: (d_out, d_in)."""
         update = self.scale * self.B @ self.A  # (g, m, d_in)
         delta = torch.zeros_like(self.base.weight)
         return delta.index_add(0, self.rows.flatten(), update.flatten(0, 1))
 
     def merged(self) -> nn.Linear:
-        """An `nn.Linear` with `W = W_0 + ΔW`: the same function, no overhead."""
+        """A new `nn.Linear` with `W = W_0 + ΔW`: the same function, no overhead."""
         out = copy.deepcopy(self.base)
         with torch.no_grad():
             out.weight += self.delta_weight()
@@ -130,10 +123,8 @@ def freeze(model: nn.Module) -> nn.Module:
 def add_lora(
     model: gpt.GPT, r: int = 4, alpha: float = 8.0, parts: str = "qv"
 ) -> gpt.GPT:
-    """Freeze `model` and wrap every block's fused `qkv` projection in a
-    `LoRALinear` with one adapter per slice named by `parts` (letters of
-    `"qkv"`; `"qv"`: one on `W_Q`, one on `W_V`, as in the paper). Changes
-    `model` in place and returns it."""
+    """Freeze `model` and add LoRA to each block's `qkv`, in place; returns `model`.
+    One adapter per letter of `parts` ("q", "k", "v")."""
     check_add_lora(model, parts)
     d = model.config.d_model
     rows = torch.stack([torch.arange(d) + "qkv".index(s) * d for s in parts])  # (g, d)
@@ -181,8 +172,8 @@ def merge_lora(model: gpt.GPT) -> gpt.GPT:
 
 
 class Adapter(nn.Module):
-    """Houlsby's bottleneck `y + U GELU(D y)` applied to the output `y` of
-    `module`; `U` starts at zero. Shapes: `(b, t, d)` → `(b, t, d)`."""
+    """Bottleneck `y + U GELU(D y)` on the output `y` of `module`; `U` starts at zero.
+    Shapes: (b, t, d) -> (b, t, d)."""
 
     def __init__(self, module: nn.Module, d_model: int, d_bottleneck: int):
         super().__init__()
@@ -229,11 +220,8 @@ def attend(
     x: torch.Tensor,
     prefix: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """The attention of a GPT block, with optional learned keys and values `prefix`
-    that every position attends to (they carry no position: RoPE rotates the text's
-    only).
-
-    Shapes: x `(b, t, d)`, prefix `(h, p, e)` twice → `(b, t, d)`."""
+    """A GPT block's attention; every position also attends to `prefix` (not rotated).
+    Shapes: x (b, t, d), prefix (h, p, e) twice -> (b, t, d)."""
     q, k, v = rearrange(
         attn.qkv(x), "b t (three h e) -> three b h t e", three=3, h=attn.n_heads
     )  # (b, h, t, e) each
@@ -317,9 +305,8 @@ def run_blocks(model: gpt.GPT, x: torch.Tensor, prefixes=None) -> torch.Tensor:
 
 
 class PromptTuned(nn.Module):
-    """A frozen GPT reading `n_prompt` learned vectors before its input ids,
-    initialised from the embeddings of `init_ids`. Shapes: ids `(b, t)` with
-    `t + n_prompt <= seq_len` → logits `(b, t, v)`."""
+    """A frozen GPT reading learned vectors before `ids`, initialised from `init_ids`.
+    Shapes: ids (b, t) with t + len(init_ids) <= seq_len -> logits (b, t, v)."""
 
     def __init__(self, model: gpt.GPT, init_ids: torch.Tensor):
         super().__init__()

@@ -87,7 +87,7 @@ def check_codes(w, bits: int, scheme: str) -> None:
 
 def scale_zero(w: torch.Tensor, bits: int, scheme: str = "absmax"):
     """Scale and zero point of each row of `w` (zero is 0 for absmax).
-    Shapes: `(..., n)` → `(..., 1)` twice."""
+    Shapes: (..., n) -> (..., 1) twice."""
     check_codes(w, bits, scheme)
     if scheme == "absmax":
         scale = w.abs().amax(-1, keepdim=True) / (2 ** (bits - 1) - 1)
@@ -105,8 +105,7 @@ def quantize(
     bits: int,
     scheme: str = "absmax",
 ) -> torch.Tensor:
-    """Integer codes of `w`: `round(w / s) (+ z)`, clamped to the `bits`-bit
-    range."""
+    """Integer codes of `w`: `round(w / s) (+ z)`, clamped to the `bits`-bit range."""
     check_codes(w, bits, scheme)
     if scheme == "absmax":
         qmax = 2 ** (bits - 1) - 1
@@ -117,8 +116,8 @@ def quantize(
 def fake_quantize(
     w: torch.Tensor, bits: int, group_size: int | None = None, scheme: str = "absmax"
 ) -> torch.Tensor:
-    """Round-to-nearest quantize-dequantize of `w`, per row or per group of
-    `group_size` columns. Shapes: `(d_out, d_in)` → `(d_out, d_in)`."""
+    """Round-to-nearest quantize-dequantize of `w`, per row or per `group_size` columns.
+    Shapes: (d_out, d_in) -> (d_out, d_in)."""
     check_fake_quantize(w, bits, group_size, scheme)
     g = group_size or w.shape[1]
     groups = w.reshape(w.shape[0], -1, g)  # (d_out, d_in/g, g)
@@ -142,8 +141,7 @@ def exact_dtype(t: torch.Tensor) -> torch.dtype:
 
 
 def hessian(x: torch.Tensor) -> torch.Tensor:
-    """GPTQ's `H = 2 X Xᵀ / n` of calibration inputs. Shapes: `(n, d_in)` →
-    `(d_in, d_in)`."""
+    """GPTQ's `H = 2 xᵀ x / n` of calibration inputs: (n, d_in) -> (d_in, d_in)."""
     check_matrix(x, "x")
     x = x.to(exact_dtype(x))
     return 2 * x.T @ x / len(x)
@@ -157,9 +155,8 @@ def gptq(
     scheme: str = "absmax",
     damp: float = 0.01,
 ) -> torch.Tensor:
-    """GPTQ quantize-dequantize of `w` with the Hessian `h` of its inputs; `damp`
-    times the mean diagonal is added to the diagonal. Shapes: w `(d_out, d_in)`,
-    h `(d_in, d_in)` → `(d_out, d_in)`."""
+    """GPTQ quantize-dequantize of `w`, input Hessian `h` (+ `damp` × mean diagonal).
+    Shapes: w (d_out, d_in), h (d_in, d_in) -> (d_out, d_in)."""
     check_gptq(w, h, bits, group_size, scheme, damp)
     d_in = w.shape[1]
     w, h = w.to(exact_dtype(w)).clone(), h.to(exact_dtype(w)).clone()

@@ -48,10 +48,8 @@ def check_decay_groups(model, weight_decay) -> None:
 
 
 def decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW parameter groups: weight decay on the matrices of linear layers only.
-
-    None on biases, normalisation gains or embeddings (decaying those only shrinks what
-    the model needs). A weight shared by two modules (tied embeddings) counts once."""
+    """AdamW groups: decay on weight matrices; none on biases, norm gains or embeddings.
+    Trainable parameters only; a weight shared by two modules counts once."""
     check_decay_groups(model, weight_decay)
     no_decay = {
         id(p)
