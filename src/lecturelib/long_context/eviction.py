@@ -114,10 +114,8 @@ def check_keep(policy, scores, budget, n_sinks, n_recent) -> None:
 def keep(
     policy: str, scores: torch.Tensor, budget: int, n_sinks: int = 4, n_recent: int = 1
 ) -> torch.Tensor:
-    """Which of the `s` cached positions survive, in order: `budget` of them per
-    sequence and head. `scores` are H2O's accumulated attention.
-
-    Shapes: scores `(b, h, s)` → indices `(b, h, budget)`."""
+    """The cached positions that `policy` keeps, in order, per sequence and head.
+    Shapes: scores (b, h, s), H2O's accumulated attention → (b, h, min(s, budget))."""
     check_keep(policy, scores, budget, n_sinks, n_recent)
     (b, h, s), device = scores.shape, scores.device
     if s <= budget or policy == "full":

@@ -99,9 +99,8 @@ def knn_attention(
     top: int,
     index: "IVFIndex | None" = None,
 ) -> torch.Tensor:
-    """Softmax attention of each query over its `top` best-scoring stored keys only,
-    found exactly or with `index`. Shapes: q `(t, e)`, keys `(s, e)`, values
-    `(s, e_v)` → `(t, e_v)`."""
+    """Softmax attention over each query's `top` best keys, found exactly or by `index`.
+    Shapes: q (t, e), keys (s, e), values (s, e_v) → (t, e_v)."""
     check_knn(q, keys, values, top, index)
     idx = (
         (q @ keys.T).topk(top, -1).indices if index is None else index.search(q, top)

@@ -118,12 +118,7 @@ def correction_range(
     alpha: float = ALPHA,
     beta: float = BETA,
 ) -> tuple[int, int]:
-    """The pairs where the released YaRN code's ramp starts and ends.
-
-    Pair `i` turns `r_i = L θ_i / 2π` times over the trained context; it turns
-    `r` times at `i(r) = d ln(L / 2πr) / (2 ln b)`. The ramp runs from
-    `low = ⌊i(β)⌋` to `high = ⌈i(α)⌉`, clamped to `[0, d - 1]` as the code does.
-    """
+    """The ramp's `(low, high)`: pairs turning `beta`, `alpha` times in `train_len`."""
     check_correction_range(d_head, train_len, base, alpha, beta)
 
     def pair(r):  # the (fractional) pair index that turns r times over train_len
@@ -142,8 +137,8 @@ def check_ramp_pairs(n_pairs, low, high) -> None:
 
 
 def ramp(n_pairs: int, low: int, high: int) -> torch.Tensor:
-    """The code's `γ_i`: 1 (keep `θ_i`) up to pair `low`, 0 (interpolate) from
-    pair `high` on, linear in `i` in between. Shapes: → `(n_pairs,)`."""
+    """`γ_i`: 1 (keep `θ_i`) to pair `low`, 0 (interpolate) from `high`, linear between.
+    Shapes: → (n_pairs,) float64."""
     check_ramp_pairs(n_pairs, low, high)
     i = torch.arange(n_pairs, dtype=torch.float64)
     return 1 - ((i - low) / ((high - low) or 1e-3)).clamp(0, 1)
@@ -158,8 +153,8 @@ def scaled_frequencies(
     alpha: float = ALPHA,
     beta: float = BETA,
 ) -> torch.Tensor:
-    """The frequencies `θ'_i` of `method` for a context `scale` times the trained
-    `train_len` (float64). Shapes: → `(d_head/2,)`."""
+    """The frequencies `θ'_i` of `method` for `scale` times the trained `train_len`.
+    Shapes: → (d_head/2,) float64."""
     check_frequencies(method, scale, train_len, alpha, beta)
     check_ntk_head(method, d_head)
     theta = positions.frequencies(d_head, base)  # (d/2,)
@@ -190,8 +185,7 @@ def check_extend(model, seq_len, method) -> None:
 
 
 def extend(model: gpt.GPT, seq_len: int, method: str = "none") -> gpt.GPT:
-    """A copy of `model` that reads `seq_len` tokens with `method`'s frequencies
-    (scale `s = seq_len / model.config.seq_len`)."""
+    """A copy of `model` that reads `seq_len` tokens with `method`'s RoPE scaling."""
     check_extend(model, seq_len, method)
     train_len = getattr(model, "train_len", model.config.seq_len)
     scale = seq_len / train_len

@@ -108,14 +108,8 @@ VOCAB = ChatVocab()
 
 
 def chat(prompt: str, response: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The chat template `<|user|>prompt<|assistant|>response<|end|>` as ids, and a
-    mask that marks the response's tokens and `<|end|>` (what the model learns to
-    write). With no `response`: the prompt up to `<|assistant|>`, where generation
-    starts. Prompt and response are plain text (a special token's string in them is
-    read as characters); a final `<|end|>` of the response is the template's own.
-
-    Shapes: → ids `(t,)` long, mask `(t,)` bool.
-    """
+    """Ids of `<|user|>prompt<|assistant|>response<|end|>`, mask on response, `<|end|>`.
+    Shapes: → ids (t,) long, mask (t,) bool; no `response`: up to `<|assistant|>`."""
     check_type(prompt, "prompt", str)
     head = torch.cat(
         [VOCAB.special(USER), VOCAB.encode(prompt), VOCAB.special(ASSISTANT)]
@@ -185,11 +179,8 @@ def check_masked_loss(logits, targets, mask) -> None:
 def masked_loss(
     logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
-    """Mean cross-entropy over the positions where `mask` is True (the response):
-    `-(1/|M|) Σ_{(i,t)∈M} log p(targets[i,t] | ids[i,≤t])`.
-
-    Shapes: logits `(b, t, v)`, targets and mask `(b, t)` → scalar.
-    """
+    """Mean cross-entropy over the positions where `mask` is True (the response).
+    Shapes: logits (b, t, v), targets and mask (b, t) → ()."""
     check_masked_loss(logits, targets, mask)
     return F.cross_entropy(logits[mask], targets[mask])
 
@@ -205,15 +196,8 @@ def shifted(ids: torch.Tensor, mask: torch.Tensor):
 
 
 def pack(examples: list[tuple[torch.Tensor, torch.Tensor]], seq_len: int):
-    """Examples `(ids, mask)` packed end to end into rows of `seq_len` inputs, in
-    order, a new row when the next one does not fit. Each example gives inputs
-    `ids[:-1]`, targets `ids[1:]` and loss mask `mask[1:]`; `segments` numbers
-    the examples of a row (padding is one more segment, masked out), so that the model
-    attends and counts positions inside each example only.
-
-    Shapes: → ids, targets, segments `(r, seq_len)` long, mask `(r, seq_len)`
-    bool.
-    """
+    """`(ids, mask)` examples packed in order in rows: inputs, targets, segments, mask.
+    Shapes: → each (r, seq_len), mask bool; padding is one more segment, masked out."""
     check_pack(examples, seq_len)
     rows = [[]]
     for ex in examples:  # a new row when the next example does not fit
@@ -250,11 +234,8 @@ def check_pack(examples, seq_len) -> None:
 def response_logprobs(
     model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
-    """`log π(response | prompt)`: the sum of `log p(ids[i, t] | ids[i, <t])` over
-    the positions `t` where `mask` marks a response token.
-
-    Shapes: ids `(b, t)` long, mask `(b, t)` bool → `(b,)`.
-    """
+    """`log π(response | prompt)`: the sum of the token log-probs where `mask` is True.
+    Shapes: ids (b, t) long, mask (b, t) bool → (b,)."""
     check_response(ids, mask, model)
     logp = F.log_softmax(model(ids[:, :-1]).float(), dim=-1)  # (b, t-1, v)
     token_logp = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (b, t-1)

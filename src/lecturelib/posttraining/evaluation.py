@@ -29,8 +29,7 @@ def check_pass_at_k(n, c, k) -> None:
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """The unbiased estimate of pass@k from `n` samples with `c` correct:
-    `1 − C(n−c, k)/C(n, k)`, as a product of `c` factors near one."""
+    """Unbiased pass@k from `n` samples with `c` correct: `1 − C(n−c, k)/C(n, k)`."""
     check_pass_at_k(n, c, k)
     if n - c < k:  # every k-subset holds a correct sample
         return 1.0

@@ -142,14 +142,8 @@ def dpo_loss(
     ref_rejected: torch.Tensor,
     beta: float = 0.1,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The DPO loss and the implicit rewards `β(log π − log π_ref)` of the chosen and
-    the rejected responses (detached: they are for plotting, as in TRL).
-
-    The preference accuracy is `(chosen > rejected).float().mean()`, the margin
-    `(chosen − rejected).mean()`.
-
-    Shapes: the four log-probabilities `(b,)` → loss `()`, rewards `(b,)` each.
-    """
+    """The DPO loss and the detached implicit rewards `β(log π − log π_ref)`.
+    Shapes: the four log-probabilities (b,) → loss (), rewards chosen, rejected (b,)."""
     check_dpo(pi_chosen, pi_rejected, ref_chosen, ref_rejected, beta)
     chosen = beta * (pi_chosen - ref_chosen)  # (b,) implicit rewards
     rejected = beta * (pi_rejected - ref_rejected)

@@ -134,14 +134,8 @@ def ppo_clipped_loss(
     advantages: torch.Tensor,
     clip: float = 0.2,
 ) -> torch.Tensor:
-    """PPO's clipped surrogate loss at every element, `−min(ρA, clip(ρ)A)` with
-    `ρ = exp(logp_new − logp_old)`; the caller averages it (`masked_mean`).
-    Where the clip binds, the gradient is zero. `logp_old` (the policy that sampled)
-    and the advantages are constants of the step: no gradient flows into them.
-
-    Shapes: logp_new, logp_old `(b, t)` (per token) or `(b,)` (per sequence);
-    advantages `(b,)` or their shape → the shape of logp_new.
-    """
+    """PPO's per-element `−min(ρA, clip(ρ)A)` with `ρ = exp(logp_new − logp_old)`.
+    Shapes: logp_new, logp_old (b, t) or (b,); advantages (b,) or same → same."""
     check_ppo(logp_new, logp_old, advantages, clip)
     if advantages.dim() < logp_new.dim():
         advantages = advantages[:, None]  # (b, 1): one advantage per sequence
@@ -169,12 +163,8 @@ def group_advantages(
     normalise: bool = True,
     eps: float = ADVANTAGE_EPS,
 ) -> torch.Tensor:
-    """GRPO's advantages: each reward minus the mean of its group, divided by the
-    group's unbiased standard deviation plus `eps` when `normalise`. A group whose
-    rewards are all equal gets zero advantages: it teaches nothing.
-
-    Shapes: rewards `(n·g,)`, each prompt's `g` together → `(n·g,)`.
-    """
+    """GRPO: reward − group mean, divided by unbiased group std + `eps` if `normalise`.
+    Shapes: rewards (n·g,), each prompt's g together → (n·g,)."""
     check_group_advantages(rewards, group_size, normalise, eps)
     r = rewards.view(-1, group_size)  # (n, g)
     advantages = r - r.mean(-1, keepdim=True)
@@ -252,13 +242,8 @@ def grpo_loss(
     clip: float = 0.2,
     beta: float = 0.04,
 ) -> torch.Tensor:
-    """The GRPO loss: `−min(ρA, clip(ρ)A) + β·k3` at every response token, averaged
-    over each response's tokens, then over responses.
-
-    Shapes: logp, logp_old, ref_logp `(b, t)` token log-probabilities under the
-    policy, the policy that sampled and the reference; advantages `(b,)`; mask
-    `(b, t)` bool → `()`.
-    """
+    """GRPO's `−min(ρA, clip(ρ)A) + β·k3` per token, mean over each response, then all.
+    Shapes: logp, logp_old, ref_logp (b, t); advantages (b,); mask (b, t) bool → ()."""
     check_grpo(logp, logp_old, ref_logp, advantages, mask, clip, beta)
     surrogate = ppo_clipped_loss(logp, logp_old, advantages, clip)  # (b, t)
     return masked_mean(surrogate + beta * kl_k3(logp, ref_logp), mask)

@@ -158,9 +158,7 @@ def gpt2_tensors(state_dict: Mapping) -> dict[str, torch.Tensor]:
 
 
 def from_gpt2_state_dict(state_dict: Mapping, config: gpt.GPTConfig) -> gpt.GPT:
-    """A `GPT` holding GPT-2's weights: each tensor
-    renamed (`gpt2_names`), each `Conv1D` weight transposed, since `x W` with
-    `W` `(in, out)` is `nn.Linear` with weight `Wᵀ`."""
+    """A `GPT` with GPT-2's weights: renamed, `Conv1D` weights transposed."""
     check_gpt2_state_dict(state_dict, config)
     theirs = gpt2_tensors(state_dict)
     ours = {

@@ -40,11 +40,8 @@ def check_float_dtype(dtype) -> None:
 
 
 def legs_matrices(N: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
-    """HiPPO-LegS `(A, B)` in the paper's sign convention,
-    `c' = -(1/t) A c + (1/t) B f`.
-
-    Shapes: `A (N, N)` lower triangular, `B (N,)`.
-    """
+    """HiPPO-LegS `(A, B)` of `c' = -(1/t) A c + (1/t) B f` (the paper's signs).
+    Shapes: → A (N, N) lower triangular, B (N,)."""
     check_int(N, "N", 1)
     check_float_dtype(dtype)
     q = torch.sqrt(2 * torch.arange(N, dtype=dtype) + 1)
@@ -82,14 +79,8 @@ def check_signal(f) -> None:
 
 
 def legs_scan(f: torch.Tensor, N: int) -> torch.Tensor:
-    """The LegS coefficients after each sample: `c_k` summarises `f_1 … f_k`.
-
-    Bilinear step `Δ = 1/k` of `c' = -(1/t) A c + (1/t) B f` with `t = kΔ`:
-    `c_k = (I + A/(2k))^{-1} ((I - A/(2k)) c_{k-1} + B f_k / k)`.
-
-    Shapes: f `(L,)` → `(L, N)` (computed on the CPU, one small solve per sample;
-    returned on f's device).
-    """
+    """The LegS coefficients `c_k` of `f_1 … f_k` after each sample (bilinear steps).
+    Shapes: f (L,) → (L, N), computed on the CPU, returned on f's device."""
     check_signal(f)
     A, B = legs_matrices(N, torch.float64)
     eye = torch.eye(N, dtype=torch.float64)
@@ -132,11 +123,8 @@ def check_reconstruct(c, s) -> None:
 
 
 def legs_reconstruct(c: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-    """Evaluate `Σ_n c_n √(2n+1) P_n(2s - 1)` at relative times `s` in `[0, 1]`
-    (`s = 1` is now, `s = 0` the start of the history).
-
-    Shapes: c `(N,)`, s `(P,)` → `(P,)`.
-    """
+    """`Σ_n c_n √(2n+1) P_n(2s - 1)` at relative times `s` (1 now, 0 the start).
+    Shapes: c (N,), s (P,) → (P,)."""
     check_reconstruct(c, s)
     N = c.shape[0]
     q = torch.sqrt(2 * torch.arange(N, dtype=c.dtype, device=c.device) + 1)

@@ -66,11 +66,8 @@ def check_hybrid_ids(ids, vocab_size: int, seq_len: int) -> None:
 
 
 class HybridLM(nn.Module):
-    """Embedding → layers named by `pattern` (`M` Mamba, `A` attention) → RMSNorm
-    → tied head.
-
-    Shapes: ids `(b, t)` with `t <= seq_len` → logits `(b, t, vocab_size)`.
-    """
+    """Embedding → layers by `pattern` (`M` Mamba, `A` attention) → RMSNorm → tied head.
+    Shapes: ids (b, t), t <= seq_len → logits (b, t, vocab_size)."""
 
     def __init__(
         self,

@@ -94,11 +94,8 @@ def check_causal_conv(channels, kernel_size, padding) -> None:
 
 
 class CausalConv1d(nn.Module):
-    """A depthwise convolution along time that sees only the past: the input is padded
-    with `kernel_size - 1` zeros on the left.
-
-    Shapes: x `(b, t, d)` → `(b, t, d)`; state `(b, d, kernel_size - 1)`.
-    """
+    """Depthwise conv over the past along time (`kernel_size - 1` zeros on the left).
+    Shapes: x (b, t, d) → (b, t, d); state (b, d, kernel_size - 1)."""
 
     def __init__(self, channels: int, kernel_size: int, padding: int | None = None):
         super().__init__()
@@ -115,19 +112,15 @@ class CausalConv1d(nn.Module):
         return rearrange(y, "b d t -> b t d")
 
     def step(self, x_t: torch.Tensor, state: torch.Tensor):
-        """One step: `x_t (b, d)` and the last `kernel_size - 1` inputs → `y_t`,
-        the new state."""
+        """One step: `x_t` (b, d), the last `kernel_size - 1` inputs → `y_t`, state."""
         window = torch.cat([state, x_t[:, :, None]], dim=2)  # (b, d, k)
         y_t = einsum(window, self.weight, "b d k, d k -> b d") + self.bias
         return y_t, window[:, :, 1:]
 
 
 class MambaBlock(nn.Module):
-    """in-projection → causal conv1d → SiLU → selective SSM, gated by SiLU(z) →
-    out-projection.
-
-    Shapes: x `(b, t, d_model)` → `(b, t, d_model)`.
-    """
+    """in-proj → causal conv1d → SiLU → selective SSM, gated by SiLU(z) → out-proj.
+    Shapes: x (b, t, d_model) → (b, t, d_model)."""
 
     def __init__(self, config: MambaConfig):
         super().__init__()
@@ -162,8 +155,7 @@ class MambaBlock(nn.Module):
         return self.out_proj(y)
 
     def init_state(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Zero convolution and SSM states: `(b, d_inner, d_conv - 1)`,
-        `(b, d_inner, d_state)`."""
+        """Zero conv and SSM states: (b, d_inner, d_conv - 1), (b, d_inner, d_state)."""
         c, w = self.config, self.A_log
         return (
             w.new_zeros(batch, c.d_inner, c.d_conv - 1),
@@ -171,8 +163,7 @@ class MambaBlock(nn.Module):
         )
 
     def step(self, x_t: torch.Tensor, state):
-        """One token: `x_t (b, d_model)` and the state → `y_t (b, d_model)`, new
-        state."""
+        """One token: `x_t` (b, d_model) and the state → `y_t` (b, d_model), state."""
         check_block_step(x_t, state, self.config)
         conv_state, h = state
         x_t, z_t = self.in_proj(x_t).chunk(2, dim=-1)  # (b, d_inner)

@@ -50,13 +50,8 @@ def check_s4d_init(d_state, init) -> None:
 
 
 def s4d_init(d_state: int, init: str = "inv") -> torch.Tensor:
-    """The diagonal of S4D's `A`: `d_state // 2` complex modes (their conjugates are
-    implied), `n = 0 … N/2 - 1` with `N = d_state`: S4D-Lin `A_n = -1/2 + iπn`
-    or S4D-Inv `A_n = -1/2 + i(N/π)(N/(2n+1) - 1)` (as in the S4D paper and the
-    state-spaces code: `N` counts the conjugates too, so every `Im A_n > 0`).
-
-    Shapes: `(d_state // 2,)` complex128.
-    """
+    """The diagonal of S4D's `A`: `d_state // 2` modes (conjugates implied), Lin or Inv.
+    Shapes: → (d_state // 2,) complex128."""
     check_s4d_init(d_state, init)
     N = d_state
     n = torch.arange(N // 2, dtype=torch.float64)
@@ -108,18 +103,8 @@ def check_s4d_step(layer, u_t, h) -> None:
 
 
 class S4D(nn.Module):
-    """One diagonal SSM per channel (S4D), causal.
-
-    Channel `h` has a learned step `Δ_h` (log-uniform in `[dt_min, dt_max]` at
-    init), `A_h = -exp(log_A_real) + i·A_imag` (`d_state // 2` modes from
-    `s4d_init`), `B = 1` (absorbed into `C`), a complex `C_h` and a real
-    skip `D_h`. Each mode counts with its conjugate:
-    `K̄ = 2·Re(Σ_n C_n B̄_n Ā_n^l)`.
-    `forward` convolves by FFT; `recurrent` and `step` run the same
-    layer as a recurrence.
-
-    Shapes: `(b, t, d_model)` → `(b, t, d_model)`.
-    """
+    """A causal diagonal SSM per channel: `forward` by FFT, `recurrent`, `step` as RNN.
+    Shapes: (b, t, d_model) → (b, t, d_model)."""
 
     def __init__(
         self,

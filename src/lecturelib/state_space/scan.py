@@ -103,11 +103,8 @@ def check_state(h0, b: int, d: int, n: int) -> None:
 
 
 def selective_scan_ref(u, delta, A, B, C, D=None, z=None, h0=None, return_state=False):
-    """The selective scan as a plain loop over time: the reference.
-
-    Shapes: u, delta, z `(b, t, d)`; A `(d, n)`; B, C `(b, t, n)`; D `(d,)`;
-    h0 `(b, d, n)` → y `(b, t, d)` (and the last state `(b, d, n)`).
-    """
+    """Reference selective scan, a plain loop; `return_state`: also last h (b, d, n).
+    Shapes: u, delta, z, y (b, t, d); A (d, n); B, C (b, t, n); D (d,); h0 (b, d, n)."""
     check_inputs(u, delta, A, B, C, D, z, h0)
     b, t, d = u.shape
     dtype, wide = u.dtype, torch.promote_types(u.dtype, torch.float32)
@@ -144,10 +141,8 @@ def check_pairs(a, x, h0, chunk: int = 1) -> None:
 
 
 def linear_scan_loop(a, x, h0=None):
-    """All states of `h_t = a_t h_{t-1} + x_t` (`h_0` given or zero) by a loop.
-
-    Shapes: a, x `(b, t, d, n)`, h0 `(b, d, n)` → h `(b, t, d, n)`.
-    """
+    """All states of `h_t = a_t h_{t-1} + x_t` by a loop over time.
+    Shapes: a, x (b, t, d, n), h0 (b, d, n) or None (zeros) → h (b, t, d, n)."""
     check_pairs(a, x, h0)
     h = x.new_zeros(x.shape[0], *x.shape[2:]) if h0 is None else h0  # (b, d, n)
     hs = []
@@ -158,13 +153,8 @@ def linear_scan_loop(a, x, h0=None):
 
 
 def linear_scan_parallel(a, x, h0=None):
-    """All states of `h_t = a_t h_{t-1} + x_t` by a Hillis–Steele scan.
-
-    After the step with offset `k`, position `i` holds the pair `(a, x)` that maps
-    the state before step `i - 2k + 1` to `h_i`; `log2 t` steps suffice.
-
-    Shapes: a, x `(b, t, d, n)`, h0 `(b, d, n)` → h `(b, t, d, n)`.
-    """
+    """All states of `h_t = a_t h_{t-1} + x_t` by a Hillis–Steele scan (`log2 t` steps).
+    Shapes: a, x (b, t, d, n), h0 (b, d, n) or None (zeros) → h (b, t, d, n)."""
     check_pairs(a, x, h0)
     if h0 is not None:  # fold the initial state into the first input
         x = torch.cat([x[:, :1] + a[:, :1] * h0[:, None], x[:, 1:]], dim=1)
@@ -178,14 +168,8 @@ def linear_scan_parallel(a, x, h0=None):
 
 
 def linear_scan_chunked(a, x, h0=None, chunk: int = 32):
-    """All states of `h_t = a_t h_{t-1} + x_t` in chunks of `chunk` steps.
-
-    1. scan every chunk from a zero state, all chunks at once (`chunk` steps);
-    2. carry the state from chunk to chunk (`t / chunk` steps);
-    3. add the carried state, decayed by the products of `a` inside the chunk.
-
-    Shapes: a, x `(b, t, d, n)`, h0 `(b, d, n)` → h `(b, t, d, n)`.
-    """
+    """All states of `h_t = a_t h_{t-1} + x_t`, scanned in chunks of `chunk` steps.
+    Shapes: a, x (b, t, d, n), h0 (b, d, n) or None (zeros) → h (b, t, d, n)."""
     check_pairs(a, x, h0, chunk)
     b, t, d, n = x.shape
     if t == 0:  # no step, no state

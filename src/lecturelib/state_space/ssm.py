@@ -101,16 +101,8 @@ def check_discretize(A, B, dt) -> None:
 
 
 def discretize_zoh(A: torch.Tensor, B: torch.Tensor, dt):
-    """Zero-order hold: `Ā = exp(ΔA)`, `B̄ = (ΔA)^{-1}(exp(ΔA) - I)·ΔB`.
-
-    Dense `A (N, N)`, `B (N,)`, one step `dt`: `B̄` is the last column of
-    `exp(Δ·[[A, B], [0, 0]])`, which equals `∫_0^Δ e^{As} ds·B`, the formula
-    above, also when `A` is singular. Diagonal `A, B (..., N)`: elementwise, `dt`
-    a number or a tensor that broadcasts against `A` (`(H, 1)`: one step per
-    channel); where `A_n = 0` the limit `B̄_n = ΔB_n`.
-
-    Shapes: returns `(Ā, B̄)` shaped like `(A, B)`.
-    """
+    """Zero-order hold `Ā = exp(ΔA)`, `B̄ = (ΔA)^{-1}(exp(ΔA) - I)·ΔB` (any `A`).
+    Shapes: A (N, N), B (N,) or diagonal A, B (..., N), dt broadcasting → as (A, B)."""
     check_discretize(A, B, dt)
     if is_diagonal(A, B):
         Abar = torch.exp(dt * A)
@@ -212,16 +204,8 @@ def check_ssm(Abar, Bbar, C, x, h0=None) -> None:
 
 
 def ssm_recurrent(Abar, Bbar, C, x, D=None, h0=None, return_state: bool = False):
-    """The discrete SSM as a linear RNN, one step at a time:
-    `h_k = Ā h_{k-1} + B̄ x_k`, `y_k = Re(C h_k) + D x_k`.
-
-    Diagonal `Ā, B̄, C (..., N)` broadcast against the leading axes of `x`; a dense
-    `Ā (N, N)` with `B̄, C (N,)` applies to every sequence. `h0`: the state to
-    start from (zeros if None).
-
-    Shapes: x `(..., L)` → y `(..., L)`; with `return_state` also the last state
-    `(..., N)`.
-    """
+    """Linear RNN `h_k = Ā h_{k-1} + B̄ x_k`, `y_k = Re(C h_k) + D x_k`, from `h0` or 0.
+    Shapes: x (..., L); Ā, B̄, C (..., N) or dense → y (..., L); last h (..., N)."""
     check_ssm(Abar, Bbar, C, x, h0)
     diagonal = is_diagonal(Abar, Bbar)
     if diagonal:
@@ -249,12 +233,7 @@ def check_kernel(Abar, Bbar, C, L) -> None:
 
 def ssm_kernel(Abar, Bbar, C, L: int) -> torch.Tensor:
     """The convolution kernel `K̄_l = Re(C Ā^l B̄)` for `l = 0 … L-1`.
-
-    Diagonal inputs: `K̄_l = Re(Σ_n C_n B̄_n Ā_n^l)`, one Vandermonde product.
-    Dense: `L` matrix-vector products.
-
-    Shapes: diagonal `(..., N)` → `(..., L)`; dense → `(L,)`.
-    """
+    Shapes: diagonal Ā, B̄, C (..., N) → (..., L); dense Ā (N, N), B̄, C (N,) → (L,)."""
     check_kernel(Abar, Bbar, C, L)
     if is_diagonal(Abar, Bbar):
         ell = torch.arange(L, device=Abar.device, dtype=Abar.real.dtype)
@@ -285,14 +264,8 @@ def check_convolve(x, K, method) -> None:
 
 
 def ssm_convolve(x, K, D=None, method: str = "fft") -> torch.Tensor:
-    """The causal convolution `y_k = Σ_{j≤k} K̄_j x_{k-j}` (`+ D x_k`).
-
-    `method="fft"` pads both to `2L`, so that the FFT's circular convolution does
-    not wrap around, and costs `O(L log L)`; `"direct"` is the plain `O(L²)` sum,
-    the reference. `D`: a number or one value per sequence.
-
-    Shapes: x `(..., L)`, K `(..., L)` broadcasting against x → `(..., L)`.
-    """
+    """Causal `y_k = Σ_{j≤k} K̄_j x_{k-j} (+ D x_k)`, by padded FFT or `direct` sum.
+    Shapes: x (..., L), K (..., L) broadcasting to x, D number or (...) → (..., L)."""
     check_convolve(x, K, method)
     L = x.shape[-1]
     if method == "fft":  # in float32 at least: cuFFT's float16 takes powers of 2 only
