@@ -63,14 +63,8 @@ Pair = tuple[int, int]
 
 
 def pretokenize(text: str, pattern: str | None = GPT2_PATTERN) -> list[str]:
-    """Cut `text` into the chunks that merges may not cross; `"".join` gives
-    `text` back.
-
-    `pattern=None` keeps the whole text as one chunk.
-
-    >>> pretokenize("Hello world, it's 2024!")
-    ['Hello', ' world', ',', ' it', "'s", ' 2024', '!']
-    """
+    """Cut `text` into the chunks merges may not cross; `"".join` restores it.
+    Example: "Hello world, it's" -> ['Hello', ' world', ',', ' it', "'s"]"""
     check_type(text, "text", str, "a str")
     if pattern is None:
         return [text] if text else []
@@ -111,10 +105,7 @@ def check_id_lists(words: list[list[int]], freqs: list[int] | None) -> None:
 
 def count_pairs(words: list[list[int]], freqs: list[int] | None = None) -> Counter:
     """How often each adjacent pair of ids occurs, each word counted `freqs[i]` times.
-
-    >>> count_pairs([[1, 2, 3, 1, 2]])
-    Counter({(1, 2): 2, (2, 3): 1, (3, 1): 1})
-    """
+    Example: [[1, 2, 3, 1, 2]] -> Counter({(1, 2): 2, (2, 3): 1, (3, 1): 1})"""
     check_id_lists(words, freqs)
     counts: Counter = Counter()
     for i, ids in enumerate(words):
@@ -146,12 +137,8 @@ def check_merge(ids, pair) -> None:
 
 
 def merge(ids: list[int], pair: Pair, new_id: int) -> list[int]:
-    """Replace every occurrence of `pair` in `ids` by `new_id`, from left to
-    right.
-
-    >>> merge([97, 97, 97, 98], (97, 97), 256)
-    [256, 97, 98]
-    """
+    """A new list: `ids` with each `pair` replaced by `new_id`, from left to right.
+    Example: merge([97, 97, 97, 98], (97, 97), 256) -> [256, 97, 98]"""
     check_merge(ids, pair)
     out, i = [], 0
     while i < len(ids):
@@ -196,16 +183,8 @@ def check_token_ids(ids: list[int], vocab_size: int) -> None:
 
 @dataclass
 class Tokenizer:
-    """A byte-level BPE tokenizer: 256 byte tokens, then one token per merge, in
-    training order.
-
-    `merges` maps a pair of ids to the id of the token that replaces it (256, 257,
-    ...); `counts` holds how often each pair occurred when it was merged (empty if
-    unknown).
-
-    Types: `encode(str) -> list[int]`, `decode(list[int]) -> str`,
-    `decode_bytes(list[int]) -> bytes`; `vocab[i]` is the bytes of token `i`.
-    """
+    """Byte-level BPE; `merges`: a pair of ids -> its new id (256, 257, ...), in order.
+    `counts`: the merged pairs' counts (or empty); `vocab[i]`: token `i`'s bytes."""
 
     merges: dict[Pair, int]
     pattern: str | None = GPT2_PATTERN
@@ -225,8 +204,7 @@ class Tokenizer:
         return len(self.vocab)
 
     def encode_chunk(self, chunk: str) -> list[int]:
-        """Ids of one chunk: its UTF-8 bytes, merged in the order the merges were
-        learned."""
+        """Ids of `chunk`: its UTF-8 bytes, merged in the order of the merges."""
         if chunk not in self._cache:
             ids = list(chunk.encode("utf-8"))
             while len(ids) >= 2:
@@ -254,18 +232,17 @@ class Tokenizer:
         return b"".join(self.vocab[i] for i in ids)
 
     def decode(self, ids: list[int], errors: str = "replace") -> str:
-        """The text of `ids`. A sequence that cuts a multi-byte character is not valid
-        UTF-8: `errors="replace"` puts U+FFFD in its place, `"strict"` raises."""
+        """The text of `ids`; a cut multi-byte character becomes U+FFFD
+        (`errors="strict"` raises)."""
         return self.decode_bytes(ids).decode("utf-8", errors=errors)
 
     def token_str(self, i: int) -> str:
-        """Token `i` for display, with bytes that are not valid UTF-8 shown as
-        `\\xNN`."""
+        """Token `i` for display, with bytes that are not UTF-8 shown as `\\xNN`."""
         return self.decode_bytes([i]).decode("utf-8", errors="backslashreplace")
 
     def truncated(self, vocab_size: int) -> "Tokenizer":
-        """The tokenizer made of the first `vocab_size - 256` merges: what training to
-        `vocab_size` would have learned, since training is greedy."""
+        """The tokenizer of the first `vocab_size - 256` merges: what training to
+        `vocab_size` would have learned (training is greedy)."""
         check_int(vocab_size, "vocab_size", 256, self.vocab_size)
         n = n_merges(vocab_size)
         return Tokenizer(
@@ -274,8 +251,7 @@ class Tokenizer:
 
 
 def n_merges(vocab_size: int) -> int:
-    """How many merges a vocabulary of `vocab_size` tokens holds:
-    `vocab_size - 256`."""
+    """How many merges a vocabulary of `vocab_size` tokens holds: `vocab_size - 256`."""
     check_int(vocab_size, "vocab_size", 256)  # 256 byte tokens, then merges
     return vocab_size - 256
 
@@ -283,12 +259,8 @@ def n_merges(vocab_size: int) -> int:
 def word_counts(
     text: str, pattern: str | None = GPT2_PATTERN
 ) -> tuple[list[list[int]], list[int]]:
-    """The distinct chunks of `text` as lists of byte values, and how often each
-    occurs.
-
-    >>> word_counts("ab ab a")
-    ([[97, 98], [32, 97, 98], [32, 97]], [1, 1, 1])
-    """
+    """The distinct chunks of `text` as lists of byte values, and how often each occurs.
+    Example: "ab ab a" -> ([[97, 98], [32, 97, 98], [32, 97]], [1, 1, 1])"""
     chunks = Counter(pretokenize(text, pattern))
     return [list(c.encode("utf-8")) for c in chunks], list(chunks.values())
 
@@ -296,13 +268,7 @@ def word_counts(
 def train_bpe_plain(
     text: str, vocab_size: int, pattern: str | None = GPT2_PATTERN
 ) -> Tokenizer:
-    """Learn `vocab_size - 256` merges by recounting all pairs before each merge
-    (reference).
-
-    Cost per merge: one pass over all distinct chunks. Stops early if no pair is left.
-    Types: `text` str, `vocab_size` int >= 256 (the library's `n_merges` raises
-    ValueError otherwise) -> `Tokenizer`.
-    """
+    """Learn up to `vocab_size - 256` merges, recounting all pairs before each merge."""
     last_id = 256 + n_merges(vocab_size)
     words, freqs = word_counts(text, pattern)
     merges, counts = {}, []
@@ -320,14 +286,7 @@ def train_bpe_plain(
 def train_bpe(
     text: str, vocab_size: int, pattern: str | None = GPT2_PATTERN
 ) -> Tokenizer:
-    """Learn the same merges as `train_bpe_plain`, with incremental pair counts.
-
-    `pair_counts` is kept up to date: a merge changes only the chunks that contain its
-    pair (`where[pair]`), so only their pairs are uncounted and counted again. A heap
-    finds the most frequent pair; entries whose count is out of date are skipped when
-    they surface.
-    Types: as `train_bpe_plain`.
-    """
+    """Learn the same merges as `train_bpe_plain`, with pair counts kept up to date."""
     target = n_merges(vocab_size)
     words, freqs = word_counts(text, pattern)
     pair_counts: Counter = Counter()
@@ -410,12 +369,8 @@ def gpt2_byte_alphabet() -> dict[int, str]:
 
 
 def train_hf_bpe(text: str, vocab_size: int):
-    """The Hugging Face `tokenizers` BPE trainer, set up like `train_bpe`:
-    byte-level, the GPT-2 regex, no prefix space, no special tokens, merges of pairs
-    seen at least once.
-
-    Returns a `tokenizers.Tokenizer` with `vocab_size` tokens (256 bytes + merges).
-    """
+    """A Hugging Face `tokenizers.Tokenizer` of `vocab_size` tokens, trained like
+    `train_bpe` (byte-level, the GPT-2 regex, no prefix space, no special tokens)."""
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import decoders, models, pre_tokenizers, trainers
 

@@ -117,12 +117,8 @@ def generate(
     choose: Callable[[torch.Tensor], torch.Tensor],
     eos: int | None = None,
 ):
-    """Extend every prompt by `choose(logits)` until `max_new` tokens; a row that
-    has produced `eos` is filled with `eos`, and generation stops when every row
-    has.
-
-    Shapes: prompts `(b, t)` → `(b, t + n)` with `n <= max_new`.
-    """
+    """Append `choose(logits)` until `max_new` tokens or `eos` in every row; a row's
+    tokens after `eos` are `eos`. Shapes: prompts `(b, t)` → `(b, t + n)`."""
     check_generate(step, prompts, max_new, choose, eos)
     done = torch.zeros(len(prompts), dtype=torch.bool, device=prompts.device)
     ids = prompts
@@ -140,10 +136,8 @@ def generate(
 
 
 def greedy(step: Step, prompts: torch.Tensor, max_new: int, eos: int | None = None):
-    """Greedy decoding: append the most probable token, `argmax_x p(x | prefix)`.
-
-    Shapes: prompts `(b, t)` → `(b, t + n)`.
-    """
+    """Greedy decoding: append the most probable token at each step.
+    Shapes: prompts `(b, t)` → `(b, t + n)`."""
     return generate(step, prompts, max_new, lambda logits: logits.argmax(-1), eos)
 
 
@@ -176,12 +170,8 @@ def check_tree_prefixes(prefixes, depth: int, v: int) -> None:
 
 
 class TreeLM:
-    """A toy language model in which every prefix has its own next-token distribution,
-    with logits drawn once as `scale * N(0, 1)`. The first token of a prefix is a
-    start symbol and is ignored, so prefixes hold 1 to `depth + 1` tokens.
-
-    Shapes: prefixes `(b, t)` → logits `(b, v)` (float64).
-    """
+    """A toy LM: fixed random logits `scale * N(0, 1)` per prefix (first token ignored).
+    Shapes: prefixes `(b, t)`, `t <= depth + 1` → logits `(b, v)` (float64)."""
 
     MAX_LOGITS = 50_000_000  # 400 MB of float64
 
@@ -206,9 +196,8 @@ class TreeLM:
 
 @dataclass
 class Hypothesis:
-    """A continuation found by search: its tokens (the prompt excluded, `eos` included
-    when produced), the sum of their log-probabilities, and whether it ended with
-    `eos`."""
+    """A continuation: its tokens (after the prompt, with `eos` if produced), their
+    summed log-probability, and whether it ended with `eos`."""
 
     tokens: list[int]
     logprob: float
@@ -223,8 +212,8 @@ class Hypothesis:
 def extend(
     step: Step, prompt: torch.Tensor, live: list[Hypothesis], eos: int | None = None
 ) -> torch.Tensor:
-    """Log-probabilities `(n, v)` of the next token after each live hypothesis
-    (float64)."""
+    """Log-probabilities (float64) of the next token after each of `n` live hypotheses.
+    Shapes: prompt `(t,)` → `(n, v)`."""
     # (n, t + len): all hypotheses have one length
     prefixes = torch.stack(
         [
@@ -275,18 +264,8 @@ def beam_search(
     eos: int | None = None,
     alpha: float = 0.0,
 ) -> list[Hypothesis]:
-    """Beam search: keep the `beam_size` most probable unfinished continuations,
-    extend each by every token, and keep the best `beam_size` of the extensions. An
-    extension that ends with `eos` and ranks among them is finished and set aside.
-    Returns the finished hypotheses (and those cut at `max_new`), best first by
-    `score(alpha)`.
-
-    With `alpha = 0` the search stops as soon as the best finished hypothesis is at
-    least as probable as the best live one: log-probabilities only fall as a sequence
-    grows.
-
-    Shapes: prompt `(t,)`.
-    """
+    """Beam search: the finished hypotheses (and those cut at `max_new`), best first by
+    `score(alpha)`. Shapes: prompt `(t,)`."""
     check_search(step, prompt, max_new, eos, alpha, beam_size=beam_size)
     live, done = [Hypothesis([], 0.0)], []
     for _ in range(max_new):
@@ -325,12 +304,8 @@ def exhaustive_search(
     alpha: float = 0.0,
     limit: int = 1_000_000,
 ) -> list[Hypothesis]:
-    """Every continuation of up to `max_new` tokens (ending at `eos` or at
-    `max_new`), best first by `score(alpha)`: the oracle for search, feasible only
-    for tiny `v^max_new`.
-
-    Shapes: prompt `(t,)`.
-    """
+    """Every continuation of up to `max_new` tokens, best first by `score(alpha)`.
+    Shapes: prompt `(t,)`."""
     check_search(step, prompt, max_new, eos, alpha, limit=limit)
     frontier, done = [Hypothesis([], 0.0)], []
     for _ in range(max_new):
@@ -363,15 +338,8 @@ def check_recurrent_step(model, batch_dim) -> None:
 
 
 class RecurrentStep:
-    """The step of a recurrent model
-    `model(x (b, t), state) -> (logits (b, t, v), state)` such as `rnn.CharRNN` or
-    `lstm_gru.CharLSTM`. It remembers the state after each prefix of its last call,
-    so a prefix that extends one of them by a token costs one time step; any other
-    prefix is read from the start. Put the model in eval mode first.
-
-    Shapes: prefixes `(b, t)` → logits `(b, v)` (CPU, float32); the model's state
-    has its batch axis at `batch_dim`.
-    """
+    """Step of a recurrent `model(x, state) -> (logits, state)` (eval mode), reusing its
+    last states (batch axis `batch_dim`). Shapes: `(b, t)` → `(b, v)` float32, CPU."""
 
     def __init__(self, model: nn.Module, batch_dim: int = -2):
         check_recurrent_step(model, batch_dim)

@@ -36,12 +36,8 @@ def check_repetition(tokens, n) -> None:
 
 
 def repetition(tokens: Sequence[int], n: int = 4) -> float:
-    """The fraction of a sequence's n-grams that already occurred earlier in it,
-    `1 - unique / total` (0.0 when it has no n-gram).
-
-    >>> repetition([1, 2, 1, 2, 1, 2], n=2)
-    0.6
-    """
+    """Share of repeated n-grams in `tokens`: `1 - unique / total` (0.0 if none).
+    Example: repetition([1, 2, 1, 2, 1, 2], n=2) -> 0.6"""
     check_repetition(tokens, n)
     counts = ngrams(list(tokens), n)
     total = sum(counts.values())
@@ -63,11 +59,8 @@ def check_distinct_n(sequences, n) -> None:
 
 
 def distinct_n(sequences: Sequence[Sequence[int]], n: int = 2) -> float:
-    """Distinct n-grams of a set of sequences over their total number of n-grams.
-
-    >>> distinct_n([[1, 2, 3], [1, 2, 4]], n=2)
-    0.75
-    """
+    """Distinct n-grams of all the sequences over their total number of n-grams.
+    Example: distinct_n([[1, 2, 3], [1, 2, 4]], n=2) -> 0.75"""
     check_distinct_n(sequences, n)
     counts = sum((ngrams(list(s), n) for s in sequences), start=ngrams([], n))
     total = sum(counts.values())

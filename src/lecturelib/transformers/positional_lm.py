@@ -64,13 +64,8 @@ def check_pre_ln_block(d_model, attn, dropout) -> None:
 
 
 class PreLNBlock(nn.Module):
-    """`x = x + attn(LN(x))`, then `x = x + FFN(LN(x))` with
-    `FFN(x) = W_2 GELU(W_1 x)` of width `4d`: the Pre-LN block of chapter 8 around
-    any attention module with the call of `self_attention.MultiHeadAttention`.
-
-    Shapes: x `(b, t, d)`, mask bool `(b, t, t)` with `b`, `t` possibly 1, bias
-    broadcastable to `(b, h, t, t)` → `(b, t, d)`.
-    """
+    """`x + attn(LN(x))`, then `x + FFN(LN(x))` (GELU, width `4d`), for any attention.
+    Shapes: x `(b, t, d)`, mask `(b, t, t)`, bias `(b, h, t, t)` → `(b, t, d)`."""
 
     def __init__(self, d_model: int, attn: nn.Module, dropout: float = 0.0):
         super().__init__()
@@ -121,9 +116,8 @@ def check_positional_lm_config(c) -> None:
 
 @dataclass(kw_only=True)
 class PositionalLMConfig:
-    """The sizes of a `PositionalLM` and its position scheme (one of
-    `positions.SCHEMES`); `max_len` is the length of a learned table,
-    `max_distance` Shaw's clipping distance."""
+    """The sizes of a `PositionalLM` and its position `scheme` (`positions.SCHEMES`);
+    `max_len`: a learned table's length; `max_distance`: Shaw's clipping distance."""
 
     vocab_size: int
     scheme: str
@@ -146,14 +140,8 @@ def check_positional_lm(config, block) -> None:
 
 
 class PositionalLM(nn.Module):
-    """A small causal (decoder-only) language model, the same for every position scheme:
-    `"none"`, `"sinusoidal"` or `"learned"` (added to the embeddings), `"shaw"`
-    (`positions.RelativeAttention`), `"alibi"` (`positions.alibi_bias` on the
-    scores) or `"rope"` (`positions.Rotary`). `block(attn)` builds one block
-    around the scheme's attention module (default: a `PreLNBlock`).
-
-    Shapes: ids `(b, t)` → logits `(b, t, v)`.
-    """
+    """A small causal LM with the config's position scheme; `block(attn)` makes a block.
+    Shapes: ids `(b, t)` → logits `(b, t, v)`."""
 
     def __init__(
         self,
@@ -228,11 +216,8 @@ def loss_by_position(
     batch_size: int = 16,
     max_windows: int | None = None,
 ) -> torch.Tensor:
-    """Mean next-token loss (nats) at each position of the non-overlapping windows of
-    `length + 1` tokens of a stream (at most `max_windows` of them).
-
-    Shapes: ids `(n,)` → `(length,)`.
-    """
+    """Mean next-token loss (nats) at each position of the `length + 1`-token windows.
+    Shapes: ids `(n,)` → `(length,)`."""
     check_loss_by_position(model, ids, length, batch_size, max_windows)
     n = (len(ids) - 1) // length
     n = n if max_windows is None else min(n, max_windows)
@@ -281,14 +266,8 @@ def t5_bucket(
     n_buckets: int = 32,
     max_distance: int = 128,
 ) -> torch.Tensor:
-    """T5's bucket of each offset `j - i`: half of the buckets (per direction when
-    `bidirectional`) hold one distance each, the others logarithmically wider ranges
-    up to `max_distance`; every farther distance shares the last bucket. Causal
-    (`bidirectional=False`): keys after the query share bucket 0 (the mask hides
-    them).
-
-    Shapes: relative `(...)` integer → `(...)` long, values in `0..n_buckets-1`.
-    """
+    """T5's bucket of each offset `j - i`: exact if near, log-spaced to `max_distance`.
+    Shapes: relative `(...)` integer → `(...)` long in `0..n_buckets-1`."""
     check_t5_bucket(relative, bidirectional, n_buckets, max_distance)
     if bidirectional:
         n_buckets //= 2
@@ -313,12 +292,8 @@ def check_t5_bias(n_heads, n_buckets, max_distance, bidirectional) -> None:
 
 
 class T5Bias(nn.Module):
-    """T5's relative position bias: one learned scalar per head and bucket of
-    `j - i` (`t5_bucket`), added to the scores of query `i` (at position
-    `i + s - t`) and key `j`.
-
-    Shapes: → `(h, t, s)`, to pass as `bias` to attention.
-    """
+    """T5's learned bias per head and `t5_bucket` of `j - i` (query `i` at `i + s - t`).
+    Shapes: → `(h, t, s)`, to pass as `bias` to attention."""
 
     def __init__(
         self,

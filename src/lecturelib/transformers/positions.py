@@ -83,21 +83,15 @@ def check_frequencies(d: int, base: float, what: str = "d") -> None:
 
 
 def frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
-    """The angular frequencies `ω_i = base^{-2i/d}`, `i = 0..d/2-1`, of the
-    sinusoids and of RoPE (where they are called `θ`): from 1 radian per position down
-    to almost `1/base`.
-
-    Shapes: → `(d/2,)`.
-    """
+    """The angular frequencies `ω_i = base^{-2i/d}`, `i = 0..d/2-1`, of sines and RoPE.
+    Shapes: → `(d/2,)` float64."""
     check_frequencies(d, base)
     return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
 
 
 def sinusoidal(seq_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """`PE[pos, 2i] = sin(pos ω_i)`, `PE[pos, 2i+1] = cos(pos ω_i)`.
-
-    Shapes: → `(seq_len, d_model)`.
-    """
+    Shapes: → `(seq_len, d_model)`."""
     check_sizes(seq_len=seq_len)
     pos = torch.arange(seq_len, dtype=torch.float64)[:, None]  # (t, 1)
     angles = pos * frequencies(d_model, base)  # (t, d/2)
@@ -112,13 +106,8 @@ def check_shift_matrix(k, d_model, base) -> None:
 
 
 def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """The block-diagonal `M_k` with `PE(pos + k) = M_k PE(pos)` for every `pos`:
-    by the addition formulas, each pair `(sin a, cos a)` becomes
-    `(sin(a + kω_i), cos(a + kω_i))` through the 2×2 block
-    `[[cos kω_i, sin kω_i], [-sin kω_i, cos kω_i]]`.
-
-    Shapes: → `(d_model, d_model)`.
-    """
+    """The block-diagonal `M_k` with `PE(pos + k) = M_k PE(pos)` for every `pos`.
+    Shapes: → `(d_model, d_model)`."""
     check_shift_matrix(k, d_model, base)
     angle = k * frequencies(d_model, base)
     c, s = angle.cos(), angle.sin()
@@ -137,9 +126,7 @@ def check_embeddings(x, d_model: int) -> None:
 
 class SinusoidalPositions(nn.Module):
     """Adds `sinusoidal` encodings to the embeddings; defined for any length.
-
-    Shapes: x `(b, t, d)` → `(b, t, d)`.
-    """
+    Shapes: x `(b, t, d)` → `(b, t, d)`."""
 
     def __init__(self, d_model: int, base: float = 10000.0):
         super().__init__()
@@ -164,12 +151,8 @@ def check_learned_input(x, d_model: int, max_len: int, clamp: bool) -> None:
 
 
 class LearnedPositions(nn.Module):
-    """Adds a trained vector per position. Beyond `max_len` there is no vector: that
-    raises a ValueError, or with `clamp=True` every later position reuses the last
-    one.
-
-    Shapes: x `(b, t, d)` → `(b, t, d)`.
-    """
+    """Adds a trained vector per position; `clamp=True` reuses the last past `max_len`.
+    Shapes: x `(b, t, d)` → `(b, t, d)`."""
 
     def __init__(self, max_len: int, d_model: int, clamp: bool = False):
         super().__init__()
@@ -213,14 +196,8 @@ def score_terms(
     W_q: torch.Tensor | None = None,
     W_k: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
-    """The four terms of `q_m·k_n` with `q_m = W_q(x_m + p_m)`,
-    `k_n = W_k(x_n + p_n)` (identity weights by default): content–content,
-    content–position, position–content and position–position. They sum to the full
-    scores.
-
-    Shapes: x `(..., t, d)`, p `(t, d)`, W_q, W_k `(d_k, d)` → four
-    `(..., t, t)`.
-    """
+    """The four terms of `q_m·k_n`, `q = W_q(x + p)`, `k = W_k(x + p)`, summing to it.
+    Shapes: x `(..., t, d)`, p `(t, d)`, W_q, W_k `(d_k, d)` → four `(..., t, t)`."""
     check_score_terms(x, p, W_q, W_k)
     eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
     W_q, W_k = (eye if W_q is None else W_q), (eye if W_k is None else W_k)
@@ -257,12 +234,8 @@ def check_relative_distances(t, s, max_distance) -> None:
 def relative_distances(
     t: int, s: int | None = None, max_distance: int = 16, device=None
 ) -> torch.Tensor:
-    """`clip(j - i, -k, k) + k`: the index of the relative-position vector of query
-    `i` and key `j`, with query `i` at position `i + s - t` (the last `t` of
-    `s` positions, as in `self_attention.causal_mask`).
-
-    Shapes: → `(t, s)` long, values in `0..2k`.
-    """
+    """`clip(j - i, -k, k) + k` for query `i` (at position `i + s - t`) and key `j`.
+    Shapes: → `(t, s)` long, values in `0..2k`."""
     s = t if s is None else s
     check_relative_distances(t, s, max_distance)
     i = torch.arange(t, device=device)[:, None] + (s - t)
@@ -271,15 +244,8 @@ def relative_distances(
 
 
 class RelativeAttention(MultiHeadAttention):
-    """Multi-head attention with the relative positions of Shaw et al. (2018):
-    `e_ij = q_i·(k_j + a^K_{ij}) / √d_h` and `z_i = Σ_j α_ij (v_j + a^V_{ij})`,
-    where `a_{ij}` is the learned vector of distance `clip(j - i, -k, k)`. The same
-    call as `MultiHeadAttention`, so it plugs into `transformer.Block(attn=...)`.
-
-    Shapes: x `(b, t, d)`, context `(b, s, d)`, mask bool `(b, t, s)` with `b`,
-    `t` possibly 1, bias broadcastable to `(b, h, t, s)` → out `(b, t, d)`,
-    weights `(b, h, t, s)`.
-    """
+    """`MultiHeadAttention` plus Shaw's learned vectors of `clip(j - i, -k, k)` on keys
+    and values. Shapes: x `(b, t, d)` → out `(b, t, d)`, weights `(b, h, t, s)`."""
 
     def __init__(
         self,
@@ -316,12 +282,8 @@ class RelativeAttention(MultiHeadAttention):
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
-    """The ALiBi slope of each head: for `n` a power of two the geometric sequence
-    `2^{-8/n}, 2^{-16/n}, ..., 2^{-8}`; otherwise the slopes of the power of two `m`
-    below `n`, then every other slope of `2m` heads (Press et al.'s reference code).
-
-    Shapes: → `(n_heads,)`.
-    """
+    """ALiBi's head slopes: `2^{-8/n}, 2^{-16/n}, ..., 2^{-8}` for `n` a power of two.
+    Shapes: → `(n_heads,)`."""
     check_sizes(n_heads=n_heads)
 
     def power_of_two(n):
@@ -333,11 +295,8 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
 
 def alibi_bias(n_heads: int, t: int, s: int | None = None, device=None) -> torch.Tensor:
-    """`-m_h |i - j|` for query `i` (at position `i + s - t`) and key `j`; with
-    a causal mask only `j <= i` is used, where it is `-m_h (i - j)`.
-
-    Shapes: → `(h, t, s)`, to pass as `bias` to attention.
-    """
+    """ALiBi's `-m_h |i - j|` for query `i` (at position `i + s - t`) and key `j`.
+    Shapes: → `(h, t, s)`, to pass as `bias` to attention."""
     s = t if s is None else s
     check_keys_cover_queries(t, s)
     i = torch.arange(t, device=device)[:, None] + (s - t)
@@ -359,11 +318,8 @@ def rope_angles(
     device=None,
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """`m θ_i` for positions `m = offset..offset+t-1` and the `d_head/2` pairs,
-    computed in float64 and returned in `dtype`.
-
-    Shapes: → `(t, d_head/2)`.
-    """
+    """`m θ_i` for positions `m = offset..offset+t-1`, in float64, returned in `dtype`.
+    Shapes: → `(t, d_head/2)`."""
     check_rope_angles(t, offset)
     m = torch.arange(offset, offset + t, dtype=torch.float64)
     return (m[:, None] * frequencies(d_head, base)).to(device=device, dtype=dtype)
@@ -386,11 +342,8 @@ def check_rope_input(x, angles) -> None:
 
 
 def rope_rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """Rotate each pair `(x_{2i}, x_{2i+1})` at position `m` by `angles[m, i]`:
-    `(x_{2i} cos - x_{2i+1} sin, x_{2i} sin + x_{2i+1} cos)`.
-
-    Shapes: x `(..., t, d)`, angles `(t, d/2)` → `(..., t, d)`.
-    """
+    """Rotate each pair `(x_{2i}, x_{2i+1})` at position `m` by `angles[m, i]`.
+    Shapes: x `(..., t, d)`, angles `(t, d/2)` → `(..., t, d)`."""
     check_rope_input(x, angles)
     x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., t, d/2) each
     cos, sin = angles.cos(), angles.sin()
@@ -398,11 +351,8 @@ def rope_rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
 
 
 def rope_complex(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """The same rotation as `rope_rotate`, read as complex numbers: the pair is
-    `z = x_{2i} + i x_{2i+1}` and the rotation is `z e^{i m θ_i}`.
-
-    Shapes: x `(..., t, d)`, angles `(t, d/2)` → `(..., t, d)`.
-    """
+    """`rope_rotate` in complex numbers: `(x_{2i} + i x_{2i+1}) e^{i angles[m, i]}`.
+    Shapes: x `(..., t, d)`, angles `(t, d/2)` → `(..., t, d)`."""
     check_rope_input(x, angles)
     real = torch.float64 if x.dtype == torch.float64 else torch.float32  # complex64/128
     z = torch.view_as_complex(x.to(real).reshape(*x.shape[:-1], -1, 2).contiguous())
@@ -421,11 +371,8 @@ def check_rotary_input(x, d_head: int) -> None:
 
 
 class Rotary(nn.Module):
-    """RoPE as the `rotary` of `self_attention.MultiHeadAttention`: rotates queries
-    or keys of positions `offset..offset+t-1`.
-
-    Shapes: x `(b, h, t, d_head)` → `(b, h, t, d_head)`.
-    """
+    """RoPE as the `rotary` of `MultiHeadAttention`, for positions `offset..offset+t-1`.
+    Shapes: x `(b, h, t, d_head)` → `(b, h, t, d_head)`."""
 
     def __init__(self, d_head: int, base: float = 10000.0):
         super().__init__()

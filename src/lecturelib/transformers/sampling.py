@@ -100,11 +100,8 @@ def sample(
     eos: int | None = None,
     generator: torch.Generator | None = None,
 ):
-    """Ancestral sampling: draw each token from `softmax(logits)`, the model's
-    conditional distribution; truncate or reshape it first with `decoding.pipe`.
-
-    Shapes: prompts `(b, t)` → `(b, t + n)`.
-    """
+    """Ancestral sampling: draw each next token from `softmax(logits)`.
+    Shapes: prompts `(b, t)` → `(b, t + n)`."""
     check_generator(generator)
 
     def draw(logits: torch.Tensor) -> torch.Tensor:
@@ -146,12 +143,8 @@ def check_draws(draws: torch.Tensor, probs: torch.Tensor) -> None:
 
 
 def chi_square(draws: torch.Tensor, probs: torch.Tensor) -> float:
-    """p-value of Pearson's chi-square test that `draws` come from `probs`
-    (normalised here). Bins expected fewer than five times are pooled into one, as the
-    test requires; a draw of a token of probability 0 gives 0.0.
-
-    Shapes: draws `(n,)` ids, probs `(v,)`.
-    """
+    """p-value of Pearson's chi-square test that `draws` come from `probs` (normalised).
+    Shapes: draws `(n,)` ids, probs `(v,)`."""
     check_draws(draws, probs)
     counts = torch.bincount(draws, minlength=len(probs)).double()
     if counts[probs == 0].sum() > 0:
@@ -177,14 +170,8 @@ def check_temperature(logits, T) -> None:
 
 
 def temperature(logits: torch.Tensor, T: float) -> torch.Tensor:
-    """`logits / T`: sampling from their softmax sharpens (`T < 1`) or flattens
-    (`T > 1`) the distribution and never changes the order of the tokens.
-
-    >>> temperature(torch.tensor([2.0, 0.0]), 2.0)
-    tensor([1., 0.])
-
-    Shapes: `(..., v)` → `(..., v)`.
-    """
+    """`logits / T`: `T < 1` sharpens the softmax, `T > 1` flattens it; the order stays.
+    Shapes: `(..., v)` → `(..., v)`."""
     check_temperature(logits, T)
     return logits / T
 
@@ -196,14 +183,8 @@ def check_top_k(logits, k) -> None:
 
 
 def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the `k` largest logits (and any tied with the k-th), set the rest to
-    `-inf`.
-
-    >>> top_k(torch.tensor([1.0, 3.0, 2.0]), 2)
-    tensor([-inf, 3., 2.])
-
-    Shapes: `(..., v)` → `(..., v)`.
-    """
+    """Keep the `k` largest logits (and any tied with the k-th), set the rest to `-inf`.
+    Shapes: `(..., v)` → `(..., v)`."""
     check_top_k(logits, k)
     if k >= logits.shape[-1]:
         return logits
@@ -218,15 +199,8 @@ def check_top_p(logits, p) -> None:
 
 
 def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """Nucleus filtering: keep the smallest set of most probable tokens whose
-    probability reaches `p`, set the rest to `-inf`. A token is kept when the tokens
-    ranked above it hold less than `p`, so the most probable token is always kept.
-
-    >>> top_p(torch.tensor([0.5, 0.3, 0.2]).log(), 0.7).exp()
-    tensor([0.5000, 0.3000, 0.0000])
-
-    Shapes: `(..., v)` → `(..., v)`.
-    """
+    """Keep each token whose more probable tokens hold less than `p`; the rest: `-inf`.
+    Shapes: `(..., v)` → `(..., v)`."""
     check_top_p(logits, p)
     if p == 1:
         return logits
@@ -252,11 +226,8 @@ def check_contrastive(strong, weak, alpha) -> None:
 def contrastive(
     strong: torch.Tensor, weak: torch.Tensor, alpha: float = 0.1
 ) -> torch.Tensor:
-    """Contrastive scores `log p_strong - log p_weak` on the plausible tokens,
-    `p_strong >= alpha * max p_strong`, and `-inf` elsewhere.
-
-    Shapes: strong, weak logits `(..., v)` → scores `(..., v)`.
-    """
+    """`log p_strong - log p_weak` if `p_strong >= alpha · max p_strong`, else `-inf`.
+    Shapes: strong, weak logits `(..., v)` → scores `(..., v)` float64."""
     check_contrastive(strong, weak, alpha)
     log_s, log_w = F.log_softmax(strong.double(), -1), F.log_softmax(weak.double(), -1)
     floor = math.log(alpha) if alpha > 0 else -math.inf
@@ -272,8 +243,7 @@ def check_contrastive_step(strong, weak, alpha) -> None:
 
 
 def contrastive_step(strong: Step, weak: Step, alpha: float = 0.1) -> Step:
-    """A step whose "logits" are the `contrastive` scores, for
-    `decoding.greedy`."""
+    """A step whose "logits" are the `contrastive` scores, for `decoding.greedy`."""
     check_contrastive_step(strong, weak, alpha)
     return lambda prefixes: contrastive(strong(prefixes), weak(prefixes), alpha)
 
@@ -301,12 +271,8 @@ def check_allowed(ok, logits) -> None:
 
 
 def constrain(step: Step, allowed: Callable[[torch.Tensor], torch.Tensor]) -> Step:
-    """A step that sets the logits of forbidden tokens to `-inf`;
-    `allowed(prefixes)` returns a bool mask `(b, v)`, True where the token may
-    follow the prefix.
-
-    Shapes: prefixes `(b, t)` → logits `(b, v)`.
-    """
+    """A step whose logits are `-inf` where the bool mask `allowed(prefixes)` is False.
+    Shapes: prefixes `(b, t)` → logits and mask `(b, v)`."""
     check_constrain(step, allowed)
 
     def constrained(prefixes: torch.Tensor) -> torch.Tensor:
@@ -354,16 +320,8 @@ def check_rule_prefixes(prefixes, v: int) -> None:
 def regex_allowed(
     pattern: str, tokens: Sequence[str], eos: int, n_prompt: int, sep: str = ""
 ) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The rule "the generated text must match `pattern`" as a mask for
-    `constrain`.
-
-    The text is `sep.join` of the strings of the tokens after the first `n_prompt`.
-    A token may follow when the text with it can still be completed to a full match (a
-    partial match); `eos` may follow only a full match, and after `eos` only
-    `eos`.
-
-    Shapes: prefixes `(b, t)` → mask `(b, v)` with `v = len(tokens)`.
-    """
+    """`allowed` for `constrain`: the `sep`-joined text after `n_prompt` tokens must
+    match `pattern`; `eos` ends a full match. Shapes: `(b, t)` → `(b, len(tokens))`."""
     check_rule(pattern, tokens, eos, n_prompt, sep)
     compiled = regex.compile(pattern)
 

@@ -89,14 +89,8 @@ def scaled_dot_product(
     bias: torch.Tensor | None = None,
     scale: float | None = None,
 ):
-    """`softmax(q k^T · scale + bias) v` with `scale = 1/√d_k` unless given; keys
-    where `mask` is False get weight exactly 0.
-
-    Shapes: q `(b, ..., t, d_k)`, k `(b, ..., s, d_k)`, v `(b, ..., s, d_v)` (any
-    axes, e.g. heads, between b and t); mask bool `(b, t, s)` with `b`, `t`
-    possibly 1; bias (float) broadcastable to `(b, ..., t, s)` → out
-    `(b, ..., t, d_v)`, weights `(b, ..., t, s)`.
-    """
+    """`softmax(q kᵀ · scale + bias) v` and the weights (0 where `mask` is False).
+    Shapes: q `(b, *, t, d)`, k, v `(b, *, s, d)`, mask `(b, t, s)` → `(b, *, t, d)`."""
     check_scaled_dot_product(q, k, v, bias, scale)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = einsum(q, k, "... t d, ... s d -> ... t s") * scale
@@ -118,12 +112,8 @@ def check_causal_mask(t, s) -> None:
 
 
 def causal_mask(t: int, s: int | None = None, device=None) -> torch.Tensor:
-    """True where query `i` may attend key `j`: `j <= i + (s - t)`, so with
-    `s = t` (the default) every position sees itself and the past. One mask for the
-    whole batch.
-
-    Shapes: → `(1, t, s)` bool.
-    """
+    """True where query `i` (at position `i + s - t`) may attend key `j <= i + s - t`.
+    Shapes: → `(1, t, s)` bool."""
     s = t if s is None else s
     check_causal_mask(t, s)
     i = torch.arange(t, device=device)[:, None] + (s - t)
@@ -158,9 +148,7 @@ def check_padding_mask(lengths, s) -> None:
 
 def padding_mask(lengths: torch.Tensor, s: int | None = None) -> torch.Tensor:
     """True for the real (non-padded) keys of each sequence, the same for every query.
-
-    Shapes: lengths `(b,)` → `(b, 1, s)` bool with `s = max(lengths)` by default.
-    """
+    Shapes: lengths `(b,)` → `(b, 1, s)` bool, `s = max(lengths)` by default."""
     check_padding_mask(lengths, s)
     s = int(lengths.max()) if s is None else s
     keep = torch.arange(s, device=lengths.device)[None, :] < lengths[:, None]
@@ -216,15 +204,8 @@ def check_heads(heads, n_heads: int, d_head: int) -> None:
 
 
 class MultiHeadAttention(nn.Module):
-    """`MHA(X_q, X_kv) = concat_h(attention(X_q W_Q^h, X_kv W_K^h, X_kv W_V^h)) W_O`
-    with `h` heads of width `d_h = d/h`: the same `4d²` weights as one head of
-    width `d`. `rotary`, if given, rotates queries and keys per head (chapter 7).
-
-    Shapes: x `(b, t, d)`, context `(b, s, d)` (default: x, self-attention), mask
-    bool `(b, t, s)` with `b`, `t` possibly 1 (True = may attend; the same for
-    every head: a `(1, t, s)` causal mask, a `(b, 1, s)` padding mask), bias
-    broadcastable to `(b, h, t, s)` → out `(b, t, d)`, weights `(b, h, t, s)`.
-    """
+    """Multi-head attention (`h` heads of width `d/h`), one bool mask `(b, t, s)`.
+    Shapes: x `(b, t, d)`, context `(b, s, d)` → `(b, t, d)`, weights `(b, h, t, s)`."""
 
     def __init__(
         self,
@@ -245,12 +226,8 @@ class MultiHeadAttention(nn.Module):
         self.rotary = rotary
 
     def project(self, x: torch.Tensor, context: torch.Tensor | None = None):
-        """Queries from `x`, keys and values from `context` (default: `x`), each
-        split into `h` heads, queries and keys rotated by `rotary` if there is one.
-
-        Shapes: x `(b, t, d)`, context `(b, s, d)` → q `(b, h, t, d_h)`, k and v
-        `(b, h, s, d_h)`.
-        """
+        """Per-head queries from `x`, keys and values from `context` (default `x`).
+        Shapes: `(b, t, d)`, `(b, s, d)` → q `(b, h, t, d_h)`, k, v `(b, h, s, d_h)`."""
         context = x if context is None else context
         check_attention_input(x, context, self.d_model)
         q, k, v = (
@@ -263,9 +240,7 @@ class MultiHeadAttention(nn.Module):
 
     def merge_heads(self, heads: torch.Tensor) -> torch.Tensor:
         """`concat_h(head_h) W_O`: the heads side by side, then the output projection.
-
-        Shapes: heads `(b, h, t, d_h)` → `(b, t, d)`.
-        """
+        Shapes: heads `(b, h, t, d_h)` → `(b, t, d)`."""
         check_heads(heads, self.n_heads, self.d_head)
         return self.W_o(self.dropout(rearrange(heads, "b h t e -> b t (h e)")))
 
@@ -292,8 +267,8 @@ def check_from_torch(mha) -> None:
 
 
 def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
-    """Our `MultiHeadAttention` with the weights of a `batch_first`
-    `nn.MultiheadAttention` (whose fused `in_proj_weight` stacks W_Q, W_K, W_V)."""
+    """`MultiHeadAttention` with the weights of a `batch_first`
+    `nn.MultiheadAttention`."""
     check_from_torch(mha)
     has_bias = mha.in_proj_bias is not None
     ours = MultiHeadAttention(mha.embed_dim, mha.num_heads, bias=has_bias)
@@ -332,12 +307,8 @@ def check_order(order) -> None:
 
 
 def order_mask(order: torch.Tensor) -> torch.Tensor:
-    """The causal mask of an arbitrary generation order: `order[r]` is the position
-    generated at step `r`, and position `i` may attend `j` when `j` is generated
-    no later than `i`. `order = arange(t)` gives `causal_mask`.
-
-    Shapes: order `(t,)`, a permutation of `0..t-1` → `(1, t, t)` bool.
-    """
+    """The causal mask of a generation order: step `r` generates position `order[r]`.
+    Shapes: order `(t,)` → `(1, t, t)` bool."""
     check_order(order)
     t = order.numel()
     rank = torch.empty_like(order)
@@ -348,12 +319,8 @@ def order_mask(order: torch.Tensor) -> torch.Tensor:
 def dot_product_statistics(
     d_k: int, scaled: bool, n_keys: int = 64, n: int = 1000, seed: int = 0
 ) -> dict[str, float]:
-    """One query against `n_keys` keys, all with independent N(0, 1) components, in
-    `n` trials: the variance of `q·k`, the mean entropy (nats) of the attention
-    weights, the fraction of queries whose largest weight exceeds 0.99, and the median
-    norm of the gradient, with respect to the scores, of a loss `Σ_j u_j α_j` with
-    random `u ~ N(0, I)`. Scores are `q·k/√d_k` if `scaled`, else `q·k`.
-    """
+    """One N(0, I) query, `n_keys` keys, `n` times, scores `q·k` (`/√d_k` if `scaled`):
+    `q·k`'s variance, mean entropy (nats), share of max weight > 0.99, grad norm."""
     check_sizes(d_k=d_k, n_keys=n_keys, n=n)
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(n, 1, d_k, generator=g)
@@ -378,14 +345,8 @@ def check_neighbour_retrieval(n, n_items, n_values) -> None:
 
 
 def neighbour_retrieval(n: int, n_items: int, n_values: int = 16, seed: int = 0):
-    """A set of `n_items` items, each a key (a permutation of `0..n_items-1`, so the
-    items arrive in random order) and a random value; every item must output the values
-    of the items with keys `key + 1` and `key - 1` (mod `n_items`). The order of
-    the items carries no information, so the task needs no positions.
-
-    Shapes: → keys, values `(n, n_items)`, targets `(n, n_items, 2)` (next,
-    previous).
-    """
+    """Items: keys a shuffled `0..n_items-1`, random values; targets: values of keys
+    `key + 1`, `key - 1` (mod). Shapes: → `(n, n_items)` twice, `(n, n_items, 2)`."""
     check_neighbour_retrieval(n, n_items, n_values)
     g = torch.Generator().manual_seed(seed)
     keys = torch.rand(n, n_items, generator=g).argsort(1)
@@ -408,12 +369,8 @@ def check_set_input(keys, values, n_keys: int, n_values: int) -> None:
 
 
 class SetAttention(nn.Module):
-    """Embed each item as `E_key[key] + E_value[value]` (no positions), one layer of
-    `MultiHeadAttention`, and a linear read-out of `n_out` values per item.
-
-    Shapes: keys, values `(b, t)` → logits `(b, t, n_out, n_values)`, weights
-    `(b, h, t, t)`.
-    """
+    """Items `E_key[key] + E_value[value]` (no positions), attention, a linear read-out.
+    Shapes: keys, values `(b, t)` → `(b, t, n_out, n_values)`, `(b, h, t, t)`."""
 
     def __init__(
         self, n_keys: int, n_values: int, d_model: int, n_heads: int, n_out: int = 2

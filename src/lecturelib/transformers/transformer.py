@@ -69,11 +69,8 @@ def check_width(x, d_model: int, axes: str = "(..., d_model)") -> None:
 
 
 class LayerNorm(nn.Module):
-    """`LN(x) = γ ⊙ (x − μ) / √(σ² + ε) + β` with the mean `μ` and the (biased)
-    variance `σ²` of each position's `d` features.
-
-    Shapes: x `(..., d)` → `(..., d)`.
-    """
+    """`LN(x) = γ ⊙ (x − μ) / √(σ² + ε) + β`, `μ`, `σ²` (biased) over the last axis.
+    Shapes: x `(..., d)` → `(..., d)`."""
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
@@ -89,11 +86,8 @@ class LayerNorm(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    """`RMSNorm(x) = γ ⊙ x / √(mean(x²) + ε)`: LayerNorm without centring and without
-    `β`.
-
-    Shapes: x `(..., d)` → `(..., d)`.
-    """
+    """`RMSNorm(x) = γ ⊙ x / √(mean(x²) + ε)` over the last axis.
+    Shapes: x `(..., d)` → `(..., d)`."""
 
     def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
@@ -107,9 +101,7 @@ class RMSNorm(nn.Module):
 
 class FeedForward(nn.Module):
     """`FFN(x) = W_2 act(W_1 x + b_1) + b_2` applied to every position on its own.
-
-    Shapes: x `(..., d)` → `(..., d)`.
-    """
+    Shapes: x `(..., d)` → `(..., d)`."""
 
     def __init__(
         self,
@@ -147,13 +139,8 @@ def check_block_input(x, d_model: int, memory, cross: bool) -> None:
 
 
 class Block(nn.Module):
-    """Self-attention (+ cross-attention when `cross`) + feed-forward, each with
-    "Add & Norm" in the Pre-LN (`norm_first=True`) or Post-LN order.
-
-    Shapes: x `(b, t, d)`, mask bool `(b, t, t)` with `b`, `t` possibly 1
-    (True = may attend), bias broadcastable to `(b, h, t, t)`, memory `(b, s, d)`,
-    memory_mask bool `(b, t, s)` with `b`, `t` possibly 1 → `(b, t, d)`.
-    """
+    """Self-attention (+ cross-attention if `cross`) + feed-forward, Pre-LN or Post-LN.
+    Shapes: x `(b, t, d)`, memory `(b, s, d)`, masks `(b, t, t|s)` → `(b, t, d)`."""
 
     def __init__(
         self,
@@ -222,9 +209,7 @@ def check_grad_blocks(blocks) -> None:
 
 def layer_grad_norms(blocks: nn.ModuleList) -> torch.Tensor:
     """The L2 norm of the gradient of each block's parameters (after `backward`).
-
-    Shapes: `l` blocks → `(l,)`.
-    """
+    Shapes: `l` blocks → `(l,)`."""
     check_grad_blocks(blocks)
     norms = []
     for block in blocks:
@@ -244,9 +229,7 @@ def check_embedding_input(ids, vocab_size: int, max_len: int) -> None:
 
 class Embedding(nn.Module):
     """Token embedding plus a learned embedding of each position `0 .. max_len-1`.
-
-    Shapes: ids `(b, t)` with `t <= max_len` → `(b, t, d)`.
-    """
+    Shapes: ids `(b, t)` with `t <= max_len` → `(b, t, d)`."""
 
     def __init__(
         self, vocab_size: int, d_model: int, max_len: int, dropout: float = 0.0
@@ -315,8 +298,7 @@ def check_config(config, kind: type) -> None:
 
 
 def stack(config: StackConfig, *, cross: bool = False) -> nn.ModuleList:
-    """`config.n_layers` blocks; a Pre-LN stack also needs a final norm (its output is
-    an un-normalised residual stream), which the models below add."""
+    """`config.n_layers` blocks; a Pre-LN stack's output still needs a final norm."""
     check_config(config, StackConfig)
     c = config
     return nn.ModuleList(
@@ -335,9 +317,7 @@ def stack(config: StackConfig, *, cross: bool = False) -> nn.ModuleList:
 
 class TransformerLM(nn.Module):
     """Decoder-only: embeddings → causal blocks → (final norm) → logits.
-
-    Shapes: ids `(b, t)` → logits `(b, t, v)`.
-    """
+    Shapes: ids `(b, t)` → logits `(b, t, v)`."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -364,11 +344,8 @@ def check_source(src, src_len, vocab_size: int) -> None:
 
 
 class TransformerEncoder(nn.Module):
-    """Encoder-only: every real token attends to every real token (a padding mask, no
-    causal mask). Returns `seq2seq.Encoded` (context: the mean of the states).
-
-    Shapes: src `(b, s)`, src_len `(b,)` → states `(b, s, d)`, mask `(b, s)`.
-    """
+    """Encoder-only: real tokens attend to real tokens; context: the mean of the states.
+    Shapes: src `(b, s)`, src_len `(b,)` → states `(b, s, d)`, mask `(b, s)`."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -390,16 +367,8 @@ class TransformerEncoder(nn.Module):
 
 
 class TransformerDecoder(nn.Module):
-    """Causal self-attention over the target prefix + cross-attention to the encoder
-    states (queries from the decoder, keys and values from the encoder).
-
-    `h` is the prefix read so far: the decoder re-reads `[h; tgt_in]` and returns
-    the logits of the positions of `tgt_in` only, so a step-by-step call gives the
-    same logits as one teacher-forced call (the interface of `seq2seq.Decoder`).
-
-    Shapes: tgt_in `(b, t)`, enc (`seq2seq.Encoded`), h `(b, t')` or None
-    → logits `(b, t, v)`, h `(b, t' + t)`, weights None.
-    """
+    """Causal self-attention over `[h; tgt_in]` + cross-attention to the encoder states.
+    Shapes: tgt_in `(b, t)`, h `(b, t')` or None → `(b, t, v)`, `(b, t' + t)`, None."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -424,9 +393,8 @@ class TransformerDecoder(nn.Module):
 
 
 def make_seq2seq(config: TransformerConfig, *, src_vocab_size: int) -> seq2seq.Seq2Seq:
-    """An encoder–decoder Transformer: a decoder as `config` says (`vocab_size`: the
-    target vocabulary) and an encoder of the same sizes over `src_vocab_size`
-    tokens."""
+    """An encoder–decoder: the decoder `config` describes, and an encoder of its sizes
+    over `src_vocab_size` tokens."""
     check_config(config, TransformerConfig)
     encoder = TransformerEncoder(replace(config, vocab_size=src_vocab_size))
     return seq2seq.Seq2Seq(encoder, TransformerDecoder(config))

@@ -46,13 +46,8 @@ SP_WORD = regex.compile(f"{SPACE}?[^{SPACE}\\s]+|{SPACE}|\\s")
 
 
 def sentencepiece_words(text: str) -> list[str]:
-    """SentencePiece's view of raw text: every space becomes `▁` and begins a word, so
-    pieces never span a space but carry it; `"".join` and `▁` -> space restore
-    `text`. A newline, tab or other whitespace is a word of its own.
-
-    >>> sentencepiece_words("It was  the best")
-    ['It', '▁was', '▁', '▁the', '▁best']
-    """
+    """Words: a space becomes `▁` and starts a word; other whitespace is a word alone.
+    Example: "It was  the best" -> ['It', '▁was', '▁', '▁the', '▁best']"""
     check_type(text, "text", str, "a str")
     return SP_WORD.findall(text.replace(" ", SPACE))
 
@@ -83,13 +78,8 @@ def check_viterbi(word, log_probs, unk_log_prob) -> None:
 
 
 def viterbi(word: str, log_probs: dict[str, float], unk_log_prob: float) -> list[str]:
-    """The most probable segmentation of `word`: the pieces whose log-probabilities
-    sum highest (ties: the last piece starts earliest). A character that is not a piece
-    is a piece of its own, at `unk_log_prob`.
-
-    >>> viterbi("abab", {"a": -1.0, "b": -1.0, "ab": -1.5}, unk_log_prob=-20.0)
-    ['ab', 'ab']
-    """
+    """The most probable segmentation of `word`; a non-piece character: `unk_log_prob`.
+    Example: viterbi("abab", {"a": -1, "b": -1, "ab": -1.5}, -20) -> ['ab', 'ab']"""
     check_viterbi(word, log_probs, unk_log_prob)
     n = len(word)
     best = [0.0] + [-math.inf] * n  # best[end]: log-prob of the best cut of word[:end]
@@ -122,14 +112,8 @@ def logaddexp(a: float, b: float) -> float:
 def forward_backward(
     word: str, log_probs: dict[str, float]
 ) -> tuple[float, dict[str, float]]:
-    """log p(word), summed over all its segmentations into pieces, and how often each
-    piece is expected to occur in a segmentation drawn from the model (its posterior
-    count).
-
-    >>> log_z, counts = forward_backward("ab", {"a": -1.0, "b": -1.0, "ab": -1.0})
-    >>> round(counts["ab"] + counts["a"], 6)
-    1.0
-    """
+    """log p(word), summed over all its segmentations, and each piece's expected count
+    in a segmentation drawn from the model."""
     check_lattice(word, log_probs)
     n = len(word)
     edges = [  # (start, end, piece), ordered by end
@@ -180,10 +164,8 @@ def check_em(words, freqs, log_probs) -> None:
 def em_step(
     words: list[str], freqs: list[int], log_probs: dict[str, float]
 ) -> tuple[dict[str, float], float]:
-    """One EM step: the pieces' expected counts over all segmentations of the words
-    (E-step, by forward-backward), new log-probabilities proportional to them (M-step;
-    a piece that is never expected is dropped), and the log-likelihood of the words
-    under the old ones."""
+    """One EM step: new log-probabilities from the pieces' expected counts, and the
+    log-likelihood of the words under the old ones."""
     check_em(words, freqs, log_probs)
     # a character keeps a tiny count, so that no word becomes impossible to spell
     counts = Counter({piece: 1e-9 for piece in log_probs if len(piece) == 1})
@@ -205,9 +187,8 @@ def check_prune(log_probs, size) -> None:
 
 
 def prune(log_probs: dict[str, float], size: int) -> dict[str, float]:
-    """Keep every character and the longer pieces whose removal would cost the most
-    likelihood, `size` pieces in all, renormalised. A piece's loss: its probability
-    times how much less probable its best segmentation into the other pieces is."""
+    """A new dict of `size` pieces, renormalised: every character, then the pieces whose
+    removal would cost the most likelihood."""
     check_prune(log_probs, size)
     log_probs = dict(log_probs)
     losses = {}
@@ -314,9 +295,8 @@ def train_unigram(
     shrink: float = 0.75,
     n_em: int = 2,
 ) -> Unigram:
-    """Kudo's Unigram training on SentencePiece words: seed `seed_size` pieces
-    (default `4 * vocab_size`), then `n_em` EM steps and a pruning to `shrink` of
-    the pieces, in rounds, until `vocab_size` pieces are left; a last round of EM."""
+    """Unigram training: `seed_size` pieces, then rounds of `n_em` EM steps and pruning
+    by `shrink` down to `vocab_size` pieces; a last round of EM."""
     check_unigram_training(text, vocab_size, seed_size, shrink, n_em)
     counts = Counter(sentencepiece_words(text))
     words, freqs = list(counts), list(counts.values())

@@ -46,9 +46,7 @@ def check_patchify(images, patch_size) -> None:
 
 def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
     """Cut images into non-overlapping `P×P` patches, each flattened, row by row.
-
-    Shapes: images `(b, c, H, W)` → `(b, n, c·P·P)` with `n = (H/P)·(W/P)`.
-    """
+    Shapes: images `(b, c, H, W)` → `(b, n, c·P·P)` with `n = (H/P)·(W/P)`."""
     check_patchify(images, patch_size)
     return rearrange(
         images, "b c (gh p) (gw q) -> b (gh gw) (c p q)", p=patch_size, q=patch_size
@@ -82,12 +80,8 @@ def check_images(images, in_channels: int, image_size: int) -> None:
 
 
 class PatchEmbedding(nn.Module):
-    """Patches → linear embedding (a convolution with kernel = stride = P), a learned
-    class token in front, plus learned position embeddings.
-
-    Shapes: images `(b, c, H, W)` with `H = W = image_size` → `(b, 1 + n, d)` with
-    `n = H·W/P²`.
-    """
+    """Embedded `P×P` patches after a learned class token, plus learned positions.
+    Shapes: images `(b, c, H, W)` → `(b, 1 + n, d)`, `n = H·W/P²`."""
 
     def __init__(
         self, image_size: int, patch_size: int, in_channels: int, d_model: int
@@ -133,11 +127,8 @@ class ViTConfig(StackConfig):
 
 
 class ViT(nn.Module):
-    """Vision Transformer: patch embedding → encoder blocks → final norm → a linear
-    classifier on the class token.
-
-    Shapes: images `(b, c, H, W)` → logits `(b, n_classes)`.
-    """
+    """Vision Transformer: patches → blocks → norm → classifier on the class token.
+    Shapes: images `(b, c, H, W)` → logits `(b, n_classes)`."""
 
     def __init__(self, config: ViTConfig):
         super().__init__()

@@ -55,13 +55,8 @@ def check_wordpiece(word, vocab, max_chars) -> None:
 
 
 def wordpiece_encode(word: str, vocab: set[str], max_chars: int = 100) -> list[str]:
-    """WordPiece's pieces of one word: the longest piece of `vocab` first, `##`
-    before a piece inside the word; `[UNK]` for a word it cannot cover or longer
-    than `max_chars` characters.
-
-    >>> wordpiece_encode("unaffable", {"un", "##aff", "##able", "##a"})
-    ['un', '##aff', '##able']
-    """
+    """The pieces of `word`, longest first, `##` inside; `[UNK]` if uncovered or long.
+    Example: "unaffable", {"un", "##aff", "##able"} -> ['un', '##aff', '##able']"""
     check_wordpiece(word, vocab, max_chars)
     if len(word) > max_chars:
         return [UNK]
@@ -170,20 +165,15 @@ def check_wordpiece_training(text, vocab_size, score) -> None:
 
 
 def pair_score(pair: tuple[str, str], pairs: Counter, units: Counter, score: str):
-    """What merging `pair` is worth: `"ratio"`, count(ab) / (count(a) count(b)),
-    high for pieces frequent together but rare apart; `"count"`, BPE's count(ab)."""
+    """What merging `pair` is worth: `"ratio"`, count(ab) / (count(a) count(b));
+    `"count"`, count(ab)."""
     a, b = pair
     return pairs[pair] / (units[a] * units[b]) if score == "ratio" else pairs[pair]
 
 
 def train_wordpiece_plain(text: str, vocab_size: int, score: str = "ratio"):
-    """Learn a `WordPiece` vocabulary: `[UNK]` and the characters, then the
-    merge of the pair with the best `pair_score`, recounted before each merge,
-    until `vocab_size` pieces (or no pair is left).
-
-    >>> train_wordpiece_plain("hug " * 10 + "pug " * 5 + "hugs " * 5, 7).vocab[-1]
-    '##gs'
-    """
+    """A `WordPiece` vocabulary: `[UNK]`, the characters, then best-`pair_score` merges,
+    recounted before each, until `vocab_size` pieces or no pair is left."""
     check_wordpiece_training(text, vocab_size, score)
     words, freqs, vocab = wordpiece_start(text)
     while len(vocab) < vocab_size:
