@@ -108,8 +108,9 @@ VOCAB = ChatVocab()
 
 
 def chat(prompt: str, response: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ids of `<|user|>prompt<|assistant|>response<|end|>`, mask on response, `<|end|>`.
-    Shapes: → ids (t,) long, mask (t,) bool; no `response`: up to `<|assistant|>`."""
+    """Ids of `<|user|>prompt<|assistant|>response<|end|>`, prompt and response read as
+    plain text, and a mask on the response and `<|end|>`.
+    Shapes: → ids (t,), mask (t,); with no response, up to `<|assistant|>`."""
     check_type(prompt, "prompt", str)
     head = torch.cat(
         [VOCAB.special(USER), VOCAB.encode(prompt), VOCAB.special(ASSISTANT)]

@@ -130,7 +130,8 @@ def finetune(
 ) -> tuple[gpt.GPT, train.History]:
     """A copy of `model` finetuned on `pairs` `(prompt, response)` in the template
     of `encode`, the loss on the response only, AdamW at `lr` with a short
-    warm-up (a tenth of the steps, at least one when `steps` > 1) and cosine decay, on the model's device (mixed precision on CUDA)."""
+    warm-up (a tenth of the steps, at least one when `steps` > 1) and cosine decay, on
+    the model's device (mixed precision on CUDA)."""
     check_finetune(model, tokenizer, pairs, steps, batch_size, lr, seed)
     examples = [encode(tokenizer, p, r) for p, r in pairs]
     eos = tokenizer.token_to_id(EOS)
