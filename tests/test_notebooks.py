@@ -190,3 +190,12 @@ def test_book_page_code_fits_the_column(page):
         elif fence is not None and code and len(line) > 88:
             long.append((n, line))
     assert not long, f"code lines over 88 characters: {long[:5]}"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_control_characters_in_cells(nb):
+    """A TeX command written with one backslash in a notebook's JSON (`"\\beta"`) is read as
+    a control character (backspace + "eta"), which MathJax shows as an error box."""
+    bad = [(i, repr(m.group())) for i, c in enumerate(cells(nb))
+           for m in re.finditer(r"[\x00-\x09\x0b-\x1f]", source(c))]
+    assert not bad, f"control characters in cells: {bad[:5]}"

@@ -92,7 +92,7 @@ A11Y_IMPACTS = (
 )  # what fails the check; minor and moderate do not
 AXE_SCRIPT = r"""
 const done = arguments[arguments.length - 1];
-axe.run(document, {resultTypes: ["violations"]}).then((r) => done(r.violations
+axe.run(document, {resultTypes: ["violations"], preload: false}).then((r) => done(r.violations
   .filter((v) => ["serious", "critical"].includes(v.impact))
   .map((v) => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length,
                 where: v.nodes[0] ? v.nodes[0].target.join(" ") : ""}))))
@@ -331,6 +331,7 @@ def check_site(
                 if axe is not None and width in axe_widths:
                     driver.execute_script(axe)
                     a11y = a11y_problems(page, driver.execute_async_script(AXE_SCRIPT))
+                    driver.get_log("browser")  # axe's own messages are not the page's
                     if width != widths[0]:
                         for p in a11y:
                             p.detail += f" at {width} px"
