@@ -81,15 +81,6 @@ SIZES: dict[int, dict[str, dict[str, Any]]] = {
         "gpu": dict(max_len=16, n_words=2000, n_train=None, n_test=4000, d_emb=256,
                     d_model=256, batch_size=128, steps=6000, lr=3e-3),
     },
-    # 5. Attention
-    5: {
-        "smoke": dict(max_len=12, n_words=1000, n_train=3000, n_test=300, d_emb=32,
-                      d_model=32, batch_size=32, steps=40, lr=5e-3),
-        "cpu": dict(max_len=12, n_words=1000, n_train=None, n_test=4000, d_emb=128,
-                    d_model=128, batch_size=64, steps=800, lr=5e-3),
-        "gpu": dict(max_len=16, n_words=2000, n_train=None, n_test=4000, d_emb=256,
-                    d_model=256, batch_size=128, steps=6000, lr=3e-3),
-    },
     # 6. Self-attention
     6: {
         "smoke": dict(n_trials=200, d_ks=[4, 16, 64, 256], d_model=32, steps=30,
@@ -321,6 +312,7 @@ SIZES: dict[int, dict[str, dict[str, Any]]] = {
     },
 }
 # fmt: on
+SIZES[5] = SIZES[4]  # chapter 5's models train on chapter 4's data, at its sizes
 
 
 def chapter_sizes(chapter: int) -> dict[str, dict[str, Any]]:
