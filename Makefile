@@ -54,21 +54,21 @@ compat: env
 # JOBS=2 executes two parts at once, each on its share of the cores (CI does).
 JOBS    ?= 1
 book: env
-	$(PY) -m lecturelib.book.build --profile $(PROFILE) $(if $(PART),--part $(PART)) \
+	$(PY) -m booktools.build --profile $(PROFILE) $(if $(PART),--part $(PART)) \
 	  --jobs $(JOBS)
 
 # Every page of the built site in headless Chromium: untypeset math, clipped equations, code
 # wider than the column, broken images and links, raw roles, MathJax errors.
 browsercheck: env
-	$(PY) -m lecturelib.book.browsercheck _build/site/_build/html --a11y
+	$(PY) -m booktools.browsercheck _build/site/_build/html --a11y
 
 student: env
-	$(PY) -m lecturelib.book.exercises --toc --out _build/student --zip --nbgrader
+	$(PY) -m booktools.exercises --toc --out _build/student --zip --nbgrader
 
 # Exits with the number of failed exercises.
 grade: env
 	@test -n "$(NB)" || (echo "usage: make grade NB=path/to/notebook.ipynb" && exit 2)
-	$(PY) -m lecturelib.book.grade "$(NB)"
+	$(PY) -m booktools.grade "$(NB)"
 
 # Keep this build's run times as a committed record shown in "Running the notebooks".
 record:

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from lecturelib import records  # noqa: E402
-from lecturelib.book.toc import toc_notebooks  # noqa: E402
+from booktools.toc import toc_notebooks  # noqa: E402
 
 RESULT = ROOT / "benchmarks" / "results" / "t4_estimate.json"
 R_FLOPS = 12e12  # achievable fp16 FLOP/s of small matrix products on a T4

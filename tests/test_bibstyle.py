@@ -1,10 +1,10 @@
-"""lecturelib.book.bibstyle: author–year labels as the chapters cite, arXiv notes as links."""
+"""booktools.bibstyle: author–year labels as the chapters cite, arXiv notes as links."""
 
 from __future__ import annotations
 
 from pybtex.database import parse_string
 
-from lecturelib.book import bibstyle
+from booktools import bibstyle
 
 BIB = r"""
 @article{a, author = {Ashish Vaswani and Noam Shazeer and Niki Parmar}, title = {T},

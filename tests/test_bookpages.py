@@ -1,4 +1,4 @@
-"""lecturelib.book.pages: the chapter map generated from book/chapters.yml."""
+"""booktools.pages: the chapter map generated from book/chapters.yml."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import build
-from lecturelib.book import pages as bookpages
+from booktools import build
+from booktools import pages as bookpages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,9 +56,9 @@ def test_only_chapters_in_the_toc_are_linked(tmp_path):
 DRAW = """
 import matplotlib, sys
 from pathlib import Path
-import lecturelib.book.pages as pages
+import booktools.pages as pages
 assert matplotlib.get_backend() == "svg", matplotlib.get_backend()
-assert "lecturelib.book.build" not in sys.modules  # no import circle
+assert "booktools.build" not in sys.modules  # no import circle
 pages.write_chapter_map(Path(sys.argv[1]), Path(sys.argv[2]), ["notebooks/01_language_models"])
 import matplotlib.pyplot as plt
 assert matplotlib.get_backend() == "svg" and plt.get_fignums() == []
@@ -75,7 +75,7 @@ def test_pages_leave_the_backend_and_pyplot_alone(tmp_path):
 
 
 def test_instructors_table_has_prerequisites_exercises_and_minutes(tmp_path):
-    from lecturelib.book import exercises
+    from booktools import exercises
 
     machine = {"cpu_count": 2, "platform": "Linux", "torch": "2.13.0"}
     cpu = {"profile_requested": "cpu", "machine": machine, "notebooks": [
@@ -95,7 +95,7 @@ def test_instructors_table_has_prerequisites_exercises_and_minutes(tmp_path):
 
 
 def test_benchmark_page_shows_every_record_with_its_machine_command_and_figure(tmp_path):
-    from lecturelib.book import benchmarks
+    from booktools import benchmarks
 
     md = benchmarks.page(ROOT / "benchmarks" / "results", tmp_path)
     records = benchmarks.load_records(ROOT / "benchmarks" / "results")

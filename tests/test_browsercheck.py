@@ -1,4 +1,4 @@
-"""lecturelib.book.browsercheck on a small hand-written site: each kind of breakage is found, and
+"""booktools.browsercheck on a small hand-written site: each kind of breakage is found, and
 a clean page reports nothing. Needs Chromium, its driver and selenium (skipped otherwise)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import browsercheck, website
+from booktools import browsercheck, website
 
 HEAD = "<!doctype html><html><head><meta charset='utf-8'></head><body><main>"
 TAIL = "</main></body></html>"

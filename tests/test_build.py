@@ -1,4 +1,4 @@
-"""lecturelib.book.build: the table of contents, the run-time table, executing one notebook, the
+"""booktools.build: the table of contents, the run-time table, executing one notebook, the
 glue check and the Colab pin of the staged copies."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import build, execute, sync
-from lecturelib.book.sync import METADATA
+from booktools import build, execute, sync
+from booktools.sync import METADATA
 
 TOC = """\
 format: jb-book
@@ -173,7 +173,7 @@ def test_a_failing_notebook_stops_the_build_naming_notebook_cell_and_error(book,
               "peak_rss_mb": 100.0, "error": "ValueError: bad size", "source": "x = f(3)"}
 
     def fake_run(cmd, **kw):
-        if "lecturelib.book.execute" not in cmd:
+        if "booktools.execute" not in cmd:
             return REAL_RUN(cmd, **kw)
         return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(failed) + "\n", stderr="")
 
@@ -258,7 +258,7 @@ def fake_papermill(outputs: dict, profile: str = "cpu"):
     """A stand-in for the child process: copies the notebook with ``outputs`` added to the code
     cell that holds their key, and reports success."""
     def run(cmd, **kw):
-        if "lecturelib.book.execute" not in cmd:
+        if "booktools.execute" not in cmd:
             return REAL_RUN(cmd, **kw)
         src, dst = Path(cmd[-3]), Path(cmd[-2])
         nb = json.loads(src.read_text())
@@ -343,7 +343,7 @@ def parted(repo, monkeypatch):
     fake = fake_papermill({"x = 0.8312": [glued("acc", 0.8412)]})
 
     def run(cmd, **kw):
-        if "lecturelib.book.execute" in cmd:
+        if "booktools.execute" in cmd:
             ran.append(Path(cmd[-3]).name)
         return fake(cmd, **kw)
 
@@ -409,7 +409,7 @@ def test_two_jobs_build_the_same_book_each_part_on_its_share_of_the_cores(
     inner = build.subprocess.run
 
     def run(cmd, **kw):
-        if "lecturelib.book.execute" in cmd:
+        if "booktools.execute" in cmd:
             threads.append(kw["env"].get("OMP_NUM_THREADS"))
         return inner(cmd, **kw)
 
@@ -471,7 +471,7 @@ def test_parts_from_different_commits_are_not_assembled(parted):
 
 def test_the_real_toc_lists_its_parts_without_the_package():
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-I", "src/lecturelib/book/toc.py"], cwd=root,
+    out = subprocess.run([sys.executable, "-I", "src/booktools/toc.py"], cwd=root,
                          capture_output=True, text=True, check=True).stdout
     parts = json.loads(out)
     assert [p["part"] for p in parts] == list(range(1, len(parts) + 1)) and len(parts) >= 3
@@ -480,7 +480,7 @@ def test_the_real_toc_lists_its_parts_without_the_package():
 
 
 def test_t4_table_sits_beside_the_measured_cpu_times(book):
-    from lecturelib.book.website import t4_table
+    from booktools.website import t4_table
 
     estimate = {
         "assumptions": {"R_flops_per_s": 12e12, "tau_s_per_launch": 10e-6, "steps_cap": 2},

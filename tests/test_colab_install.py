@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lecturelib.book import sync
+from booktools import sync
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "notebooks/06_self_attention.ipynb"

@@ -1,4 +1,4 @@
-"""lecturelib.book.coverage: the curriculum data book/topics.yml, the sections it names
+"""booktools.coverage: the curriculum data book/topics.yml, the sections it names
 in the chapters of the book, and the topic-coverage appendix generated from both."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import coverage
-from lecturelib.book.toc import toc_files
+from booktools import coverage
+from booktools.toc import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 CURRICULUM = ROOT.parent / "shared" / "curriculum" / "TOPICS.md"

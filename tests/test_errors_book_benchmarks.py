@@ -1,4 +1,4 @@
-"""Bad input to lecturelib.book.benchmarks: each row is a call, the exception it raises and a
+"""Bad input to booktools.benchmarks: each row is a call, the exception it raises and a
 pattern its message must match (the argument, what was expected, what was given)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import benchmarks
+from booktools import benchmarks
 
 GOOD = {"benchmark": "b", "what": "w", "command": "python b.py",
         "machine": {"cpu_count": 2, "date": "2026-01-01T00:00:00+00:00"}}

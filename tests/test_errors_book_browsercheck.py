@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.book.browsercheck: each row is a call, the exception it raises and a
+"""Bad input to booktools.browsercheck: each row is a call, the exception it raises and a
 pattern its message must match (the argument, what was expected, what was given)."""
 
 from __future__ import annotations
 
 import pytest
 
-from lecturelib.book import browsercheck
+from booktools import browsercheck
 
 CASES = [
     # (id, call(tmp), exception, message pattern)

@@ -1,4 +1,4 @@
-"""Bad input to lecturelib.book.coverage: each row is a call, the exception it raises
+"""Bad input to booktools.coverage: each row is a call, the exception it raises
 and a pattern its message must match (the file or entry, what was expected, what was
 given)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import coverage
-from lecturelib.book.coverage import CoverageError
+from booktools import coverage
+from booktools.coverage import CoverageError
 
 GOOD_TOPIC = "      - {id: T-01.1, text: Counting, section: Intro}\n"
 

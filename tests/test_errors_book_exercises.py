@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.book.exercises: each row is a call, the exception it raises and a
+"""Bad input to booktools.exercises: each row is a call, the exception it raises and a
 pattern its message must match (the argument, what was expected, what was given)."""
 
 from __future__ import annotations
 
 import pytest
 
-from lecturelib.book import exercises
+from booktools import exercises
 
 
 def nb(*cells: tuple[str, str, list[str]]) -> dict:

@@ -1,4 +1,4 @@
-"""Bad input to lecturelib.book.grade: each row is a call, the exception it raises and a pattern
+"""Bad input to booktools.grade: each row is a call, the exception it raises and a pattern
 its message must match (the argument, what was expected, what was given)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import grade
+from booktools import grade
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Bad input to lecturelib.book.pages: each row is a call, the exception it raises and a pattern
+"""Bad input to booktools.pages: each row is a call, the exception it raises and a pattern
 its message must match (the argument, what was expected, what was given)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import pages
+from booktools import pages
 
 
 def chapters_yml(tmp: Path, chapters: str) -> Path:

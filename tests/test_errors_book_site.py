@@ -1,11 +1,11 @@
-"""Bad input to lecturelib.book.website and lecturelib.book.toc: each row is a call, the exception
+"""Bad input to booktools.website and booktools.toc: each row is a call, the exception
 it raises and a pattern its message must match."""
 
 from __future__ import annotations
 
 import pytest
 
-from lecturelib.book import toc, website
+from booktools import toc, website
 
 CASES = [
     # (id, call(tmp), exception, message pattern)

@@ -1,4 +1,4 @@
-"""Bad input to lecturelib.book.sync: each row is a call, the exception it raises and a pattern its
+"""Bad input to booktools.sync: each row is a call, the exception it raises and a pattern its
 message must match (the argument, what was expected, what was given)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import sync
+from booktools import sync
 
 URL = "https://example.org/book/repo"
 

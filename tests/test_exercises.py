@@ -1,4 +1,4 @@
-"""lecturelib.book.exercises: exercises found in a chapter, student versions of the chapters."""
+"""booktools.exercises: exercises found in a chapter, student versions of the chapters."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import exercises
+from booktools import exercises
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,10 +1,10 @@
-"""lecturelib.book.gluecheck: a number typed in the prose where the notebook glues it is caught."""
+"""booktools.gluecheck: a number typed in the prose where the notebook glues it is caught."""
 
 from __future__ import annotations
 
 import pytest
 
-from lecturelib.book import gluecheck
+from booktools import gluecheck
 
 
 def glued(name: str, value, prefix: str = "application/papermill.record/") -> dict:

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import grade
-from lecturelib.book.build import toc_notebooks
+from booktools import grade
+from booktools.build import toc_notebooks
 from lecturelib.runtime import STEPS_CAP_ENV
 
 from cuda_standin import real_cuda

@@ -1,4 +1,4 @@
-"""lecturelib.book.grade: run a notebook cell by cell, keep going after errors, report exercises."""
+"""booktools.grade: run a notebook cell by cell, keep going after errors, report exercises."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import exercises, grade
+from booktools import exercises, grade
 
 ANSI_TRACEBACK = [
     "\x1b[0;31mAssertionError\x1b[0m  Traceback (most recent call last)",

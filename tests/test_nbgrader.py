@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lecturelib.book import exercises
+from booktools import exercises
 
 nbgrader_apps = pytest.importorskip("nbgrader.apps")  # a test dependency (pyproject: test)
 from nbgrader.api import Gradebook  # noqa: E402

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lecturelib.book import exercises, grade, sync
-from lecturelib.book.build import toc_notebooks
+from booktools import exercises, grade, sync
+from booktools.build import toc_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -61,7 +61,7 @@ def test_opening_cells(nb):
     assert sync.colab_lines(REPO_URL, BRANCH) in source(colab), (
         f"the Colab cell must install lecturelib from repository.url of _config.yml "
         f"({REPO_URL}) at its branch {BRANCH}: run "
-        f"python -m lecturelib.book.sync --pin notebooks/*.ipynb")
+        f"python -m booktools.sync --pin notebooks/*.ipynb")
     assert sync.colab_install(nb) == (REPO_URL, BRANCH)
     params = [c for c in code if "parameters" in tags(c)]
     assert len(params) == 1 and source(params[0]).split("\n") == ['PROFILE = "auto"', "SEED = 0"]
@@ -157,7 +157,7 @@ needs_data = pytest.mark.skipif(
 @pytest.mark.parametrize("nb", [ROOT / p for p in toc_notebooks(ROOT)], ids=lambda p: p.stem)
 def test_exercise_checks_fail_on_the_student_version_and_pass_on_the_solution(nb):
     """Each chapter runs once in the smoke profile; its student version shares the cells before
-    the first exercise (lecturelib.book.grade.grade_versions)."""
+    the first exercise (booktools.grade.grade_versions)."""
     solution, student = grade.grade_versions(nb, "smoke")
     assert solution.failures == 0, f"the solutions must pass their checks:\n{solution.table()}"
     loose = [e.number for e in student.exercises if not e.check_failed]

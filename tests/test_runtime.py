@@ -264,7 +264,7 @@ def test_setup_is_imported_on_first_use_and_the_book_tooling_starts_without_torc
     assert {"Run", "setup", "glue", "glue_all"} <= set(dir(lecturelib))
     with pytest.raises(AttributeError, match="no attribute 'stup'"):
         lecturelib.stup
-    code = ("import sys, lecturelib.book.execute; assert 'torch' not in sys.modules\n"
+    code = ("import sys, booktools.execute; assert 'torch' not in sys.modules\n"
             "from lecturelib import setup; assert 'torch' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -1,10 +1,10 @@
-"""lecturelib.book.website: what the build does to the staged copies before rendering."""
+"""booktools.website: what the build does to the staged copies before rendering."""
 
 from __future__ import annotations
 
 import json
 
-from lecturelib.book import website
+from booktools import website
 
 
 def test_glue_lines_are_hidden_and_everything_else_kept():

@@ -1,4 +1,4 @@
-"""lecturelib.book.sync: marked notebook cells stay equal to the library; notebooks are normalised;
+"""booktools.sync: marked notebook cells stay equal to the library; notebooks are normalised;
 the Colab cell is pinned."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lecturelib import metrics
-from lecturelib.book import sync
+from booktools import sync
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 MARK = "# Same code as lecturelib.metrics.perplexity"
@@ -40,7 +40,7 @@ def test_notebooks_match_library():
     assert notebooks, f"no notebooks in {NOTEBOOKS}"
     problems = [p for nb in notebooks for p in sync.drift(nb)]
     assert not problems, ("notebook cells differ from lecturelib; run python -m "
-                          "lecturelib.book.sync --fix notebooks/*.ipynb:\n" + "\n".join(problems))
+                          "booktools.sync --fix notebooks/*.ipynb:\n" + "\n".join(problems))
 
 
 def test_exact_copy_has_no_drift(tmp_path):
@@ -80,7 +80,7 @@ def test_resolve():
     from lecturelib.train import History
 
     assert sync.resolve("lecturelib.train.History.final") is History.final
-    assert sync.resolve("lecturelib.book.sync.resolve") is sync.resolve
+    assert sync.resolve("booktools.sync.resolve") is sync.resolve
 
 
 def test_normalise_strips_outputs_and_sets_metadata(tmp_path):
@@ -107,7 +107,7 @@ def test_committed_notebooks_are_normalised(tmp_path):
         copy = tmp_path / nb.name
         copy.write_bytes(nb.read_bytes())
         assert sync.normalise(copy) is False, (
-            f"{nb.name} is not normalised: run python -m lecturelib.book.sync --normalise {nb}")
+            f"{nb.name} is not normalised: run python -m booktools.sync --normalise {nb}")
 
 
 URL = "https://example.org/book/repo"

@@ -18,8 +18,8 @@ modules: `recurrence` (Part I), `transformers` (II), `pretraining` (III), `effic
 the modules of earlier chapters; the `[tool.importlinter]` contracts of `pyproject.toml`
 state that order and `tests/test_layers.py` checks it.
 
-Book tooling (building the book, notebook sync, student versions, grading) lives in the
-subpackage `lecturelib.book`, which no chapter imports.
+The book's own tooling (building the book, notebook sync, student versions, grading) is a
+package of its own beside this one, `booktools`; nothing here imports it.
 """
 
 # OpenMP's wait policy is left at the runtime's default (idle threads spin briefly, then
@@ -28,23 +28,7 @@ subpackage `lecturelib.book`, which no chapter imports.
 # benchmarks/results/omp_wait_policy.json. A reader may still set the variable before starting.
 
 from lecturelib.version import __version__
-
-_FROM_RUNTIME = ("Run", "setup")
-
-
-def __getattr__(name: str):
-    """`lecturelib.setup` and `lecturelib.Run` come from `runtime`, imported on first
-    use: the book tooling (`lecturelib.book`) then starts without loading PyTorch, which
-    took most of the two seconds each notebook's executing process spent starting."""
-    if name in _FROM_RUNTIME:
-        from lecturelib import runtime
-
-        return getattr(runtime, name)
-    raise AttributeError(f"module 'lecturelib' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_FROM_RUNTIME))
+from lecturelib.runtime import Run, setup
 
 
 def glue(name: str, value, display: bool = False) -> None:

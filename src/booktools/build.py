@@ -1,13 +1,13 @@
 """Build the book: execute every chapter once, record it, render the Jupyter Book from the copies.
 
-``python -m lecturelib.book.build`` (what ``make book`` runs), from the repository root:
+``python -m booktools.build`` (what ``make book`` runs), from the repository root:
 
 1. executes the notebooks of every part of ``_toc.yml`` (``make book PART=k``: of part ``k``
-   only) with papermill, in order, each in its own process (``lecturelib.book.execute``;
+   only) with papermill, in order, each in its own process (``booktools.execute``;
    profile ``auto`` unless ``--profile`` says otherwise), into ``_build/executed``, with one
    record per part: the commit, and per notebook wall time, profile, device, peak memory,
    status. A failing notebook stops the build with the notebook, the cell and the error, and so
-   does a number typed in the prose where the notebook glues it (``lecturelib.book.gluecheck``;
+   does a number typed in the prose where the notebook glues it (``booktools.gluecheck``;
    only reported in the smoke profile, whose tiny numbers are not the book's). A part already
    executed from the same commit with the same profile is not executed again, so parts can be
    built separately (one CI job each) and assembled;
@@ -38,27 +38,27 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 
-from lecturelib.book import gluecheck
-from lecturelib.book.execute import machine
-from lecturelib.book.source import (  # noqa: F401 (SOURCES: re-exported)
+from booktools import gluecheck
+from booktools.execute import machine
+from booktools.source import (  # noqa: F401 (SOURCES: re-exported)
     SOURCES,
     pin_colab_cells,
     source_version,
     stage_sources,
 )
-from lecturelib.book.website import (
+from booktools.website import (
     SiteError,
     bundle_mathjax,
     citation_list_items,
     drop_repeated_scripts,
     generated_pages,
 )
-from lecturelib.book.toc import toc_notebooks, toc_parts
+from booktools.toc import toc_notebooks, toc_parts
 from lecturelib.validate import is_int
 
 # Re-exported: the build's pieces are reached through this module too.
-from lecturelib.book.website import times_table  # noqa: F401,E402
-from lecturelib.book.toc import toc_files  # noqa: F401,E402
+from booktools.website import times_table  # noqa: F401,E402
+from booktools.toc import toc_files  # noqa: F401,E402
 
 EXECUTED = Path("_build/executed")  # executed copies and one record per part
 
@@ -126,7 +126,7 @@ def execute_notebooks(
             [
                 sys.executable,
                 "-m",
-                "lecturelib.book.execute",
+                "booktools.execute",
                 str(root / nb),
                 str(out / nb),
                 profile,
@@ -431,7 +431,7 @@ def build(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lecturelib.book.build",
+        prog="python -m booktools.build",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

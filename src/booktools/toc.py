@@ -1,6 +1,6 @@
 """The book's table of contents (``_toc.yml``): its files, its notebooks and its parts.
 
-``python src/lecturelib/book/toc.py [ROOT]`` prints the parts as JSON, ``[{"part": 1,
+``python src/booktools/toc.py [ROOT]`` prints the parts as JSON, ``[{"part": 1,
 "caption": ..., "notebooks": [...]}, ...]``: a CI workflow makes one job per part from it
 before anything is installed (this file needs only PyYAML).
 """

@@ -10,11 +10,11 @@ blank line), less their argument checks: a bare statement that calls a ``check_*
 (:func:`strip_checks`); the library keeps refusing bad input. ``tests/test_sync.py`` fails when
 a cell and the library drift apart. From the repository root:
 
-- ``python -m lecturelib.book.sync notebooks/*.ipynb`` lists the drifted cells;
-- ``python -m lecturelib.book.sync --fix notebooks/*.ipynb`` rewrites the cells from the library;
-- ``python -m lecturelib.book.sync --normalise notebooks/*.ipynb`` strips outputs and sets the
+- ``python -m booktools.sync notebooks/*.ipynb`` lists the drifted cells;
+- ``python -m booktools.sync --fix notebooks/*.ipynb`` rewrites the cells from the library;
+- ``python -m booktools.sync --normalise notebooks/*.ipynb`` strips outputs and sets the
   metadata that every committed notebook carries;
-- ``python -m lecturelib.book.sync --pin notebooks/*.ipynb`` points the Colab install cell at
+- ``python -m booktools.sync --pin notebooks/*.ipynb`` points the Colab install cell at
   the book's branch (``repository.branch`` of ``_config.yml``): a notebook opened from that
   branch (the book's Colab buttons open it) installs the library of the same branch, so the
   two cannot drift, and no tag has to exist where the cell fetches it. The book build pins its
@@ -394,7 +394,7 @@ def _name(notebook) -> str:
     return "notebook" if isinstance(notebook, dict) else str(notebook)
 
 
-USAGE = """usage: python -m lecturelib.book.sync [--fix | --normalise | --pin] NOTEBOOK ...
+USAGE = """usage: python -m booktools.sync [--fix | --normalise | --pin] NOTEBOOK ...
 
   (no option)   report marker cells that differ from the library (exit 1 if any)
   --fix         rewrite marker cells from the library

@@ -21,7 +21,7 @@ import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
-from lecturelib.book.toc import check_toc_files
+from booktools.toc import check_toc_files
 from lecturelib.validate import is_int
 
 TOPICS = Path("book") / "topics.yml"

@@ -18,7 +18,7 @@ would see broken:
   whose layout problems the ``clipped`` check covers, is left out;
   ``--a11y-widths`` checks both.
 
-    python -m lecturelib.book.browsercheck _build/site/_build/html --a11y
+    python -m booktools.browsercheck _build/site/_build/html --a11y
 
 prints one line per problem, then the pages checked and the time taken; the exit status is 1
 when a problem was found, 0 otherwise. Without Chromium and its driver (Debian: ``apt-get
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from lecturelib.book.website import SiteError, npm_install
+from booktools.website import SiteError, npm_install
 
 WIDTHS = (
     1280,
@@ -344,7 +344,7 @@ def check_site(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lecturelib.book.browsercheck",
+        prog="python -m booktools.browsercheck",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

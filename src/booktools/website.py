@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from lecturelib.book.toc import toc_files
+from booktools.toc import toc_files
 
 MATHJAX_VERSION = "3.2.2"
 RECORDS = Path("benchmarks/results")  # committed build records: book-<profile>.json
@@ -137,7 +137,7 @@ def generated_pages(root: Path, stage: Path, record: dict) -> None:
         ),
         encoding="utf-8",
     )
-    from lecturelib.book import benchmarks, coverage, pages
+    from booktools import benchmarks, coverage, pages
 
     pages.write_chapter_map(root, out, toc_files(root))
     (out / "instructors.md").write_text(
@@ -278,7 +278,7 @@ def present(path: Path) -> None:
         cell left empty shows only its output), and each exercise's solution folds, output and
         all, under "Show solution", and what a check prints folds under "Show output" (it may give
     the answer away). The notebooks in the repository are left as they are."""
-    from lecturelib.book.exercises import exercises
+    from booktools.exercises import exercises
 
     path = Path(path)
     if path.suffix != ".ipynb" or not path.is_file():

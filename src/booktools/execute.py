@@ -1,7 +1,7 @@
 """Execute one notebook with papermill and report how it went (the build runs this module once
 per notebook, in a child process, so that the peak memory it reports is that notebook's):
 
-    python -m lecturelib.book.execute SRC DST PROFILE
+    python -m booktools.execute SRC DST PROFILE
 
 prints one JSON line: status, wall time, peak resident memory of the kernel, and what the
 notebook's ``lecturelib.setup`` recorded (profile, device, seed); on failure the cell (numbered
@@ -112,9 +112,7 @@ def machine() -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3:
-        print(
-            "usage: python -m lecturelib.book.execute SRC DST PROFILE", file=sys.stderr
-        )
+        print("usage: python -m booktools.execute SRC DST PROFILE", file=sys.stderr)
         return 2
     src, dst, profile = args
     print(json.dumps(execute_one(Path(src), Path(dst), profile)))

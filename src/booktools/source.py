@@ -1,7 +1,7 @@
 """What the book build builds, and its staged copy: the version and commit of the sources
 (:func:`source_version`), the copy of the book's sources that is rendered
 (:func:`stage_sources`), and its Colab cells pinned to the commit built
-(:func:`pin_colab_cells`). Used by :mod:`lecturelib.book.build`, which re-exports them."""
+(:func:`pin_colab_cells`). Used by :mod:`booktools.build`, which re-exports them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from lecturelib.book import sync
+from booktools import sync
 
 SOURCES = ("_config.yml", "_toc.yml", "_static", "book", "notebooks")
 

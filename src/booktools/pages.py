@@ -13,7 +13,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from lecturelib.book.toc import check_toc_files
+from booktools.toc import check_toc_files
 from lecturelib.plot import OKABE_ITO
 
 PART_COLORS = [
@@ -138,7 +138,7 @@ def _wrap(title: str, width: int = 24) -> str:
 
 def write_chapter_map(root: Path, out: Path, toc_files: Iterable[str]) -> None:
     """Write ``chapter_map.md`` and ``chapter_map.svg`` into ``out``; ``toc_files`` are the
-    ``file`` entries of ``_toc.yml`` (``lecturelib.book.build.toc_files``)."""
+    ``file`` entries of ``_toc.yml`` (``booktools.build.toc_files``)."""
     check_toc_files(toc_files)
     parts = load_chapters(root)
     in_book = set(toc_files)
@@ -158,7 +158,7 @@ def instructors_table(root: Path, toc_files: Iterable[str], records: list[dict])
     minutes in each build record (``records``: build records, e.g. the cpu and gpu ones)."""
     import json
 
-    from lecturelib.book.exercises import exercises
+    from booktools.exercises import exercises
 
     check_toc_files(toc_files)
     in_book = set(toc_files)

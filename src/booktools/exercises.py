@@ -9,14 +9,14 @@ A student version replaces each solution part by ``raise NotImplementedError`` (
 indentation) and tags the cell ``answer`` instead of ``solution`` (unfolded), so that the check
 cells fail until the student solves the exercise::
 
-    python -m lecturelib.book.exercises notebooks/01_language_models.ipynb --out student/
-    python -m lecturelib.book.exercises --toc --out _build/student --zip   # make student
+    python -m booktools.exercises notebooks/01_language_models.ipynb --out student/
+    python -m booktools.exercises --toc --out _build/student --zip   # make student
 
 ``--toc`` takes every chapter of ``_toc.yml``; ``--zip`` also writes ``NN_slug.zip`` per chapter;
 ``--nbgrader`` also writes each chapter in nbgrader's source format, as the course folder
 ``nbgrader/source/NN_slug/NN_slug.ipynb`` (:func:`nbgrader_source`): an instructor copies it into
 an nbgrader course's ``source/`` and runs ``nbgrader generate_assignment NN_slug``.
-``lecturelib.book.grade`` runs a notebook and reports each exercise's checks.
+``booktools.grade`` runs a notebook and reports each exercise's checks.
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def write_student(path: Path, out: Path, make_zip: bool = False) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lecturelib.book.exercises",
+        prog="python -m booktools.exercises",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     notebooks = list(args.notebooks)
     if args.toc:
-        from lecturelib.book.toc import toc_notebooks
+        from booktools.toc import toc_notebooks
 
         notebooks += [Path.cwd() / p for p in toc_notebooks(Path.cwd())]
     if not notebooks:

@@ -2,10 +2,10 @@
 
 The notebook runs in a fresh kernel in the ``smoke`` profile (``LECTURELIB_PROFILE=smoke``; the
 checks test the code, not the size of the models) and keeps going after a cell fails. An exercise
-(see ``lecturelib.book.exercises``) passes when none of its cells raised; otherwise the report
+(see ``booktools.exercises``) passes when none of its cells raised; otherwise the report
 gives the message of its first failing check (or of its solution cell when only that failed)::
 
-    python -m lecturelib.book.grade student/01_language_models.ipynb
+    python -m booktools.grade student/01_language_models.ipynb
 
 prints one row per exercise and exits with the number of failures (``make grade NB=...``).
 Failing cells outside the exercises are reported in one more row, since the exercises usually
@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lecturelib.book import exercises as _exercises
+from booktools import exercises as _exercises
 from lecturelib.validate import check_int
 
 PROFILES = ("smoke", "cpu", "gpu", "auto")
@@ -327,7 +327,7 @@ def grade_versions(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lecturelib.book.grade",
+        prog="python -m booktools.grade",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
