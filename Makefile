@@ -32,16 +32,16 @@ notebooks: env
 	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 
 # The gpu profile's configuration on the CPU, training steps capped at 2, through the CUDA
-# stand-in (tests/test_gpu_profile.py, marked gpu_capped). NB=07 runs one chapter.
+# stand-in (tests/book/test_gpu_profile.py, marked gpu_capped). NB=07 runs one chapter.
 # The chapters read their data from $LECTURELIB_DATA (skipped when unset; .ci/run sets it).
 gpu-capped: env
-	$(PY) -m pytest -q -p no:cacheprovider -m gpu_capped tests/test_gpu_profile.py \
+	$(PY) -m pytest -q -p no:cacheprovider -m gpu_capped tests/book/test_gpu_profile.py \
 	  $(if $(NB),-k "$(NB)")
 
 # A chapter's Colab cell, for real: lecturelib installed from a git clone at the pinned commit
-# into a fresh virtualenv, then the chapter run (tests/test_colab_install.py).
+# into a fresh virtualenv, then the chapter run (tests/book/test_colab_install.py).
 colab: env
-	$(PY) -m pytest -q -m colab tests/test_colab_install.py
+	$(PY) -m pytest -q -m colab tests/book/test_colab_install.py
 
 # The torch versions the book claims: make test in a fresh virtualenv with pip's default build
 # of the oldest torch of pyproject.toml and of the newest release, each; the counts go to
@@ -60,7 +60,7 @@ book: env
 # Every page of the built site in headless Chromium: untypeset math, clipped equations, code
 # wider than the column, broken images and links, raw roles, MathJax errors.
 browsercheck: env
-	$(PY) -m booktools.browsercheck _build/site/_build/html --a11y
+	$(PY) -m booktools.browsercheck _build/site/_build/html --a11y-widths
 
 student: env
 	$(PY) -m booktools.exercises --toc --out _build/student --zip --nbgrader

@@ -1,7 +1,7 @@
 """Each chapter's gpu profile on a Colab T4, estimated without a T4: time and peak memory.
 
 Every chapter runs on the CPU in the ``gpu`` profile with its training steps capped
-(``LECTURELIB_STEPS_CAP``, as ``tests/test_gpu_profile.py`` runs it) and the CUDA stand-in of
+(``LECTURELIB_STEPS_CAP``, as ``tests/book/test_gpu_profile.py`` runs it) and the CUDA stand-in of
 the tests (``tests/cuda_standin.py``: a T4 without bf16, so fp16 autocast and a gradient
 scaler, as on Colab). In every training step of every ``train.fit`` call (every training run of
 the book, the library's included) the CUDA kernels a GPU would launch are counted, and the

@@ -1,8 +1,19 @@
-"""Shared test set-up: a non-interactive plotting backend, one CPU thread, no figures left open."""
+"""Shared test set-up: a non-interactive plotting backend, one CPU thread, no figures left open.
+
+The tests sit in one folder per part of the package (tests/plumbing, tests/recurrence, ...,
+tests/booktools, tests/book); the helpers they share (translation_helpers.py, cuda_standin.py)
+sit here at the top, and this folder goes on ``sys.path`` so that any test imports them by name.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
+
+TESTS = str(Path(__file__).resolve().parent)
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
 
 os.environ.setdefault("MPLBACKEND", "agg")  # before anything imports pyplot
 

@@ -50,7 +50,7 @@ def pin_colab_cells(root: Path, stage: Path, notebooks: list[Path], ref: str) ->
             sync.colab_install(path)
         except (
             ValueError
-        ):  # no Colab cell (tests/test_notebooks.py requires it of chapters)
+        ):  # no Colab cell (tests/book/test_notebooks.py requires it of chapters)
             continue
         sync.pin(path, url, ref)
 

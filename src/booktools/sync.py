@@ -4,11 +4,15 @@ A notebook cell that shows library code begins with one marker line per object::
 
     # Same code as lecturelib.recurrence.rnn.ElmanRNN
 
-and the rest of the cell must be exactly the source of those objects (in order, separated by one
-blank line), less their argument checks: a bare statement that calls a ``check_*`` validator
-(``check_int(...)``, ``validate.check_int(...)``) is validation, and the copy leaves it out
-(:func:`strip_checks`); the library keeps refusing bad input. ``tests/test_sync.py`` fails when
-a cell and the library drift apart. From the repository root:
+and the rest of the cell must be exactly the source of those objects (in order, separated by
+one blank line), less their argument checks: a bare statement that calls a ``check_*``
+validator (``check_int(...)``, ``validate.check_int(...)``) is validation, and the copy leaves
+it out (``strip_checks``); the library keeps refusing bad input. A long class may be shown
+method by method: a cell marked with a method
+(``# Same code as lecturelib.efficiency.paged.PagedKVCache.fork``) holds the method, dedented,
+then the line that attaches it to its class (``PagedKVCache.fork = fork``), and the class's own
+cell leaves that method out. ``tests/booktools/test_sync.py`` fails when a cell and the library
+drift apart. From the repository root:
 
 - ``python -m booktools.sync notebooks/*.ipynb`` lists the drifted cells;
 - ``python -m booktools.sync --fix notebooks/*.ipynb`` rewrites the cells from the library;
@@ -29,6 +33,7 @@ import inspect
 import json
 import re
 import sys
+import textwrap
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,17 +68,104 @@ def resolve(name: str):
     return obj
 
 
-def library_source(names: list[str]) -> str:
-    """The copy of the objects ``names``: their source less their check calls."""
-    return "\n\n".join(_copy(n) for n in names)
+def library_source(names: list[str], apart: frozenset[str] = frozenset()) -> str:
+    """The copy of the objects ``names``: their source less their check calls; a class
+    less its methods named in ``apart`` (dotted names), which cells of their own show."""
+    if not isinstance(apart, (set, frozenset)) or not all(
+        isinstance(n, str) for n in apart
+    ):
+        raise TypeError(
+            f"apart must be a set of dotted method names; got {type(apart).__name__} "
+            f"{sorted(map(repr, apart)) if isinstance(apart, (set, frozenset)) else ''}".rstrip()
+        )
+    return "\n\n".join(_copy(n, apart) for n in names)
 
 
-def _copy(name: str) -> str:
+def method_of(name: str) -> tuple[type, str] | None:
+    """``(class, method name)`` when ``name`` names a function defined in a class."""
+    owner, _, attr = name.rpartition(".")
+    if not owner.count(".") >= 2:
+        return None
+    try:
+        cls = resolve(owner)
+    except ValueError:
+        return None
+    if not inspect.isclass(cls):
+        return None
+    if not inspect.isfunction(cls.__dict__.get(attr)):
+        found = cls.__dict__.get(attr, getattr(cls, attr, None))
+        where = "" if attr in cls.__dict__ else ", inherited"
+        raise ValueError(
+            f"{name}: only a plain method that {cls.__name__} itself defines can be "
+            f"shown on its own; got a {type(found).__name__}{where}"
+        )
+    return cls, attr
+
+
+def _copy(name: str, apart: frozenset[str] = frozenset()) -> str:
     obj = resolve(name)
     module = inspect.getmodule(obj)
-    return strip_checks(
-        inspect.getsource(obj).rstrip(), vars(module) if module else {}, name
-    )
+    namespace = vars(module) if module else {}
+    if found := method_of(name):
+        return _method_copy(name, *found, namespace)
+    source = inspect.getsource(obj).rstrip()
+    if inspect.isclass(obj):
+        own = {n.rpartition(".")[2] for n in apart if n.rpartition(".")[0] == name}
+        source = _without_methods(source, own, name)
+    return strip_checks(source, namespace, name)
+
+
+def _method_copy(name: str, cls: type, attr: str, namespace: dict) -> str:
+    """A method on its own: dedented, then attached to its class."""
+    source = inspect.getsource(cls.__dict__[attr]).rstrip()
+    try:
+        node = ast.parse(textwrap.dedent(source)).body[0]
+    except SyntaxError:  # a line left of the method's indent: a string at column 0
+        raise ValueError(
+            f"{name}: its source does not dedent to a function of its own (a line "
+            f"starts left of its indent); show it in the class's cell"
+        ) from None
+    if node.decorator_list:
+        raise ValueError(f"{name}: a decorated method cannot be shown on its own")
+    if any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Name)
+        and n.func.id == "super"
+        and not n.args
+        for n in ast.walk(node)
+    ):
+        raise ValueError(
+            f"{name}: it calls super() without arguments, which works only inside its "
+            f"class; show it in the class's cell"
+        )
+    body = textwrap.dedent(strip_checks(source, namespace, name))
+    return f"{body}\n\n{cls.__name__}.{attr} = {attr}"
+
+
+def _without_methods(source: str, methods: set[str], name: str) -> str:
+    """The class ``source`` less the methods ``methods``, each with the blank line
+    before it."""
+    if not methods:
+        return source
+    lines = source.splitlines(keepends=True)
+    body = ast.parse(source).body[0].body
+    defs = {n.name: n for n in body if _is_def(n)}
+    if missing := sorted(methods - set(defs)):
+        raise ValueError(f"{name} defines no method {', '.join(missing)} of its own")
+    drop = set()
+    for method in methods:
+        node = defs[method]
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+        drop.update(range(first, node.end_lineno))
+        if first > 0 and not lines[first - 1].strip():
+            drop.add(first - 1)
+    if all(
+        i in drop or not lines[i].strip() for i in range(body[0].lineno - 1, len(lines))
+    ):
+        raise ValueError(
+            f"{name}: showing {sorted(methods)} apart leaves the class empty"
+        )
+    return "".join(line for i, line in enumerate(lines) if i not in drop).rstrip()
 
 
 def _is_check_call(stmt: ast.stmt, namespace: dict) -> bool:
@@ -207,11 +299,18 @@ def marked_cells(notebook: str | Path) -> list[MarkedCell]:
     return found
 
 
+def shown_apart(cells: list[MarkedCell]) -> frozenset[str]:
+    """The methods that cells of their own show (their classes' cells leave them out)."""
+    return frozenset(n for cell in cells for n in cell.names if method_of(n))
+
+
 def drift(notebook: str | Path) -> list[str]:
     """Descriptions of the marked cells of ``notebook`` that differ from the library."""
     problems = []
-    for cell in marked_cells(notebook):
-        if _normalise(cell.body) != _normalise(library_source(cell.names)):
+    cells = marked_cells(notebook)
+    apart = shown_apart(cells)
+    for cell in cells:
+        if _normalise(cell.body) != _normalise(library_source(cell.names, apart)):
             problems.append(
                 f"{cell.notebook.name} cell {cell.index} differs from "
                 f"{', '.join(cell.names)}"
@@ -224,9 +323,11 @@ def fix(notebook: str | Path) -> int:
     path = Path(notebook)
     nb = json.loads(path.read_text(encoding="utf-8"))
     changed = 0
-    for cell in marked_cells(path):
+    cells = marked_cells(path)
+    apart = shown_apart(cells)
+    for cell in cells:
         markers = [f"# Same code as {n}" for n in cell.names]
-        text = "\n".join(markers) + "\n" + library_source(cell.names)
+        text = "\n".join(markers) + "\n" + library_source(cell.names, apart)
         if "".join(nb["cells"][cell.index]["source"]) != text:
             nb["cells"][cell.index]["source"] = text.splitlines(keepends=True)
             changed += 1

@@ -16,7 +16,7 @@ The topic code is grouped as the book's parts are, each part's docstring naming 
 modules: `recurrence` (Part I), `transformers` (II), `pretraining` (III), `efficiency`
 (IV), `long_context` (V), `state_space` (VI) and `posttraining` (VII). A topic module imports only plumbing and
 the modules of earlier chapters; the `[tool.importlinter]` contracts of `pyproject.toml`
-state that order and `tests/test_layers.py` checks it.
+state that order and `tests/book/test_layers.py` checks it.
 
 The book's own tooling (building the book, notebook sync, student versions, grading) is a
 package of its own beside this one, `booktools`; nothing here imports it.

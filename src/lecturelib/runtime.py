@@ -19,7 +19,7 @@ sizes named `steps`, `epochs`, `iters`, `evals`, `repeats` or ending in `_` + on
 these, and those starting with `n_eval` (`is_step_count`). `run.capped` is then True,
 and a notebook guards the claims that need a trained model with `if not run.capped:`. This is
 how the tests run the `gpu` profile's configuration on a CPU in minutes
-(`tests/test_gpu_profile.py`).
+(`tests/book/test_gpu_profile.py`).
 """
 
 from __future__ import annotations

@@ -110,8 +110,7 @@ def check_attention_config(config, attention: str) -> None:
 
 
 class GroupedQueryAttention(nn.Module):
-    """Causal attention with `n_kv_heads` key/value heads and RoPE.
-    Shapes: x (b, t, d) -> (b, t, d); cache entries k, v (b, g, s, e)."""
+    """Causal RoPE attention with `n_kv_heads` key/value heads: cache (b, g, s, e)."""
 
     def __init__(self, config: CacheGPTConfig):
         super().__init__()
@@ -134,8 +133,7 @@ class GroupedQueryAttention(nn.Module):
 
 
 class LatentAttention(nn.Module):
-    """Multi-head latent attention with decoupled RoPE keys.
-    Shapes: x (b, t, d) -> (b, t, d); cache c (b, 1, s, c), k_rope (b, 1, s, r)."""
+    """MLA with decoupled RoPE keys; caches c (b, 1, s, c) and k_rope (b, 1, s, r)."""
 
     def __init__(self, config: CacheGPTConfig):
         super().__init__()
@@ -180,8 +178,7 @@ class LatentAttention(nn.Module):
         return causal_softmax(scores * scale, start) @ v
 
     def absorbed(self, q, c, rope_scores, scale, start):
-        """Queries moved into latent space (`W_UKᵀ q`), `W_UV` applied once per query.
-        Shapes: -> (b, h, t, e)."""
+        """Queries in latent space (`W_UKᵀ q`), `W_UV` applied once per query."""
         w_uk = rearrange(self.up_k.weight, "(h e) c -> h e c", h=self.n_heads)
         w_uv = rearrange(self.up_v.weight, "(h e) c -> h e c", h=self.n_heads)
         q_latent = einsum(q, w_uk, "b h t e, h e c -> b h t c")

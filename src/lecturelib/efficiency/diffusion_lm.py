@@ -64,8 +64,7 @@ def sorting_pairs(n: int, length: int, vocab_size: int = 10, seed: int = 0):
 
 
 def either_way_pairs(n: int, length: int, vocab_size: int = 10, seed: int = 0):
-    """Sorting with answers sorted up or down by a coin the prompt does not reveal.
-    Shapes: as `sorting_pairs`."""
+    """Sorting with answers sorted up or down by a coin the prompt does not reveal."""
     prompt, answer = sorting_pairs(n, length, vocab_size, seed)
     g = torch.Generator().manual_seed(seed)
     down = torch.rand(n, generator=g) < 0.5
@@ -236,8 +235,7 @@ def check_samples(x) -> None:
 
 
 def teacher_params(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The teacher's mean and log std of each `x_i` given `x_{i-1}` (`x_1 ~ N(0, 1)`).
-    Shapes: (n, D) -> (n, D), (n, D)."""
+    """The teacher's mean and log std of each `x_i` given `x_{i-1}`; `x_1 ~ N(0, 1)`."""
     check_samples(x)
     prev = F.pad(x[:, :-1], (1, 0))  # x_{i-1}, 0 first
     mu = 1.5 * torch.sin(1.5 * prev)

@@ -140,8 +140,7 @@ def check_visible(t, s, causal, mask, device) -> None:
 
 
 def visible(t: int, s: int, causal: bool, mask, device) -> torch.Tensor | None:
-    """The bool mask (t, s) of the keys each query may attend, or None for all of them.
-    The `t` queries are the last `t` of the `s` positions."""
+    """The bool (t, s) mask of visible keys (None: all); queries are the last t of s."""
     check_visible(t, s, causal, mask, device)
     keep = None
     if causal:
@@ -153,8 +152,7 @@ def visible(t: int, s: int, causal: bool, mask, device) -> torch.Tensor | None:
 
 
 def safe_softmax(x: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last axis in three passes: the maximum, the sum, the division.
-    Shapes: (..., n) -> (..., n)."""
+    """Softmax over the last axis in three passes: the max, the sum, the division."""
     check_softmax(x)
     m = x.max(-1, keepdim=True).values  # pass 1: the maximum
     l = torch.exp(x - m).sum(-1, keepdim=True)  # pass 2: the normaliser
@@ -162,8 +160,7 @@ def safe_softmax(x: torch.Tensor) -> torch.Tensor:
 
 
 def online_softmax(x: torch.Tensor, block: int = 1) -> torch.Tensor:
-    """Softmax over the last axis in two passes (a running max and sum per `block`).
-    Shapes: (..., n) -> (..., n); `block` divides n."""
+    """Softmax over the last axis in two passes, a running max and sum per `block`."""
     check_softmax(x, block)
     m = torch.full(x.shape[:-1] + (1,), -math.inf, dtype=x.dtype, device=x.device)
     l = torch.zeros_like(m)
@@ -183,8 +180,7 @@ def naive_attention(
     mask: torch.Tensor | None = None,
     scale: float | None = None,
 ):
-    """The reference `softmax(q kᵀ · scale) v`; bool `mask` broadcasts to (..., t, s).
-    Shapes: q (..., t, d), k (..., s, d), v (..., s, d_v) -> (..., t, d_v)."""
+    """Reference `softmax(q kᵀ · scale) v`; bool `mask` broadcasts to (..., t, s)."""
     check_attention(q, k, v, mask, scale)
     t, s = q.shape[-2], k.shape[-2]
     c = q.shape[-1] ** -0.5 if scale is None else scale
@@ -287,8 +283,7 @@ def check_tiled_backward(
 def tiled_backward(
     q, k, v, out, lse, dout, causal=False, mask=None, scale=None, block_q=64, block_k=64
 ):
-    """The gradients of tiled attention, recomputing each tile's `P = exp(S - lse)`.
-    Shapes: as `tiled_forward`; dout like out -> dq, dk, dv like q, k, v."""
+    """The gradients of tiled attention, recomputing each tile's `P = exp(S - lse)`."""
     check_tiled_backward(q, k, v, out, lse, dout, causal, mask, scale, block_q, block_k)
     t, s = q.shape[-2], k.shape[-2]
     c = q.shape[-1] ** -0.5 if scale is None else scale
@@ -315,8 +310,7 @@ def tiled_backward(
 
 
 class TiledAttention(torch.autograd.Function):
-    """Tiled attention as an autograd function; the backward pass recomputes the tiles.
-    It saves only q, k, v, the output and the log-sum-exp (O(t) extra memory)."""
+    """Autograd tiled attention: saves q, k, v, out, lse (O(t)); backward recomputes."""
 
     @staticmethod
     def forward(ctx, q, k, v, causal, mask, scale, block_q, block_k):

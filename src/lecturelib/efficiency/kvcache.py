@@ -102,8 +102,7 @@ PUBLISHED = {
 def cache_bytes_per_token(
     n_layers: int, n_kv_heads: int, d_head: int, bytes_per_value: int = 2
 ) -> int:
-    """`2 · n_kv_heads · d_head · n_layers · bytes`: a key and a value per head and
-    layer."""
+    """Bytes per token: a key and a value per key/value head and layer."""
     check_sizes(
         n_layers=n_layers,
         n_kv_heads=n_kv_heads,
@@ -116,8 +115,7 @@ def cache_bytes_per_token(
 def mla_bytes_per_token(
     n_layers: int, d_latent: int, d_rope: int, bytes_per_value: int = 2
 ) -> int:
-    """`(d_c + d_h^R) · n_layers · bytes`: MLA caches a latent and one shared RoPE
-    key."""
+    """Bytes per token of MLA: a latent and one shared RoPE key per layer."""
     check_sizes(
         n_layers=n_layers,
         d_latent=d_latent,
@@ -142,8 +140,7 @@ def published_bytes_per_token(name: str, bytes_per_value: int = 2) -> int:
 
 
 class KVCache:
-    """Preallocated per-layer tensors, one per entry, filled left to right.
-    Shapes: entries {name: (heads, width)}, each stored (b, heads, max_len, width)."""
+    """Preallocated (b, heads, max_len, width) per layer and entry, filled in order."""
 
     def __init__(
         self,
@@ -178,8 +175,7 @@ class KVCache:
         return per_layer * len(self.layers) * size
 
     def write(self, layer: int, **new: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Store `t` new positions of each entry in `layer`; return all stored (views).
-        Shapes: new[name] (b, heads, t, width) -> (b, heads, length + t, width)."""
+        """Store `t` new positions per entry of `layer`; return views of all stored."""
         check_write(self, layer, new)
         out = []
         for name in self.entries:
@@ -336,8 +332,7 @@ def new_cache(model: gpt.GPT, batch: int, max_len: int) -> KVCache:
 
 
 def cached_forward(model: gpt.GPT, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
-    """Logits of `t` new tokens after the cached ones, their keys and values cached.
-    Shapes: ids (b, t) -> logits (b, t, v)."""
+    """Logits of `t` new tokens after the cached ones; caches their keys and values."""
     check_cached_forward(model, ids, cache)
     (b, t), h = ids.shape, model.config.n_heads
     start, x = cache.length, model.embed(ids)  # (b, t, d)
@@ -397,8 +392,7 @@ def check_cached_forward(model, ids, cache) -> None:
 
 
 def recompute_logits(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
-    """The reference: every position's logits from scratch (an empty cache used once).
-    Shapes: (b, t) -> (b, t, v)."""
+    """The reference: all positions' logits from scratch (an empty cache used once)."""
     check_gpt_ids(model, ids)
     return cached_forward(model, ids, new_cache(model, ids.shape[0], ids.shape[1]))
 

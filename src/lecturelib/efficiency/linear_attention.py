@@ -69,8 +69,7 @@ def linear_attention(
     causal: bool = False,
     feature=elu_feature,
 ) -> torch.Tensor:
-    """`φ(q) (φ(k)ᵀ v) / φ(q)·Σφ(k)`, linear in the length; causal: running sums, s = t.
-    Shapes: q (..., t, d), k (..., s, d), v (..., s, d_v) -> (..., t, d_v)."""
+    """`φ(q) (φ(k)ᵀ v) / φ(q)·Σφ(k)`: linear in length; causal: running sums (s = t)."""
     check_linear_attention(q, k, v, feature, causal)
     # sums of features in float32, autocast off: float16 overflows them and rounds
     wide, dtype = torch.promote_types(v.dtype, torch.float32), v.dtype
@@ -91,8 +90,7 @@ def linear_attention(
 def linear_attention_recurrent(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature=elu_feature
 ) -> torch.Tensor:
-    """Causal linear attention as an RNN with state `S_t`, `z_t`: O(1) memory per step.
-    Shapes: q, k (..., t, d), v (..., t, d_v) -> (..., t, d_v)."""
+    """Causal linear attention as an RNN with state `S_t`, `z_t`: O(1) memory a step."""
     check_linear_attention(q, k, v, feature)
     wide, dtype = torch.promote_types(v.dtype, torch.float32), v.dtype  # sums: float32
     q, k, v = q.to(wide), k.to(wide), v.to(wide)
@@ -119,8 +117,7 @@ def random_features(d: int, m: int, seed: int = 0) -> torch.Tensor:
 
 
 def performer_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Positive random features `φ(x) = exp(w·x - |x|²/2) / √m` (FAVOR+).
-    Shapes: x (..., t, d), w (m, d) -> (..., t, m)."""
+    """Positive random features `φ(x) = exp(w·x - |x|²/2) / √m` (FAVOR+), w (m, d)."""
     check_performer_features(x, w)
     w = w.to(x)
     proj = x @ w.T  # (..., t, m)

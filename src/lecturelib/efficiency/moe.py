@@ -60,8 +60,6 @@ DISPATCH = ("sorted", "loop")
 
 @dataclass
 class MoEConfig:
-    """The sizes and options of a `MoE` layer."""
-
     d_model: int
     d_ff: int  # the hidden width of each expert
     n_experts: int = 8
@@ -266,8 +264,7 @@ def expert_capacity(n_tokens: int, n_experts: int, top_k: int, factor: float) ->
 
 
 def capacity_mask(experts: torch.Tensor, n_experts: int, capacity: int) -> torch.Tensor:
-    """Which assignments their expert serves: its first `capacity`, first choices first.
-    Shapes: experts (n, k) -> keep (n, k) bool."""
+    """The assignments each expert keeps: its first `capacity`, first choices first."""
     check_capacity_mask(experts, n_experts, capacity)
     one_hot = F.one_hot(experts.T.reshape(-1), n_experts)  # (k·n, E), choice-major
     slot = (one_hot.cumsum(0) * one_hot).sum(-1) - 1  # place in expert's queue
@@ -281,8 +278,7 @@ def dispatch_loop(
     keep: torch.Tensor,
     expert_fns,
 ) -> torch.Tensor:
-    """The reference MoE output: one weighted expert call per token and kept choice.
-    Shapes: x (n, d), weights/experts/keep (n, k) -> (n, d)."""
+    """The reference MoE output: one weighted expert call per token and kept choice."""
     check_dispatch(x, weights, experts, keep, expert_fns)
     rows = []
     for i in range(x.shape[0]):
@@ -301,8 +297,7 @@ def dispatch_sorted(
     keep: torch.Tensor,
     expert_fns,
 ) -> torch.Tensor:
-    """The batched MoE output: each expert runs once on its kept tokens (sorted).
-    Shapes: x (n, d), weights/experts/keep (n, k) -> (n, d)."""
+    """The batched MoE output: each expert runs once on its kept tokens (sorted)."""
     check_dispatch(x, weights, experts, keep, expert_fns)
     token = torch.arange(x.shape[0], device=x.device)[:, None].expand_as(experts)
     token, expert, weight = token[keep], experts[keep], weights[keep]  # (m,) kept
@@ -325,8 +320,7 @@ def load_balancing_loss(logits: torch.Tensor, experts: torch.Tensor) -> torch.Te
 
 
 def router_z_loss(logits: torch.Tensor) -> torch.Tensor:
-    """ST-MoE's router z-loss: the mean over tokens of `(log Σ_e exp z_e)²`.
-    Shapes: logits (n, E) -> scalar."""
+    """ST-MoE's router z-loss: the mean over tokens of `(log Σ_e exp z_e)²`."""
     check_router_logits(logits)
     return torch.logsumexp(logits, dim=-1).square().mean()
 
@@ -344,8 +338,7 @@ class RouterStats:
 
 
 class MoE(nn.Module):
-    """A router and `n_experts` expert MLPs; `stats`, `aux_loss` record the last pass.
-    Shapes: x (b, t, d) -> (b, t, d)."""
+    """A router and `n_experts` expert MLPs; `stats`, `aux_loss`: of the last pass."""
 
     def __init__(self, config: MoEConfig):
         super().__init__()
@@ -385,8 +378,7 @@ class MoE(nn.Module):
 
 
 class MoEGPT(gpt.GPT):
-    """The GPT with a `MoE` layer in place of every block's MLP.
-    Shapes: ids (b, t) -> logits (b, t, v)."""
+    """The GPT with a `MoE` layer in place of every block's MLP."""
 
     def __init__(self, config: gpt.GPTConfig, moe: MoEConfig):
         super().__init__(config)

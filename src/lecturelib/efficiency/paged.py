@@ -68,8 +68,7 @@ class BlockAllocator:
 
 
 class PagedKVCache:
-    """Keys and values of many sequences in `capacity // block_size` blocks.
-    Shapes: the pools k, v (n_blocks, block_size, g, e); one token (g, e)."""
+    """One layer's keys and values of many sequences, in blocks of `block_size`."""
 
     def __init__(
         self,
@@ -96,7 +95,7 @@ class PagedKVCache:
         self.tables[seq], self.lengths[seq] = [], 0
 
     def append(self, seq: int, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Store one token's key and value at the end of `seq` (copy-on-write)."""
+        """Store one token's key and value (g, e) at the end of `seq`, copy-on-write."""
         check_append(self, seq, k, v)
         table, n = self.tables[seq], self.lengths[seq]
         slot = n % self.block_size
@@ -123,7 +122,6 @@ class PagedKVCache:
             self.allocator.share(block)
 
     def finish(self, seq: int) -> None:
-        """Drop sequence `seq` and return its blocks to the pool."""
         check_seq(self, seq)
         for block in self.tables.pop(seq):
             self.allocator.release(block)
@@ -194,8 +192,7 @@ def check_append(cache: PagedKVCache, seq, k, v) -> None:
 
 
 def paged_attention(q: torch.Tensor, cache: PagedKVCache, seq: int) -> torch.Tensor:
-    """One decode query of `seq` attending to all its positions through the block table.
-    Shapes: q (h, e) -> (h, e)."""
+    """A decode query (h, e) of `seq` attending to all its positions via its blocks."""
     check_query(q, cache, seq)
     k, v = cache.gather(seq)  # (g, s, e)
     s = k.shape[1]
@@ -205,8 +202,7 @@ def paged_attention(q: torch.Tensor, cache: PagedKVCache, seq: int) -> torch.Ten
 def contiguous_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 ) -> torch.Tensor:
-    """The reference: the same query over a contiguous cache, plain attention.
-    Shapes: q (h, e), k, v (g, s, e) -> (h, e)."""
+    """The reference: the same query (h, e) on a contiguous k, v (g, s, e)."""
     check_contiguous(q, k, v)
     s = k.shape[1]
     return kvcache.attend_reference(q[None, :, None], k[None], v[None], s - 1)[0, :, 0]

@@ -98,8 +98,7 @@ def check_residual(p, q) -> None:
 
 
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """`normalize(max(0, p - q))`: what `p` holds beyond `q`; `p` itself if `p == q`.
-    Shapes: p, q (v,) -> (v,)."""
+    """`normalize(max(0, p - q))`: what `p` holds beyond `q`; `p` itself if `p == q`."""
     check_residual(p, q)
     extra = (p.double() - q.double()).clamp(min=0)
     if extra.sum() <= 1e-12:
@@ -131,8 +130,7 @@ def check_fallback(p, q, rule) -> None:
 
 
 def fallback(p: torch.Tensor, q: torch.Tensor, rule: str) -> torch.Tensor:
-    """What a rejected position is resampled from: the residual (exact) or `p` (wrong).
-    Shapes: (v,) -> (v,)."""
+    """What a rejection resamples from: the residual (exact) or `p` (wrong)."""
     check_fallback(p, q, rule)
     return residual(p, q) if rule == "exact" else p.double()
 
@@ -256,8 +254,7 @@ def verify_greedy(p: torch.Tensor, drafts: torch.Tensor) -> tuple[int, int]:
 def first_token_distribution(
     p: torch.Tensor, q: torch.Tensor, rule: str = "exact"
 ) -> torch.Tensor:
-    """The rule's first-token distribution: `min(p, q) + (1 - Σ min(p, q)) · fallback`.
-    Shapes: (v,) -> (v,)."""
+    """The first-token distribution: `min(p, q) + (1 - Σ min(p, q)) · fallback`."""
     check_rule(rule)
     r = fallback(p, q, rule)  # residual checks p and q
     kept = torch.minimum(p.double(), q.double())

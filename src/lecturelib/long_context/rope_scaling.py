@@ -153,8 +153,7 @@ def scaled_frequencies(
     alpha: float = ALPHA,
     beta: float = BETA,
 ) -> torch.Tensor:
-    """The frequencies `θ'_i` of `method` for `scale` times the trained `train_len`.
-    Shapes: → (d_head/2,) float64."""
+    """Float64 frequencies `θ'_i` of `method` for `scale` × the trained `train_len`."""
     check_frequencies(method, scale, train_len, alpha, beta)
     check_ntk_head(method, d_head)
     theta = positions.frequencies(d_head, base)  # (d/2,)

@@ -108,9 +108,8 @@ VOCAB = ChatVocab()
 
 
 def chat(prompt: str, response: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ids of `<|user|>prompt<|assistant|>response<|end|>`, prompt and response read as
-    plain text, and a mask on the response and `<|end|>`.
-    Shapes: → ids (t,), mask (t,); with no response, up to `<|assistant|>`."""
+    """Ids of `<|user|>prompt<|assistant|>response<|end|>` , prompt and response plain
+    text; a mask on the response and `<|end|>`; no response: up to `<|assistant|>`."""
     check_type(prompt, "prompt", str)
     head = torch.cat(
         [VOCAB.special(USER), VOCAB.encode(prompt), VOCAB.special(ASSISTANT)]
@@ -180,8 +179,7 @@ def check_masked_loss(logits, targets, mask) -> None:
 def masked_loss(
     logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
-    """Mean cross-entropy over the positions where `mask` is True (the response).
-    Shapes: logits (b, t, v), targets and mask (b, t) → ()."""
+    """Mean cross-entropy over the positions where `mask` is True (the response)."""
     check_masked_loss(logits, targets, mask)
     return F.cross_entropy(logits[mask], targets[mask])
 
@@ -235,8 +233,7 @@ def check_pack(examples, seq_len) -> None:
 def response_logprobs(
     model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
-    """`log π(response | prompt)`: the sum of the token log-probs where `mask` is True.
-    Shapes: ids (b, t) long, mask (b, t) bool → (b,)."""
+    """`log π(response | prompt)`: the sum of token log-probs where `mask` is True."""
     check_response(ids, mask, model)
     logp = F.log_softmax(model(ids[:, :-1]).float(), dim=-1)  # (b, t-1, v)
     token_logp = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (b, t-1)

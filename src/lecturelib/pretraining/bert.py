@@ -87,8 +87,7 @@ def mask_tokens(
     p_random: float = 0.1,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT's masking of ordinary tokens; targets are `IGNORE` where not selected.
-    Shapes: ids (..., t) -> inputs, targets (..., t)."""
+    """BERT's masking of ordinary tokens; targets are `IGNORE` where not selected."""
     check_mask_tokens(ids, specials, p, p_mask, p_random)
     # drawn where the generator lives (the same draws for ids on any device)
     where = ids.device if generator is None else generator.device
@@ -289,8 +288,7 @@ def check_batch_ids(ids) -> None:
 
 
 class MLMHead(nn.Module):
-    """`LN(GELU(W h)) Eᵀ + b`, the token embeddings `E` tied as the output matrix.
-    Shapes: h (..., d) -> logits (..., v)."""
+    """`LN(GELU(W h)) Eᵀ + b`, the token embeddings `E` tied as the output matrix."""
 
     def __init__(self, embedding: nn.Embedding):
         super().__init__()

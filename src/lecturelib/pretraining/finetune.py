@@ -143,8 +143,7 @@ def check_extend_vocab(model, n_new, std) -> None:
 
 
 class GPTClassifier(nn.Module):
-    """A linear head on a GPT's final normalised state at each row's last real position.
-    Shapes: ids (b, t), lengths (b,) -> logits (b, c)."""
+    """A linear head on a GPT's final normalised state at each row's last real token."""
 
     def __init__(self, model: gpt.GPT, n_classes: int):
         super().__init__()
@@ -153,11 +152,10 @@ class GPTClassifier(nn.Module):
         self.head = nn.Linear(model.config.d_model, n_classes)
 
     def hidden(self, ids: torch.Tensor) -> torch.Tensor:
-        """The final hidden states. Shapes: (b, t) -> (b, t, d)."""
         return self.gpt.norm(self.gpt.residual_stream(ids)[-1])
 
     def extract(self, h: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """The state at position `length - 1` of each row. Shapes: -> (b, d)."""
+        """The state at position `length - 1` of each row: (b, d)."""
         check_extract(h, lengths)
         return h[torch.arange(len(h), device=h.device), lengths.to(h.device) - 1]
 

@@ -56,8 +56,6 @@ ACTIVATIONS = ("gelu", "gelu_tanh")
 
 @dataclass
 class GPTConfig:
-    """The sizes and options of a `GPT`."""
-
     vocab_size: int
     seq_len: int = 64  # the context window (nanoGPT's block_size)
     d_model: int = 128
@@ -128,8 +126,7 @@ def make_norm(config: GPTConfig) -> nn.Module:
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention with one fused `W_qkv` projection.
-    Shapes: x (b, t, d) -> (b, t, d)."""
+    """Multi-head causal self-attention with one fused `W_qkv` projection."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -167,8 +164,7 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    """`W_2 GELU(W_1 x)` at every position, GELU exact or its tanh approximation.
-    Shapes: (b, t, d) -> (b, t, d)."""
+    """`W_2 GELU(W_1 x)` at every position, GELU exact or its tanh approximation."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -197,8 +193,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """Token embedding → blocks → final norm → output head.
-    Shapes: ids (b, t) with t <= seq_len -> logits (b, t, v)."""
+    """Token embedding → blocks → final norm → head: (b, t <= seq_len) -> (b, t, v)."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -233,8 +228,7 @@ class GPT(nn.Module):
         check_gpt_ids(ids, self.config)
 
     def embed_ids(self, ids: torch.Tensor, positions=None) -> torch.Tensor:
-        """The input of the first block, at `positions` (b, t), default 0..t-1.
-        Shapes: (b, t) -> (b, t, d)."""
+        """The first block's input (b, t, d), at `positions` (b, t), default 0..t-1."""
         self.check_ids(ids)
         x = self.embed(ids)
         if self.pos is not None:
@@ -244,8 +238,7 @@ class GPT(nn.Module):
         return self.drop(x)
 
     def forward(self, ids: torch.Tensor, segments=None) -> torch.Tensor:
-        """`segments` (b, t): each position's packed example (None: one per row).
-        Shapes: ids (b, t) -> logits (b, t, v)."""
+        """`segments` (b, t): each position's packed example (None: one per row)."""
         positions = mask = None
         if segments is not None:
             positions, mask = segment_positions_and_mask(segments, ids)
@@ -255,15 +248,12 @@ class GPT(nn.Module):
         return self.head(self.norm(x))  # (b, t, v)
 
     def residual_stream(self, ids: torch.Tensor) -> list[torch.Tensor]:
-        """The residual stream before the first block and after every block.
-        Shapes: (b, t) -> n_layers + 1 tensors (b, t, d)."""
         states = [self.embed_ids(ids)]
         for block in self.blocks:
             states.append(block(states[-1]))
         return states
 
     def step(self, prefixes: torch.Tensor) -> torch.Tensor:
-        """Next-token logits from the last `seq_len` tokens: (b, t) -> (b, v)."""
         return self(prefixes[:, -self.config.seq_len :])[:, -1]
 
 
@@ -348,8 +338,7 @@ def n_params(model: GPT, embeddings: bool = False) -> int:
 
 
 def windows(ids: torch.Tensor, batch_size: int, seq_len: int, seed: int = 0):
-    """A function `step -> (x, y)` of random windows of `ids`, fixed by `(seed, step)`.
-    Shapes: ids (n,) -> x, y (batch_size, seq_len)."""
+    """A function `step -> (x, y)`: random windows of `ids`, fixed by `(seed, step)`."""
     check_windows(ids, batch_size, seq_len)
     offsets = torch.arange(seq_len + 1)
 

@@ -28,8 +28,7 @@ from lecturelib.validate import check_type, describe
 
 @torch.no_grad()
 def logit_lens(model: gpt.GPT, ids: torch.Tensor) -> torch.Tensor:
-    """Logits of the stream before and after each block; the last equals `model(ids)`.
-    Shapes: ids (b, t) -> (L + 1, b, t, v)."""
+    """Stream logits (L + 1, b, t, v) before and after each block; last: model(ids)."""
     check_gpt(model)
     states = model.residual_stream(ids)  # L + 1 tensors (b, t, d)
     return torch.stack([model.head(model.norm(h)) for h in states])
@@ -62,8 +61,7 @@ def check_lens_loss_rank(model, ids) -> None:
 
 
 def attention(attn: gpt.CausalSelfAttention, x: torch.Tensor):
-    """One block's attention weights on its normalised input `x`, and its output.
-    Shapes: x (b, t, d) -> weights (b, h, t, t), output (b, t, d)."""
+    """One block's attention weights on its normalised input `x`, and its output."""
     check_attention(attn, x)
     q, k, v = rearrange(
         attn.qkv(x), "b t (three h e) -> three b h t e", three=3, h=attn.n_heads

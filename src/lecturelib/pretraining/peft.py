@@ -123,8 +123,7 @@ def freeze(model: nn.Module) -> nn.Module:
 def add_lora(
     model: gpt.GPT, r: int = 4, alpha: float = 8.0, parts: str = "qv"
 ) -> gpt.GPT:
-    """Freeze `model` and add LoRA to each block's `qkv`, in place; returns `model`.
-    One adapter per letter of `parts` ("q", "k", "v")."""
+    """Freeze `model`; add a LoRA per `parts` letter to each block's `qkv`, in place."""
     check_add_lora(model, parts)
     d = model.config.d_model
     rows = torch.stack([torch.arange(d) + "qkv".index(s) * d for s in parts])  # (g, d)
@@ -172,8 +171,7 @@ def merge_lora(model: gpt.GPT) -> gpt.GPT:
 
 
 class Adapter(nn.Module):
-    """Bottleneck `y + U GELU(D y)` on the output `y` of `module`; `U` starts at zero.
-    Shapes: (b, t, d) -> (b, t, d)."""
+    """Bottleneck `y + U GELU(D y)` on the output `y` of `module`; `U` starts at 0."""
 
     def __init__(self, module: nn.Module, d_model: int, d_bottleneck: int):
         super().__init__()

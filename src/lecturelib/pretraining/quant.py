@@ -86,8 +86,7 @@ def check_codes(w, bits: int, scheme: str) -> None:
 
 
 def scale_zero(w: torch.Tensor, bits: int, scheme: str = "absmax"):
-    """Scale and zero point of each row of `w` (zero is 0 for absmax).
-    Shapes: (..., n) -> (..., 1) twice."""
+    """Scale and zero point (..., 1) of each row of `w` (zero is 0 for absmax)."""
     check_codes(w, bits, scheme)
     if scheme == "absmax":
         scale = w.abs().amax(-1, keepdim=True) / (2 ** (bits - 1) - 1)
@@ -116,8 +115,7 @@ def quantize(
 def fake_quantize(
     w: torch.Tensor, bits: int, group_size: int | None = None, scheme: str = "absmax"
 ) -> torch.Tensor:
-    """Round-to-nearest quantize-dequantize of `w`, per row or per `group_size` columns.
-    Shapes: (d_out, d_in) -> (d_out, d_in)."""
+    """Round-to-nearest quantize-dequantize, per row or per `group_size` columns."""
     check_fake_quantize(w, bits, group_size, scheme)
     g = group_size or w.shape[1]
     groups = w.reshape(w.shape[0], -1, g)  # (d_out, d_in/g, g)
@@ -155,8 +153,7 @@ def gptq(
     scheme: str = "absmax",
     damp: float = 0.01,
 ) -> torch.Tensor:
-    """GPTQ quantize-dequantize of `w`, input Hessian `h` (+ `damp` × mean diagonal).
-    Shapes: w (d_out, d_in), h (d_in, d_in) -> (d_out, d_in)."""
+    """GPTQ quantize-dequantize of `w`, input Hessian `h` (+ `damp` × mean diagonal)."""
     check_gptq(w, h, bits, group_size, scheme, damp)
     d_in = w.shape[1]
     w, h = w.to(exact_dtype(w)).clone(), h.to(exact_dtype(w)).clone()

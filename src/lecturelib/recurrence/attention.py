@@ -80,8 +80,7 @@ def check_dot_score(q, k) -> None:
 
 
 class DotScore(nn.Module):
-    """Dot-product score `q·k`, no parameters.
-    Shapes: q (b, t, d), k (b, s, d) -> (b, t, s)."""
+    """Dot-product score `q·k`, no parameters: (b, t, d), (b, s, d) -> (b, t, s)."""
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         check_dot_score(q, k)
@@ -89,8 +88,7 @@ class DotScore(nn.Module):
 
 
 class BilinearScore(nn.Module):
-    """Bilinear score `q^T W k`.
-    Shapes: q (b, t, d_q), k (b, s, d_k) -> (b, t, s)."""
+    """Bilinear score `q^T W k`: q (b, t, d_q), k (b, s, d_k) -> (b, t, s)."""
 
     def __init__(self, d_q: int, d_k: int):
         super().__init__()
@@ -103,8 +101,7 @@ class BilinearScore(nn.Module):
 
 
 class AdditiveScore(nn.Module):
-    """Additive score `u^T tanh(W_1 k + W_2 q)` with hidden width `d_att`.
-    Shapes: q (b, t, d_q), k (b, s, d_k) -> (b, t, s), via (b, t, s, d_att)."""
+    """Additive score `u^T tanh(W_1 k + W_2 q)` with hidden width `d_att`."""
 
     def __init__(self, d_q: int, d_k: int, d_att: int):
         super().__init__()
@@ -213,16 +210,14 @@ def check_attend(scores, values) -> None:
 def attend(
     scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None = None
 ):
-    """Weights `α = masked_softmax(scores, mask)`, mask (b|1, t|1, s); returns (α V, α).
-    Shapes: scores (b, t, s), values (b, s, d_v) -> (b, t, d_v), (b, t, s)."""
+    """`(α V, α)` with `α = masked_softmax(scores, mask)`; values (b, s, d_v)."""
     check_attend(scores, values)
     weights = masked_softmax(scores, mask)
     return einsum(weights, values, "b t s, b s d -> b t d"), weights
 
 
 def lookup(q, k, v, score: nn.Module, mask: torch.Tensor | None = None):
-    """`attend(score(q, k), v, mask)`, mask (b|1, t|1, s): (context, weights).
-    Shapes: q (b, t, d_q), k (b, s, d_k), v (b, s, d_v) -> (b, t, d_v), (b, t, s)."""
+    """`attend(score(q, k), v, mask)`: context (b, t, d_v), weights (b, t, s)."""
     check_callable(score, "score")
     return attend(score(q, k), v, mask)
 
@@ -253,8 +248,7 @@ def check_attention_decoder_input(dec, tgt_in, enc, h) -> None:
 
 
 class AttentionDecoder(nn.Module):
-    """GRU decoder that attends with its state `s_t` and predicts from `[s_t; c_t]`.
-    Shapes: tgt_in (b, t), h (l, b, d_model) -> (b, t, v), h, weights (b, t, s)."""
+    """GRU decoder that attends with its state `s_t` and predicts from `[s_t; c_t]`."""
 
     def __init__(
         self,

@@ -101,7 +101,6 @@ def check_ngrams(tokens, n) -> None:
 
 
 def ngrams(tokens: Sequence[str], n: int) -> Counter:
-    """Counts of the `n`-grams of a token list."""
     check_ngrams(tokens, n)
     return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 

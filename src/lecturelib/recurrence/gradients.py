@@ -76,8 +76,7 @@ def init_recurrent_(
     scale: float = 1.0,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Overwrite `weight` in place: orthogonal, identity or Gaussian, of radius `scale`.
-    Shapes: weight (d, d) -> the same tensor."""
+    """Overwrite `weight` in place: orthogonal, identity or Gaussian, radius `scale`."""
     check_init_recurrent(weight, scheme, scale)
     d = weight.shape[0]
     if scheme == "identity":
@@ -99,8 +98,7 @@ def check_clip_grad_norm(grads, max_norm) -> None:
 
 
 def clip_grad_norm(grads: list[torch.Tensor], max_norm: float) -> float:
-    """Scale all grads in place by `min(1, max_norm / ‖g‖)`, `‖g‖` their joint L2 norm.
-    Shapes: any list of tensors; returns `‖g‖` before clipping (a float)."""
+    """Scale grads in place by `min(1, max_norm / ‖g‖)`; returns joint L2 norm ‖g‖."""
     check_clip_grad_norm(grads, max_norm)
     norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads)).item()
     factor = min(1.0, max_norm / (norm + 1e-6))

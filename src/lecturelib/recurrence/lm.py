@@ -186,8 +186,7 @@ def check_context_windows(ids, context) -> None:
 def context_windows(
     ids: torch.Tensor, context: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every window of `context` tokens and the token that follows it.
-    Shapes: ids (t,) -> x (t - context, context), y (t - context,)."""
+    """Each window x of `context` tokens and the token y after it: t - context pairs."""
     check_context_windows(ids, context)
     windows = ids.unfold(0, context + 1, 1)  # (t - context, context + 1), a view
     return windows[:, :-1], windows[:, -1]
@@ -249,8 +248,7 @@ def check_kneser_ney_lm(vocab_size, order, discount) -> None:
 
 
 def ngram_codes(grams: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Each row of `grams` as one integer, its tokens the digits in base `vocab_size`.
-    Shapes: grams (N, n) ids -> (N,) int64."""
+    """Each row of `grams` as one int64, its tokens the digits in base `vocab_size`."""
     check_ids(grams, "grams", dims=2, vocab_size=vocab_size, min_len=0)
     powers = vocab_size ** torch.arange(grams.shape[1] - 1, -1, -1)
     return (grams * powers.to(grams.device)).sum(1)
@@ -269,8 +267,7 @@ def check_lookup(keys, values, queries) -> None:
 
 
 def lookup(keys: torch.Tensor, values: torch.Tensor, queries: torch.Tensor):
-    """`values[i]` where `keys[i] == query` (keys sorted), 0 for a query not in `keys`.
-    Shapes: keys (k,), values (k,), queries (N,) -> (N,)."""
+    """`values[i]` where `keys[i] == query` (keys sorted); 0 for a query not in keys."""
     check_lookup(keys, values, queries)
     if len(keys) == 0:
         return torch.zeros(len(queries), dtype=values.dtype)
@@ -299,8 +296,7 @@ class KneserNeyLevel:
 def kneser_ney_counts(
     ids: torch.Tensor, order: int, vocab_size: int, discount: float | None = None
 ) -> list[KneserNeyLevel]:
-    """Kneser–Ney counts per order, lowest first: raw at `order`, continuation below.
-    Shapes: ids (t,) -> `order` levels; discount None: `n1 / (n1 + 2 n2)` per order."""
+    """Kneser–Ney counts per order, lowest first: raw at `order`, continuation below."""
     check_kneser_ney_counts(ids, order, vocab_size, discount)
     levels = []
     grams = ngram_codes(ids.unfold(0, order, 1), vocab_size)  # every n-gram, repeated
@@ -407,8 +403,7 @@ def check_window_lm_input(model, x) -> None:
 
 
 class WindowLM(nn.Module):
-    """Fixed-window neural LM: embed the last `context` tokens, concatenate, tanh layer.
-    Shapes: x (b, context) -> logits (b, v)."""
+    """Fixed-window neural LM: embed the last `context` tokens, concatenate, tanh."""
 
     def __init__(self, vocab_size: int, context: int, d_embed: int, d_hidden: int):
         super().__init__()

@@ -50,8 +50,7 @@ def uniform_parameter(*shape: int, d_model: int) -> nn.Parameter:
 
 
 class LSTMCell(nn.Module):
-    """One LSTM step; `W_x`, `W_h`, `b` stack the gate blocks i, f, g, o in that order.
-    Shapes: x_t (b, d_in), state (h, c) each (b, d_model) -> (h_t, c_t)."""
+    """LSTM step on `(h, c)`; `W_x`, `W_h`, `b` stack the gate blocks i, f, g, o."""
 
     def __init__(self, d_in: int, d_model: int):
         super().__init__()
@@ -62,7 +61,7 @@ class LSTMCell(nn.Module):
         self.b = uniform_parameter(4 * d_model, d_model=d_model)
 
     def gates(self, x_t: torch.Tensor, h_prev: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The gates `i, f, o` and the candidate `g`. Shapes: each (b, d_model)."""
+        """The gates `i, f, o` and the candidate `g`."""
         a = x_t @ self.W_x.T + h_prev @ self.W_h.T + self.b  # (b, 4·d_model)
         a_i, a_f, a_g, a_o = a.chunk(4, dim=-1)  # PyTorch's order
         return {
@@ -81,8 +80,7 @@ class LSTMCell(nn.Module):
 
 
 class GRUCell(nn.Module):
-    """One GRU step, `r` applied after the matmul as in torch.nn.GRU; blocks r, z, n.
-    Shapes: x_t (b, d_in), state (h,) with h (b, d_model) -> (h_t,)."""
+    """GRU step on `(h,)`; `r` after the matmul as in torch.nn.GRU; blocks r, z, n."""
 
     def __init__(self, d_in: int, d_model: int):
         super().__init__()
@@ -94,7 +92,7 @@ class GRUCell(nn.Module):
         self.b_h = uniform_parameter(3 * d_model, d_model=d_model)
 
     def gates(self, x_t: torch.Tensor, h_prev: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The gates `r, z` and the candidate `n`. Shapes: each `(b, d_model)`."""
+        """The gates `r, z` and the candidate `n`."""
         x_r, x_z, x_n = (x_t @ self.W_x.T + self.b_x).chunk(3, dim=-1)
         h_r, h_z, h_n = (h_prev @ self.W_h.T + self.b_h).chunk(3, dim=-1)
         r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
@@ -154,8 +152,7 @@ def zero_state(cell: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
 def scan(
     cell: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, ...] | None = None
 ):
-    """Run `cell` along the time axis from `state` (zeros if None).
-    Shapes: x (b, t, d_in), state (b, d_model) each -> h_t (b, t, d_model), state."""
+    """Run `cell` over time from `state` (None: zeros); returns h (b, t, d), state."""
     check_cell_input(cell, x, state)
     state = zero_state(cell, x) if state is None else state
     outputs = []
@@ -262,8 +259,7 @@ def check_torch_recurrent(module) -> None:
 
 @torch.no_grad()
 def from_torch(module: nn.LSTM | nn.GRU) -> Recurrent:
-    """A `Recurrent` with a torch.nn.LSTM's or GRU's weights (the LSTM's biases summed).
-    Shapes: weight_ih_l{k}[_reverse] -> W_x, weight_hh_l{k}[_reverse] -> W_h."""
+    """A `Recurrent` with a torch.nn.LSTM's or GRU's weights (LSTM biases summed)."""
     check_torch_recurrent(module)
     kind = "lstm" if isinstance(module, nn.LSTM) else "gru"
     ours = Recurrent(
@@ -339,8 +335,7 @@ def check_char_lstm_input(model: "CharLSTM", x: torch.Tensor, state) -> None:
 
 
 class CharLSTM(nn.Module):
-    """Embedding → torch.nn.LSTM → readout; the state is `(h, c)` stacked in one tensor.
-    Shapes: x (b, t) ids, state (2, l, b, d_model) -> logits (b, t, v), state."""
+    """Embedding → nn.LSTM → readout; the state `(h, c)` stacked: (2, l, b, d_model)."""
 
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, n_layers: int = 1):
         super().__init__()

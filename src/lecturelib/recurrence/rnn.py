@@ -43,8 +43,7 @@ POOLINGS = ("last", "mean", "max")
 
 
 class ElmanCell(nn.Module):
-    """One Elman RNN step: `h_t = tanh(W_h h_{t-1} + W_x x_t + b)`.
-    Shapes: x_t (b, d_in), h_prev (b, d_model) -> h_t (b, d_model)."""
+    """One Elman RNN step: `h_t = tanh(W_h h_{t-1} + W_x x_t + b)`."""
 
     def __init__(self, d_in: int, d_model: int):
         super().__init__()
@@ -59,8 +58,7 @@ class ElmanCell(nn.Module):
 
 
 class ElmanRNN(nn.Module):
-    """`n_layers` Elman cells, as torch.nn.RNN(batch_first=True); h0 None: zeros.
-    Shapes: x (b, t, d_in), h0 (l, b, d) -> top layer states (b, t, d), h_last."""
+    """`n_layers` Elman cells, as torch.nn.RNN(batch_first=True); h0 None: zeros."""
 
     def __init__(self, d_in: int, d_model: int, n_layers: int = 1):
         super().__init__()
@@ -120,8 +118,7 @@ def check_torch_rnn(rnn) -> None:
 
 @torch.no_grad()
 def from_torch(rnn: nn.RNN) -> ElmanRNN:
-    """An `ElmanRNN` holding the weights of a torch.nn.RNN (its two biases summed).
-    Shapes: weight_ih_l{k} (d_model, d_in) -> W_x; weight_hh_l{k} -> W_h."""
+    """An `ElmanRNN` holding the weights of a torch.nn.RNN (its two biases summed)."""
     check_torch_rnn(rnn)
     ours = ElmanRNN(rnn.input_size, rnn.hidden_size, rnn.num_layers)
     for k, cell in enumerate(ours.cells):
@@ -140,8 +137,7 @@ def check_batchify(ids, batch_size) -> None:
 
 
 def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
-    """Cut a token stream into `batch_size` contiguous rows; the tail is dropped.
-    Shapes: ids (n_tokens,) -> (b, n_tokens // b)."""
+    """Cut a token stream into `batch_size` contiguous rows; the tail is dropped."""
     check_batchify(ids, batch_size)
     n = len(ids) // batch_size
     return rearrange(ids[: batch_size * n], "(b n) -> b n", b=batch_size)
@@ -178,8 +174,7 @@ def check_truncated_bptt(ids, batch_size, seq_len) -> None:
 
 
 class TruncatedBPTT:
-    """Batches and loss for `train.fit`: chunks in turn, state carried over detached.
-    Shapes: ids (n_tokens,); batches (x (b, t), y (b, t), first_chunk: bool)."""
+    """Batches `(x, y, first)` and loss for `train.fit`; state carried over detached."""
 
     def __init__(self, ids: torch.Tensor, batch_size: int, seq_len: int):
         check_truncated_bptt(ids, batch_size, seq_len)
@@ -213,8 +208,7 @@ def check_char_rnn_input(
 
 
 class CharRNN(nn.Module):
-    """Embedding → torch.nn.RNN (tanh) → linear readout: next-token logits.
-    Shapes: x (b, t) ids, h (l, b, d_model) or None -> logits (b, t, v), h."""
+    """Embedding → torch.nn.RNN (tanh) → linear readout: next-token logits."""
 
     def __init__(self, vocab_size: int, d_emb: int, d_model: int, n_layers: int = 1):
         super().__init__()
@@ -235,8 +229,7 @@ class CharRNN(nn.Module):
 def stream_nll(
     model: nn.Module, ids: torch.Tensor, batch_size: int = 16, seq_len: int = 256
 ):
-    """Mean next-token NLL (nats) of a stream read as `batch_size` stateful streams.
-    Shapes: ids (n_tokens,) -> a float."""
+    """Mean next-token NLL (nats) of a stream read as `batch_size` stateful streams."""
     check_int(seq_len, "seq_len", 1)
     streams = batchify(ids, batch_size).to(next(model.parameters()).device)
     n = streams.shape[1] - 1
@@ -269,8 +262,7 @@ def sample(
     stop_id: int | None = None,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Draw up to `n_new` tokens after `prompt` at `temperature`, stopping at `stop_id`.
-    Shapes: prompt (t,) ids -> (t + n_generated,); temperature 0 takes the argmax."""
+    """Up to `n_new` tokens after `prompt` at `temperature` (0: argmax) to `stop_id`."""
     check_sample(prompt, n_new, temperature, stop_id)
     out = prompt.tolist()
     logits, h = model(prompt[None].to(next(model.parameters()).device))
@@ -303,8 +295,7 @@ def check_pad_sequences(seqs, pad_id) -> None:
 def pad_sequences(
     seqs: list[torch.Tensor], pad_id: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad id sequences into one batch, with the mask of real tokens.
-    Shapes: b tensors (t_i,) -> x (b, max t_i) long, mask (b, max t_i) bool."""
+    """Right-pad id sequences into one batch, and a bool mask, True at real tokens."""
     check_pad_sequences(seqs, pad_id)
     x = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=torch.long)
     mask = torch.zeros(x.shape, dtype=torch.bool)
@@ -333,8 +324,7 @@ def check_pool(states, mask, how) -> None:
 
 
 def pool(states: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
-    """One vector per sequence from its real positions (`mask` True): last, mean or max.
-    Shapes: states (b, t, d), mask (b, t) bool -> (b, d)."""
+    """A vector per sequence from its real positions (mask True): last, mean or max."""
     check_pool(states, mask, how)
     if how == "last":
         positions = torch.arange(mask.shape[1], device=mask.device)  # (t,)
@@ -355,8 +345,7 @@ def check_rnn_classifier(vocab_size, d_emb, d_model, n_classes, pooling) -> None
 
 
 class RNNClassifier(nn.Module):
-    """Embedding → torch.nn.RNN → `pool` → linear: class logits per sequence.
-    Shapes: x (b, t) ids, mask (b, t) bool, True at real tokens -> (b, n_classes)."""
+    """Embedding → RNN → `pool` → linear: class logits; `mask` True at real tokens."""
 
     def __init__(
         self,

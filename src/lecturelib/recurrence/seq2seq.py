@@ -95,8 +95,7 @@ def check_encoder_input(encoder, src, src_len) -> None:
 
 
 class Encoder(nn.Module):
-    """Embedding → GRU over the source; `d_enc = 2·d_model` when bidirectional.
-    Shapes: src (b, s) ids, src_len (b,) -> `Encoded`."""
+    """Embedding → GRU over the source; `d_enc = 2·d_model` when bidirectional."""
 
     def __init__(
         self,
@@ -146,8 +145,7 @@ def check_decoder_input(decoder, tgt_in, enc) -> None:
 
 
 class Decoder(nn.Module):
-    """GRU decoder on one context `c`: starts at `tanh(W c)`, reads `[E y_{t-1}; c]`.
-    Shapes: tgt_in (b, t), h (l, b, d_model) -> (b, t, v), h, weights None."""
+    """GRU decoder on one context `c`: starts at `tanh(W c)`, reads `[E y_{t-1}; c]`."""
 
     def __init__(
         self, vocab_size: int, d_emb: int, d_model: int, d_enc: int, n_layers: int = 1
@@ -189,8 +187,7 @@ def check_seq2seq(encoder, decoder) -> None:
 
 
 class Seq2Seq(nn.Module):
-    """An encoder and a decoder; teacher forcing: the decoder reads the gold prefix.
-    Shapes: src (b, s), src_len (b,), tgt_in (b, t) -> logits (b, t, v)."""
+    """An encoder and a decoder; teacher forcing: the decoder reads the gold prefix."""
 
     def __init__(self, encoder: nn.Module, decoder: nn.Module):
         super().__init__()
@@ -260,8 +257,7 @@ def check_logits_targets(logits, targets) -> None:
 
 
 def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean negative log-likelihood over the real (non-`<pad>`) target tokens.
-    Shapes: logits (b, t, v), targets (b, t) -> scalar."""
+    """Mean negative log-likelihood over the real (non-`<pad>`) target tokens."""
     check_logits_targets(logits, targets)
     nll = F.cross_entropy(
         rearrange(logits, "b t v -> (b t) v"),
@@ -284,8 +280,7 @@ def check_batch(batch) -> None:
 
 
 def loss(model: Seq2Seq, batch: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Teacher-forcing loss of a batch (src, src_len, tgt_in, tgt_out), for `train.fit`.
-    Shapes: as in `translation.Batch` -> scalar."""
+    """Teacher-forcing loss of a batch `src, src_len, tgt_in, tgt_out` for train.fit."""
     check_batch(batch)
     b = Batch(*batch)
     return masked_cross_entropy(model(b.src, b.src_len, b.tgt_in), b.tgt_out)
@@ -364,8 +359,7 @@ def train_translator(
 def greedy_decode(
     model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor, max_len: int
 ):
-    """Greedy decoding to </s> or `max_len` tokens (<pad> after </s>): ids, attention.
-    Shapes: src (b, s), src_len (b,) -> (b, t <= max_len), (b, t, s) or None."""
+    """Greedy decoding to </s> or `max_len` (then <pad>): ids, attention or None."""
     validate.check_sizes(max_len=max_len)
     enc = model.encoder(src, src_len)
     token = torch.full((src.shape[0], 1), BOS_ID, device=src.device)  # (b, 1)

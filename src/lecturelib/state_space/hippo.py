@@ -123,8 +123,7 @@ def check_reconstruct(c, s) -> None:
 
 
 def legs_reconstruct(c: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-    """`Σ_n c_n √(2n+1) P_n(2s - 1)` at relative times `s` (1 now, 0 the start).
-    Shapes: c (N,), s (P,) → (P,)."""
+    """`Σ_n c_n √(2n+1) P_n(2s - 1)` at relative times `s` (1 now, 0 the start)."""
     check_reconstruct(c, s)
     N = c.shape[0]
     q = torch.sqrt(2 * torch.arange(N, dtype=c.dtype, device=c.device) + 1)

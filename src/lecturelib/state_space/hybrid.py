@@ -66,8 +66,7 @@ def check_hybrid_ids(ids, vocab_size: int, seq_len: int) -> None:
 
 
 class HybridLM(nn.Module):
-    """Embedding → layers by `pattern` (`M` Mamba, `A` attention) → RMSNorm → tied head.
-    Shapes: ids (b, t), t <= seq_len → logits (b, t, vocab_size)."""
+    """Embedding → `pattern` layers (`M` Mamba, `A` attention) → RMSNorm → tied head."""
 
     def __init__(
         self,

@@ -58,8 +58,6 @@ def check_mamba_config(config) -> None:
 
 @dataclass
 class MambaConfig:
-    """The sizes and options of a `MambaBlock` and a `MambaLM`."""
-
     d_model: int = 64
     n_layers: int = 2
     vocab_size: int = 65
@@ -94,8 +92,7 @@ def check_causal_conv(channels, kernel_size, padding) -> None:
 
 
 class CausalConv1d(nn.Module):
-    """Depthwise conv over the past along time (`kernel_size - 1` zeros on the left).
-    Shapes: x (b, t, d) → (b, t, d); state (b, d, kernel_size - 1)."""
+    """Depthwise conv over the past along time (`kernel_size - 1` zeros on the left)."""
 
     def __init__(self, channels: int, kernel_size: int, padding: int | None = None):
         super().__init__()
@@ -119,8 +116,7 @@ class CausalConv1d(nn.Module):
 
 
 class MambaBlock(nn.Module):
-    """in-proj → causal conv1d → SiLU → selective SSM, gated by SiLU(z) → out-proj.
-    Shapes: x (b, t, d_model) → (b, t, d_model)."""
+    """in-proj → causal conv1d → SiLU → selective SSM, gated by SiLU(z) → out-proj."""
 
     def __init__(self, config: MambaConfig):
         super().__init__()

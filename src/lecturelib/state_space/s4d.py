@@ -50,8 +50,7 @@ def check_s4d_init(d_state, init) -> None:
 
 
 def s4d_init(d_state: int, init: str = "inv") -> torch.Tensor:
-    """The diagonal of S4D's `A`: `d_state // 2` modes (conjugates implied), Lin or Inv.
-    Shapes: → (d_state // 2,) complex128."""
+    """Diagonal `A`, Lin or Inv: `d_state // 2` complex128 modes, conjugates implied."""
     check_s4d_init(d_state, init)
     N = d_state
     n = torch.arange(N // 2, dtype=torch.float64)
@@ -103,8 +102,7 @@ def check_s4d_step(layer, u_t, h) -> None:
 
 
 class S4D(nn.Module):
-    """A causal diagonal SSM per channel: `forward` by FFT, `recurrent`, `step` as RNN.
-    Shapes: (b, t, d_model) → (b, t, d_model)."""
+    """Causal diagonal SSM per channel: `forward` by FFT, `recurrent`, `step` as RNN."""
 
     def __init__(
         self,
@@ -135,7 +133,6 @@ class S4D(nn.Module):
         return Abar, Bbar, 2 * torch.view_as_complex(self.C)
 
     def kernel(self, L: int) -> torch.Tensor:
-        """The real kernel `K̄`. Shapes: → `(d_model, L)`."""
         return ssm_kernel(*self.discrete(), L)
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
@@ -152,8 +149,7 @@ class S4D(nn.Module):
         return y.transpose(1, 2)
 
     def step(self, u_t: torch.Tensor, h: torch.Tensor | None = None):
-        """One step: `u_t (b, d_model)` and the state `h (b, d_model, d_state // 2)`
-        complex (zeros if None) → `(y_t, h)`."""
+        """One step of `u_t` (b, d_model); complex `h` (b, d_model, d_state // 2)."""
         check_s4d_step(self, u_t, h)
         Abar, Bbar, C2 = self.discrete()
         if h is None:

@@ -153,8 +153,7 @@ def linear_scan_loop(a, x, h0=None):
 
 
 def linear_scan_parallel(a, x, h0=None):
-    """All states of `h_t = a_t h_{t-1} + x_t` by a Hillis–Steele scan (`log2 t` steps).
-    Shapes: a, x (b, t, d, n), h0 (b, d, n) or None (zeros) → h (b, t, d, n)."""
+    """`linear_scan_loop` by a Hillis–Steele scan (`log2 t` steps)."""
     check_pairs(a, x, h0)
     if h0 is not None:  # fold the initial state into the first input
         x = torch.cat([x[:, :1] + a[:, :1] * h0[:, None], x[:, 1:]], dim=1)
@@ -168,8 +167,7 @@ def linear_scan_parallel(a, x, h0=None):
 
 
 def linear_scan_chunked(a, x, h0=None, chunk: int = 32):
-    """All states of `h_t = a_t h_{t-1} + x_t`, scanned in chunks of `chunk` steps.
-    Shapes: a, x (b, t, d, n), h0 (b, d, n) or None (zeros) → h (b, t, d, n)."""
+    """`linear_scan_loop` scanned in chunks of `chunk` steps."""
     check_pairs(a, x, h0, chunk)
     b, t, d, n = x.shape
     if t == 0:  # no step, no state

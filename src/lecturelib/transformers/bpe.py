@@ -28,6 +28,9 @@ pairs go to the smallest pair of ids, so the result does not depend on the order
 which pairs were counted. Simplifications: no special tokens, and no byte-to-character
 remapping (GPT-2 maps bytes to printable characters such as `Ġ` for the space only to
 store its vocabulary as text; `gpt2_byte_alphabet`).
+
+`train_hf_bpe` trains a Hugging Face `tokenizers.Tokenizer` the way `train_bpe` trains:
+byte-level, the GPT-2 regex, no prefix space and no special tokens.
 """
 
 from __future__ import annotations
@@ -104,8 +107,7 @@ def check_id_lists(words: list[list[int]], freqs: list[int] | None) -> None:
 
 
 def count_pairs(words: list[list[int]], freqs: list[int] | None = None) -> Counter:
-    """How often each adjacent pair of ids occurs, each word counted `freqs[i]` times.
-    Example: [[1, 2, 3, 1, 2]] -> Counter({(1, 2): 2, (2, 3): 1, (3, 1): 1})"""
+    """How often each adjacent pair of ids occurs, word `i` counted `freqs[i]` times."""
     check_id_lists(words, freqs)
     counts: Counter = Counter()
     for i, ids in enumerate(words):
@@ -183,8 +185,7 @@ def check_token_ids(ids: list[int], vocab_size: int) -> None:
 
 @dataclass
 class Tokenizer:
-    """Byte-level BPE; `merges`: a pair of ids -> its new id (256, 257, ...), in order.
-    `counts`: the merged pairs' counts (or empty); `vocab[i]`: token `i`'s bytes."""
+    """Byte-level BPE; `merges`: pair of ids -> its new id (256, 257, ...), in order."""
 
     merges: dict[Pair, int]
     pattern: str | None = GPT2_PATTERN
@@ -219,7 +220,6 @@ class Tokenizer:
         return self._cache[chunk]
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text`: pre-tokenize, then encode each chunk separately."""
         return [
             i
             for chunk in pretokenize(text, self.pattern)
@@ -227,13 +227,11 @@ class Tokenizer:
         ]
 
     def decode_bytes(self, ids: list[int]) -> bytes:
-        """The bytes that the tokens `ids` stand for (always defined)."""
         check_token_ids(ids, len(self.vocab))
         return b"".join(self.vocab[i] for i in ids)
 
     def decode(self, ids: list[int], errors: str = "replace") -> str:
-        """The text of `ids`; a cut multi-byte character becomes U+FFFD
-        (`errors="strict"` raises)."""
+        """A cut multi-byte character becomes U+FFFD; `errors="strict"` raises."""
         return self.decode_bytes(ids).decode("utf-8", errors=errors)
 
     def token_str(self, i: int) -> str:
@@ -241,8 +239,7 @@ class Tokenizer:
         return self.decode_bytes([i]).decode("utf-8", errors="backslashreplace")
 
     def truncated(self, vocab_size: int) -> "Tokenizer":
-        """The tokenizer of the first `vocab_size - 256` merges: what training to
-        `vocab_size` would have learned (training is greedy)."""
+        """Training to `vocab_size` instead: the first merges (training is greedy)."""
         check_int(vocab_size, "vocab_size", 256, self.vocab_size)
         n = n_merges(vocab_size)
         return Tokenizer(
@@ -251,7 +248,6 @@ class Tokenizer:
 
 
 def n_merges(vocab_size: int) -> int:
-    """How many merges a vocabulary of `vocab_size` tokens holds: `vocab_size - 256`."""
     check_int(vocab_size, "vocab_size", 256)  # 256 byte tokens, then merges
     return vocab_size - 256
 
@@ -259,8 +255,7 @@ def n_merges(vocab_size: int) -> int:
 def word_counts(
     text: str, pattern: str | None = GPT2_PATTERN
 ) -> tuple[list[list[int]], list[int]]:
-    """The distinct chunks of `text` as lists of byte values, and how often each occurs.
-    Example: "ab ab a" -> ([[97, 98], [32, 97, 98], [32, 97]], [1, 1, 1])"""
+    """The distinct chunks of `text` as lists of bytes, and how often each occurs."""
     chunks = Counter(pretokenize(text, pattern))
     return [list(c.encode("utf-8")) for c in chunks], list(chunks.values())
 
@@ -369,8 +364,7 @@ def gpt2_byte_alphabet() -> dict[int, str]:
 
 
 def train_hf_bpe(text: str, vocab_size: int):
-    """A Hugging Face `tokenizers.Tokenizer` of `vocab_size` tokens, trained like
-    `train_bpe` (byte-level, the GPT-2 regex, no prefix space, no special tokens)."""
+    """A Hugging Face `tokenizers.Tokenizer` trained as `train_bpe` trains."""
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import decoders, models, pre_tokenizers, trainers
 

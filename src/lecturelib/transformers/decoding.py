@@ -136,8 +136,7 @@ def generate(
 
 
 def greedy(step: Step, prompts: torch.Tensor, max_new: int, eos: int | None = None):
-    """Greedy decoding: append the most probable token at each step.
-    Shapes: prompts `(b, t)` → `(b, t + n)`."""
+    """Greedy decoding: append the most probable token at each step."""
     return generate(step, prompts, max_new, lambda logits: logits.argmax(-1), eos)
 
 
@@ -196,24 +195,21 @@ class TreeLM:
 
 @dataclass
 class Hypothesis:
-    """A continuation: its tokens (after the prompt, with `eos` if produced), their
-    summed log-probability, and whether it ended with `eos`."""
+    """Continuation tokens after the prompt (`eos` if produced), summed log-prob."""
 
     tokens: list[int]
     logprob: float
     finished: bool = False
 
     def score(self, alpha: float = 0.0) -> float:
-        """`logprob / length^alpha`: `alpha = 0` ranks by probability, `alpha = 1`
-        by the mean log-probability per token."""
+        """`logprob / length^alpha`; alpha 0: by probability, 1: by mean per token."""
         return self.logprob / max(1, len(self.tokens)) ** alpha
 
 
 def extend(
     step: Step, prompt: torch.Tensor, live: list[Hypothesis], eos: int | None = None
 ) -> torch.Tensor:
-    """Log-probabilities (float64) of the next token after each of `n` live hypotheses.
-    Shapes: prompt `(t,)` → `(n, v)`."""
+    """Log-probabilities (float64) of the token after each of `n` live hypotheses."""
     # (n, t + len): all hypotheses have one length
     prefixes = torch.stack(
         [
@@ -264,8 +260,7 @@ def beam_search(
     eos: int | None = None,
     alpha: float = 0.0,
 ) -> list[Hypothesis]:
-    """Beam search: the finished hypotheses (and those cut at `max_new`), best first by
-    `score(alpha)`. Shapes: prompt `(t,)`."""
+    """Beam search from one `prompt` `(t,)`: finished or cut hypotheses, best first."""
     check_search(step, prompt, max_new, eos, alpha, beam_size=beam_size)
     live, done = [Hypothesis([], 0.0)], []
     for _ in range(max_new):
@@ -304,8 +299,7 @@ def exhaustive_search(
     alpha: float = 0.0,
     limit: int = 1_000_000,
 ) -> list[Hypothesis]:
-    """Every continuation of up to `max_new` tokens, best first by `score(alpha)`.
-    Shapes: prompt `(t,)`."""
+    """Every continuation of `prompt` `(t,)` to `max_new` tokens, best score first."""
     check_search(step, prompt, max_new, eos, alpha, limit=limit)
     frontier, done = [Hypothesis([], 0.0)], []
     for _ in range(max_new):
@@ -368,8 +362,7 @@ def check_pipe(step, processors) -> None:
 
 
 def pipe(step: Step, *processors: Callable[[torch.Tensor], torch.Tensor]) -> Step:
-    """A step whose logits pass through `processors` in order, e.g.
-    `pipe(step, lambda z: temperature(z, 0.8), lambda z: top_p(z, 0.9))`."""
+    """A step whose logits pass through `processors` in order."""
     check_pipe(step, processors)
 
     def processed(prefixes: torch.Tensor) -> torch.Tensor:

@@ -36,8 +36,7 @@ def check_repetition(tokens, n) -> None:
 
 
 def repetition(tokens: Sequence[int], n: int = 4) -> float:
-    """Share of repeated n-grams in `tokens`: `1 - unique / total` (0.0 if none).
-    Example: repetition([1, 2, 1, 2, 1, 2], n=2) -> 0.6"""
+    """Share of repeated n-grams in `tokens`: `1 - unique / total` (0.0 if none)."""
     check_repetition(tokens, n)
     counts = ngrams(list(tokens), n)
     total = sum(counts.values())
@@ -59,8 +58,7 @@ def check_distinct_n(sequences, n) -> None:
 
 
 def distinct_n(sequences: Sequence[Sequence[int]], n: int = 2) -> float:
-    """Distinct n-grams of all the sequences over their total number of n-grams.
-    Example: distinct_n([[1, 2, 3], [1, 2, 4]], n=2) -> 0.75"""
+    """Distinct n-grams of all the sequences over their total number of n-grams."""
     check_distinct_n(sequences, n)
     counts = sum((ngrams(list(s), n) for s in sequences), start=ngrams([], n))
     total = sum(counts.values())

@@ -64,8 +64,7 @@ def check_pre_ln_block(d_model, attn, dropout) -> None:
 
 
 class PreLNBlock(nn.Module):
-    """`x + attn(LN(x))`, then `x + FFN(LN(x))` (GELU, width `4d`), for any attention.
-    Shapes: x `(b, t, d)`, mask `(b, t, t)`, bias `(b, h, t, t)` → `(b, t, d)`."""
+    """`x + attn(LN(x))`, then `x + FFN(LN(x))` (GELU, width `4d`); any attention."""
 
     def __init__(self, d_model: int, attn: nn.Module, dropout: float = 0.0):
         super().__init__()
@@ -140,8 +139,7 @@ def check_positional_lm(config, block) -> None:
 
 
 class PositionalLM(nn.Module):
-    """A small causal LM with the config's position scheme; `block(attn)` makes a block.
-    Shapes: ids `(b, t)` → logits `(b, t, v)`."""
+    """A small causal LM with the config's position scheme; `block(attn)` → a block."""
 
     def __init__(
         self,
@@ -216,8 +214,7 @@ def loss_by_position(
     batch_size: int = 16,
     max_windows: int | None = None,
 ) -> torch.Tensor:
-    """Mean next-token loss (nats) at each position of the `length + 1`-token windows.
-    Shapes: ids `(n,)` → `(length,)`."""
+    """Mean next-token loss (nats) at each position of `length + 1`-token windows."""
     check_loss_by_position(model, ids, length, batch_size, max_windows)
     n = (len(ids) - 1) // length
     n = n if max_windows is None else min(n, max_windows)
@@ -266,8 +263,7 @@ def t5_bucket(
     n_buckets: int = 32,
     max_distance: int = 128,
 ) -> torch.Tensor:
-    """T5's bucket of each offset `j - i`: exact if near, log-spaced to `max_distance`.
-    Shapes: relative `(...)` integer → `(...)` long in `0..n_buckets-1`."""
+    """T5's bucket of each offset `j - i`: exact if near, log-spaced to max_distance."""
     check_t5_bucket(relative, bidirectional, n_buckets, max_distance)
     if bidirectional:
         n_buckets //= 2

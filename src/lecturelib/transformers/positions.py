@@ -83,15 +83,13 @@ def check_frequencies(d: int, base: float, what: str = "d") -> None:
 
 
 def frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
-    """The angular frequencies `ω_i = base^{-2i/d}`, `i = 0..d/2-1`, of sines and RoPE.
-    Shapes: → `(d/2,)` float64."""
+    """Frequencies `ω_i = base^{-2i/d}`, `i = 0..d/2-1`, of sines and RoPE; float64."""
     check_frequencies(d, base)
     return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
 
 
 def sinusoidal(seq_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """`PE[pos, 2i] = sin(pos ω_i)`, `PE[pos, 2i+1] = cos(pos ω_i)`.
-    Shapes: → `(seq_len, d_model)`."""
+    """`PE[pos, 2i] = sin(pos ω_i)`, `PE[pos, 2i+1] = cos(pos ω_i)`."""
     check_sizes(seq_len=seq_len)
     pos = torch.arange(seq_len, dtype=torch.float64)[:, None]  # (t, 1)
     angles = pos * frequencies(d_model, base)  # (t, d/2)
@@ -106,8 +104,7 @@ def check_shift_matrix(k, d_model, base) -> None:
 
 
 def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """The block-diagonal `M_k` with `PE(pos + k) = M_k PE(pos)` for every `pos`.
-    Shapes: → `(d_model, d_model)`."""
+    """The block-diagonal `M_k` with `PE(pos + k) = M_k PE(pos)` for every `pos`."""
     check_shift_matrix(k, d_model, base)
     angle = k * frequencies(d_model, base)
     c, s = angle.cos(), angle.sin()
@@ -125,8 +122,7 @@ def check_embeddings(x, d_model: int) -> None:
 
 
 class SinusoidalPositions(nn.Module):
-    """Adds `sinusoidal` encodings to the embeddings; defined for any length.
-    Shapes: x `(b, t, d)` → `(b, t, d)`."""
+    """Adds `sinusoidal` encodings to the embeddings; defined for any length."""
 
     def __init__(self, d_model: int, base: float = 10000.0):
         super().__init__()
@@ -151,8 +147,7 @@ def check_learned_input(x, d_model: int, max_len: int, clamp: bool) -> None:
 
 
 class LearnedPositions(nn.Module):
-    """Adds a trained vector per position; `clamp=True` reuses the last past `max_len`.
-    Shapes: x `(b, t, d)` → `(b, t, d)`."""
+    """Adds a trained vector per position; `clamp=True` reuses the last past max_len."""
 
     def __init__(self, max_len: int, d_model: int, clamp: bool = False):
         super().__init__()
@@ -234,8 +229,7 @@ def check_relative_distances(t, s, max_distance) -> None:
 def relative_distances(
     t: int, s: int | None = None, max_distance: int = 16, device=None
 ) -> torch.Tensor:
-    """`clip(j - i, -k, k) + k` for query `i` (at position `i + s - t`) and key `j`.
-    Shapes: → `(t, s)` long, values in `0..2k`."""
+    """`clip(j - i, -k, k) + k` (t, s), query `i` at position `i + s - t`, key `j`."""
     s = t if s is None else s
     check_relative_distances(t, s, max_distance)
     i = torch.arange(t, device=device)[:, None] + (s - t)
@@ -244,8 +238,7 @@ def relative_distances(
 
 
 class RelativeAttention(MultiHeadAttention):
-    """`MultiHeadAttention` plus Shaw's learned vectors of `clip(j - i, -k, k)` on keys
-    and values. Shapes: x `(b, t, d)` → out `(b, t, d)`, weights `(b, h, t, s)`."""
+    """Shaw's learned vectors of `clip(j - i, -k, k)` on keys and values."""
 
     def __init__(
         self,
@@ -282,8 +275,7 @@ class RelativeAttention(MultiHeadAttention):
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
-    """ALiBi's head slopes: `2^{-8/n}, 2^{-16/n}, ..., 2^{-8}` for `n` a power of two.
-    Shapes: → `(n_heads,)`."""
+    """ALiBi's slopes: `2^{-8/n}, 2^{-16/n}, ..., 2^{-8}` for `n` a power of two."""
     check_sizes(n_heads=n_heads)
 
     def power_of_two(n):
@@ -295,8 +287,7 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
 
 def alibi_bias(n_heads: int, t: int, s: int | None = None, device=None) -> torch.Tensor:
-    """ALiBi's `-m_h |i - j|` for query `i` (at position `i + s - t`) and key `j`.
-    Shapes: → `(h, t, s)`, to pass as `bias` to attention."""
+    """ALiBi's `-m_h |i - j|`: (h, t, s), query `i` at position `i + s - t`, key `j`."""
     s = t if s is None else s
     check_keys_cover_queries(t, s)
     i = torch.arange(t, device=device)[:, None] + (s - t)
@@ -318,8 +309,7 @@ def rope_angles(
     device=None,
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """`m θ_i` for positions `m = offset..offset+t-1`, in float64, returned in `dtype`.
-    Shapes: → `(t, d_head/2)`."""
+    """`m θ_i` at positions `m = offset..offset+t-1`, float64, returned in `dtype`."""
     check_rope_angles(t, offset)
     m = torch.arange(offset, offset + t, dtype=torch.float64)
     return (m[:, None] * frequencies(d_head, base)).to(device=device, dtype=dtype)
@@ -342,8 +332,7 @@ def check_rope_input(x, angles) -> None:
 
 
 def rope_rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """Rotate each pair `(x_{2i}, x_{2i+1})` at position `m` by `angles[m, i]`.
-    Shapes: x `(..., t, d)`, angles `(t, d/2)` → `(..., t, d)`."""
+    """Rotate each pair `(x_{2i}, x_{2i+1})` at position `m` by `angles[m, i]`."""
     check_rope_input(x, angles)
     x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., t, d/2) each
     cos, sin = angles.cos(), angles.sin()
@@ -351,8 +340,7 @@ def rope_rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
 
 
 def rope_complex(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """`rope_rotate` in complex numbers: `(x_{2i} + i x_{2i+1}) e^{i angles[m, i]}`.
-    Shapes: x `(..., t, d)`, angles `(t, d/2)` → `(..., t, d)`."""
+    """`rope_rotate` in complex numbers: `(x_{2i} + i x_{2i+1}) e^{i angles[m, i]}`."""
     check_rope_input(x, angles)
     real = torch.float64 if x.dtype == torch.float64 else torch.float32  # complex64/128
     z = torch.view_as_complex(x.to(real).reshape(*x.shape[:-1], -1, 2).contiguous())
@@ -371,8 +359,7 @@ def check_rotary_input(x, d_head: int) -> None:
 
 
 class Rotary(nn.Module):
-    """RoPE as the `rotary` of `MultiHeadAttention`, for positions `offset..offset+t-1`.
-    Shapes: x `(b, h, t, d_head)` → `(b, h, t, d_head)`."""
+    """RoPE as `MultiHeadAttention`'s `rotary`, at positions `offset..offset+t-1`."""
 
     def __init__(self, d_head: int, base: float = 10000.0):
         super().__init__()

@@ -100,8 +100,7 @@ def sample(
     eos: int | None = None,
     generator: torch.Generator | None = None,
 ):
-    """Ancestral sampling: draw each next token from `softmax(logits)`.
-    Shapes: prompts `(b, t)` → `(b, t + n)`."""
+    """Ancestral sampling: draw each next token from `softmax(logits)`."""
     check_generator(generator)
 
     def draw(logits: torch.Tensor) -> torch.Tensor:
@@ -143,8 +142,7 @@ def check_draws(draws: torch.Tensor, probs: torch.Tensor) -> None:
 
 
 def chi_square(draws: torch.Tensor, probs: torch.Tensor) -> float:
-    """p-value of Pearson's chi-square test that `draws` come from `probs` (normalised).
-    Shapes: draws `(n,)` ids, probs `(v,)`."""
+    """Pearson's chi-square p-value that `draws` come from `probs` (normalised)."""
     check_draws(draws, probs)
     counts = torch.bincount(draws, minlength=len(probs)).double()
     if counts[probs == 0].sum() > 0:
@@ -170,8 +168,7 @@ def check_temperature(logits, T) -> None:
 
 
 def temperature(logits: torch.Tensor, T: float) -> torch.Tensor:
-    """`logits / T`: `T < 1` sharpens the softmax, `T > 1` flattens it; the order stays.
-    Shapes: `(..., v)` → `(..., v)`."""
+    """`logits / T`: `T < 1` sharpens the softmax, `T > 1` flattens it; order stays."""
     check_temperature(logits, T)
     return logits / T
 
@@ -183,8 +180,7 @@ def check_top_k(logits, k) -> None:
 
 
 def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the `k` largest logits (and any tied with the k-th), set the rest to `-inf`.
-    Shapes: `(..., v)` → `(..., v)`."""
+    """Keep the `k` largest logits (and ties with the k-th), set the rest to `-inf`."""
     check_top_k(logits, k)
     if k >= logits.shape[-1]:
         return logits
@@ -199,8 +195,7 @@ def check_top_p(logits, p) -> None:
 
 
 def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """Keep each token whose more probable tokens hold less than `p`; the rest: `-inf`.
-    Shapes: `(..., v)` → `(..., v)`."""
+    """Keep tokens whose more probable tokens hold less than `p`; the rest: `-inf`."""
     check_top_p(logits, p)
     if p == 1:
         return logits
@@ -271,8 +266,7 @@ def check_allowed(ok, logits) -> None:
 
 
 def constrain(step: Step, allowed: Callable[[torch.Tensor], torch.Tensor]) -> Step:
-    """A step whose logits are `-inf` where the bool mask `allowed(prefixes)` is False.
-    Shapes: prefixes `(b, t)` → logits and mask `(b, v)`."""
+    """A step whose logits are `-inf` where the bool `allowed(prefixes)` is False."""
     check_constrain(step, allowed)
 
     def constrained(prefixes: torch.Tensor) -> torch.Tensor:

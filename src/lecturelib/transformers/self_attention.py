@@ -147,8 +147,7 @@ def check_padding_mask(lengths, s) -> None:
 
 
 def padding_mask(lengths: torch.Tensor, s: int | None = None) -> torch.Tensor:
-    """True for the real (non-padded) keys of each sequence, the same for every query.
-    Shapes: lengths `(b,)` → `(b, 1, s)` bool, `s = max(lengths)` by default."""
+    """(b, 1, s) bool, True at each sequence's real keys; `s` default: max(lengths)."""
     check_padding_mask(lengths, s)
     s = int(lengths.max()) if s is None else s
     keep = torch.arange(s, device=lengths.device)[None, :] < lengths[:, None]
@@ -226,8 +225,7 @@ class MultiHeadAttention(nn.Module):
         self.rotary = rotary
 
     def project(self, x: torch.Tensor, context: torch.Tensor | None = None):
-        """Per-head queries from `x`, keys and values from `context` (default `x`).
-        Shapes: `(b, t, d)`, `(b, s, d)` → q `(b, h, t, d_h)`, k, v `(b, h, s, d_h)`."""
+        """Per-head q `(b, h, t, d_h)` from `x`, k, v from `context` (default `x`)."""
         context = x if context is None else context
         check_attention_input(x, context, self.d_model)
         q, k, v = (
@@ -239,8 +237,7 @@ class MultiHeadAttention(nn.Module):
         return q, k, v
 
     def merge_heads(self, heads: torch.Tensor) -> torch.Tensor:
-        """`concat_h(head_h) W_O`: the heads side by side, then the output projection.
-        Shapes: heads `(b, h, t, d_h)` → `(b, t, d)`."""
+        """`concat_h(head_h) W_O`: `(b, h, t, d_h)` → `(b, t, d)`."""
         check_heads(heads, self.n_heads, self.d_head)
         return self.W_o(self.dropout(rearrange(heads, "b h t e -> b t (h e)")))
 
@@ -267,8 +264,7 @@ def check_from_torch(mha) -> None:
 
 
 def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
-    """`MultiHeadAttention` with the weights of a `batch_first`
-    `nn.MultiheadAttention`."""
+    """`MultiHeadAttention` with a `batch_first` `nn.MultiheadAttention`'s weights."""
     check_from_torch(mha)
     has_bias = mha.in_proj_bias is not None
     ours = MultiHeadAttention(mha.embed_dim, mha.num_heads, bias=has_bias)
@@ -307,8 +303,7 @@ def check_order(order) -> None:
 
 
 def order_mask(order: torch.Tensor) -> torch.Tensor:
-    """The causal mask of a generation order: step `r` generates position `order[r]`.
-    Shapes: order `(t,)` → `(1, t, t)` bool."""
+    """The causal mask `(1, t, t)` of an order: step `r` makes position `order[r]`."""
     check_order(order)
     t = order.numel()
     rank = torch.empty_like(order)
@@ -369,8 +364,7 @@ def check_set_input(keys, values, n_keys: int, n_values: int) -> None:
 
 
 class SetAttention(nn.Module):
-    """Items `E_key[key] + E_value[value]` (no positions), attention, a linear read-out.
-    Shapes: keys, values `(b, t)` → `(b, t, n_out, n_values)`, `(b, h, t, t)`."""
+    """Items `E_key[key] + E_value[value]` (no positions) → attention → read-out."""
 
     def __init__(
         self, n_keys: int, n_values: int, d_model: int, n_heads: int, n_out: int = 2

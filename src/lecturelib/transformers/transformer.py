@@ -69,8 +69,7 @@ def check_width(x, d_model: int, axes: str = "(..., d_model)") -> None:
 
 
 class LayerNorm(nn.Module):
-    """`LN(x) = γ ⊙ (x − μ) / √(σ² + ε) + β`, `μ`, `σ²` (biased) over the last axis.
-    Shapes: x `(..., d)` → `(..., d)`."""
+    """`LN(x) = γ ⊙ (x − μ) / √(σ² + ε) + β`, `μ`, `σ²` (biased) over the last axis."""
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
@@ -86,8 +85,7 @@ class LayerNorm(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    """`RMSNorm(x) = γ ⊙ x / √(mean(x²) + ε)` over the last axis.
-    Shapes: x `(..., d)` → `(..., d)`."""
+    """`RMSNorm(x) = γ ⊙ x / √(mean(x²) + ε)` over the last axis."""
 
     def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
@@ -100,8 +98,7 @@ class RMSNorm(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """`FFN(x) = W_2 act(W_1 x + b_1) + b_2` applied to every position on its own.
-    Shapes: x `(..., d)` → `(..., d)`."""
+    """`FFN(x) = W_2 act(W_1 x + b_1) + b_2` applied to every position on its own."""
 
     def __init__(
         self,
@@ -208,8 +205,7 @@ def check_grad_blocks(blocks) -> None:
 
 
 def layer_grad_norms(blocks: nn.ModuleList) -> torch.Tensor:
-    """The L2 norm of the gradient of each block's parameters (after `backward`).
-    Shapes: `l` blocks → `(l,)`."""
+    """The L2 norm of the gradient of each block's parameters (after `backward`)."""
     check_grad_blocks(blocks)
     norms = []
     for block in blocks:
@@ -228,8 +224,7 @@ def check_embedding_input(ids, vocab_size: int, max_len: int) -> None:
 
 
 class Embedding(nn.Module):
-    """Token embedding plus a learned embedding of each position `0 .. max_len-1`.
-    Shapes: ids `(b, t)` with `t <= max_len` → `(b, t, d)`."""
+    """Token embedding plus a learned embedding of each position `0 .. max_len-1`."""
 
     def __init__(
         self, vocab_size: int, d_model: int, max_len: int, dropout: float = 0.0
@@ -283,8 +278,6 @@ def check_transformer_config(c) -> None:
 
 @dataclass(kw_only=True)
 class TransformerConfig(StackConfig):
-    """A token model: the stack's sizes, the vocabulary and the number of positions."""
-
     vocab_size: int
     max_len: int = 64
 
@@ -316,8 +309,7 @@ def stack(config: StackConfig, *, cross: bool = False) -> nn.ModuleList:
 
 
 class TransformerLM(nn.Module):
-    """Decoder-only: embeddings → causal blocks → (final norm) → logits.
-    Shapes: ids `(b, t)` → logits `(b, t, v)`."""
+    """Decoder-only: embeddings → causal blocks → (final norm) → logits."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -344,8 +336,7 @@ def check_source(src, src_len, vocab_size: int) -> None:
 
 
 class TransformerEncoder(nn.Module):
-    """Encoder-only: real tokens attend to real tokens; context: the mean of the states.
-    Shapes: src `(b, s)`, src_len `(b,)` → states `(b, s, d)`, mask `(b, s)`."""
+    """Encoder-only: real tokens attend to real tokens; context: the states' mean."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -393,8 +384,7 @@ class TransformerDecoder(nn.Module):
 
 
 def make_seq2seq(config: TransformerConfig, *, src_vocab_size: int) -> seq2seq.Seq2Seq:
-    """An encoder–decoder: the decoder `config` describes, and an encoder of its sizes
-    over `src_vocab_size` tokens."""
+    """`config`'s decoder and an encoder of its sizes over `src_vocab_size` tokens."""
     check_config(config, TransformerConfig)
     encoder = TransformerEncoder(replace(config, vocab_size=src_vocab_size))
     return seq2seq.Seq2Seq(encoder, TransformerDecoder(config))

@@ -78,8 +78,7 @@ def check_viterbi(word, log_probs, unk_log_prob) -> None:
 
 
 def viterbi(word: str, log_probs: dict[str, float], unk_log_prob: float) -> list[str]:
-    """The most probable segmentation of `word`; a non-piece character: `unk_log_prob`.
-    Example: viterbi("abab", {"a": -1, "b": -1, "ab": -1.5}, -20) -> ['ab', 'ab']"""
+    """The most probable segmentation of `word`; a non-piece character: unk_log_prob."""
     check_viterbi(word, log_probs, unk_log_prob)
     n = len(word)
     best = [0.0] + [-math.inf] * n  # best[end]: log-prob of the best cut of word[:end]
@@ -112,8 +111,7 @@ def logaddexp(a: float, b: float) -> float:
 def forward_backward(
     word: str, log_probs: dict[str, float]
 ) -> tuple[float, dict[str, float]]:
-    """log p(word), summed over all its segmentations, and each piece's expected count
-    in a segmentation drawn from the model."""
+    """log p(word) over all segmentations, and each piece's expected count in one."""
     check_lattice(word, log_probs)
     n = len(word)
     edges = [  # (start, end, piece), ordered by end

@@ -80,8 +80,7 @@ def check_images(images, in_channels: int, image_size: int) -> None:
 
 
 class PatchEmbedding(nn.Module):
-    """Embedded `P×P` patches after a learned class token, plus learned positions.
-    Shapes: images `(b, c, H, W)` → `(b, 1 + n, d)`, `n = H·W/P²`."""
+    """Class token + embedded `P×P` patches, plus learned positions: (b, 1 + n, d)."""
 
     def __init__(
         self, image_size: int, patch_size: int, in_channels: int, d_model: int
@@ -114,8 +113,7 @@ def check_vit_config(c) -> None:
 
 @dataclass(kw_only=True)
 class ViTConfig(StackConfig):
-    """A ViT: the stack's sizes, square images of `image_size` pixels cut into
-    `patch_size` patches, and the classes."""
+    """Stack sizes; square `image_size`-pixel images cut into `patch_size` patches."""
 
     image_size: int
     patch_size: int
@@ -127,8 +125,7 @@ class ViTConfig(StackConfig):
 
 
 class ViT(nn.Module):
-    """Vision Transformer: patches → blocks → norm → classifier on the class token.
-    Shapes: images `(b, c, H, W)` → logits `(b, n_classes)`."""
+    """Vision Transformer: patches → blocks → norm → classifier on the class token."""
 
     def __init__(self, config: ViTConfig):
         super().__init__()

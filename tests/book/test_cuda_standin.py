@@ -21,7 +21,7 @@ SAME_DEVICE = "Expected all tensors to be on the same device"
 pytestmark = pytest.mark.skipif(
     real_cuda(),
     reason="a real CUDA device is here: the stand-in refuses to install, and the tests "
-    "marked gpu (tests/test_gpu_path.py) run on the device instead",
+    "marked gpu (tests/book/test_gpu_path.py) run on the device instead",
 )
 
 

@@ -18,7 +18,7 @@ nbgrader_apps = pytest.importorskip("nbgrader.apps")  # a test dependency (pypro
 from nbgrader.api import Gradebook  # noqa: E402
 from traitlets.config import Config  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")  # nbgrader's own
 
 

@@ -18,7 +18,7 @@ import torch
 
 from booktools import sync
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "notebooks/06_self_attention.ipynb"
 
 

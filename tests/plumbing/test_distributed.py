@@ -13,7 +13,7 @@ import torch
 
 from lecturelib.train import distributed
 
-SCRIPT = Path(__file__).parent / "scripts" / "train_tiny.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_tiny.py"
 
 
 def _run(args: list[str], tmp_path: Path, torchrun: int = 0) -> dict:

@@ -1,7 +1,7 @@
 """Bad input to lecturelib.efficiency.flash_triton: the error and its message.
 
 Only the checks that run before any kernel is defined (the module imports without
-Triton; the kernel itself is tested in a fresh process by tests/test_flash_triton.py)."""
+Triton; the kernel itself is tested in a fresh process by tests/efficiency/test_flash_triton.py)."""
 
 from __future__ import annotations
 

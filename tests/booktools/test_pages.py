@@ -11,7 +11,7 @@ import pytest
 from booktools import build
 from booktools import pages as bookpages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_book_has_twenty_one_chapters_in_seven_parts():

@@ -15,7 +15,7 @@ import yaml
 from booktools import exercises, grade, sync
 from booktools.build import toc_notebooks
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 BIB_KEYS = set(re.findall(r"^@\w+\{([^,]+),", (ROOT / "book/references.bib").read_text(), re.M))
 REPO_URL = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]

@@ -14,7 +14,7 @@ import pytest
 from booktools import coverage
 from booktools.toc import toc_files
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CURRICULUM = ROOT.parent / "shared" / "curriculum" / "TOPICS.md"
 
 

@@ -115,7 +115,7 @@ def test_only_serious_and_critical_violations_are_problems():
 @pytest.mark.skipif(not have_browser() or not shutil.which("npm"),
                     reason="needs Chromium, chromedriver, selenium and npm")
 def test_axe_finds_contrast_alt_text_and_link_names_and_passes_a_clean_page(tmp_path):
-    axe = browsercheck.axe_source(Path(__file__).resolve().parents[1] / "_build" / "npm")
+    axe = browsercheck.axe_source(Path(__file__).resolve().parents[2] / "_build" / "npm")
     site = tmp_path / "site"
     (site / "ok.png").parent.mkdir(parents=True)
     (site / "ok.png").write_bytes(PNG)
@@ -123,11 +123,14 @@ def test_axe_finds_contrast_alt_text_and_link_names_and_passes_a_clean_page(tmp_
         A11Y_HEAD + "<h1>Fine</h1><p>Readable text.</p><img src='ok.png' alt='a dot'>"
         "<a href='bad.html'>the next page</a>" + TAIL, encoding="utf-8")
     (site / "bad.html").write_text(
-        A11Y_HEAD + "<h1>Bad</h1><p style='color:#bbb;background:#fff'>faint text</p>"
-        "<img src='ok.png'><a href='index.html'></a>" + TAIL, encoding="utf-8")
+        A11Y_HEAD + "<h1>Bad</h1><article class='bd-article'>"
+        "<p style='color:#bbb;background:#fff'>faint text</p><img src='ok.png'></article>"
+        "<a href='index.html'></a>" + TAIL, encoding="utf-8")
     report = browsercheck.check_site(site, axe=axe)
     rules = {(p.page, p.detail.split(" ")[0]) for p in report.problems if p.kind == "a11y"}
     assert rules == {("bad.html", r) for r in ("color-contrast", "image-alt", "link-name")}
     assert not any("at 400 px" in p.detail for p in report.problems)  # the wide width
     both = browsercheck.check_site(site, axe=axe, axe_widths=browsercheck.WIDTHS)
-    assert any("at 400 px" in p.detail for p in both.problems if p.kind == "a11y")
+    narrow = {(p.page, p.detail.split(" ")[0]) for p in both.problems
+              if p.kind == "a11y" and "at 400 px" in p.detail}
+    assert narrow == {("bad.html", "link-name")}  # the article is checked at the wide width

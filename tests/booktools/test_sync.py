@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from lecturelib import metrics
 from booktools import sync
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 MARK = "# Same code as lecturelib.metrics.perplexity"
 
 
@@ -183,6 +184,7 @@ def test_drift_command_exits_with_one_on_drift(tmp_path, capsys):
 
 EXAMPLE = '''"""A library module whose copies leave its checks out."""
 
+import functools
 from dataclasses import dataclass
 
 from lecturelib import validate
@@ -221,6 +223,39 @@ def refuses(x):
     if x:
         check_int(x, "x", 0)
     return x
+
+
+def traced(f):
+    @functools.wraps(f)
+    def wrapper(*args):
+        return f(*args)
+
+    return wrapper
+
+
+class Child(Config):
+    @property
+    def double(self):
+        return 2 * self.width
+
+    def wider(self):
+        return super().wide() + 1
+
+    @traced
+    def narrower(self):
+        return self.width - 1
+
+
+class Pair:
+    def swap(self, a, b):
+        return b, a
+
+
+class Doc:
+    def text(self):
+        return """
+at column 0
+"""
 '''
 
 SCALED = '''def scaled(x, k, n):
@@ -270,8 +305,6 @@ def test_a_method_that_only_checks_goes_and_validators_stay(example):
     """``__post_init__`` that only checks goes with its blank line; a ``check_*`` method
     keeps its body, and ``self.check_*`` (not a module's) stays."""
     assert sync.library_source(["lecturelib.sync_example.Config"]) == CONFIG
-    assert sync.library_source(["lecturelib.sync_example.Config.wide"]) == (
-        "    def wide(self) -> int:\n        self.check_wide()\n        return self.width")
 
 
 def test_a_block_of_checks_alone_is_refused(example):
@@ -289,3 +322,60 @@ def test_drift_and_fix_compare_the_copy_without_checks(example, tmp_path):
     assert "".join(json.loads(nb.read_text(encoding="utf-8"))["cells"][0]["source"]) == (
         mark + SCALED)
     assert sync.drift(nb) == []
+
+
+WIDE = '''def wide(self) -> int:
+    self.check_wide()
+    return self.width
+
+Config.wide = wide'''
+
+
+def test_a_method_shown_apart_is_dedented_and_attached(example):
+    """A method's copy is the method at the top level, then the line that attaches it;
+    the class's copy leaves it out, with its blank line."""
+    assert sync.library_source(["lecturelib.sync_example.Config.wide"]) == WIDE
+    apart = frozenset({"lecturelib.sync_example.Config.wide"})
+    assert sync.library_source(["lecturelib.sync_example.Config"], apart) == (
+        CONFIG.split("\n\n    def wide")[0])
+    assert sync.library_source(["lecturelib.sync_example.Config"]) == CONFIG
+
+
+def test_a_class_shown_method_by_method_runs_as_the_library(example, tmp_path):
+    """fix fills the class's cell without the method and the method's cell with it;
+    run in order, the cells make a class that behaves as the library's, checks included."""
+    marks = [f"# Same code as lecturelib.sync_example.{n}\n" for n in ("Config", "Config.wide")]
+    nb = write_nb(tmp_path / "nb.ipynb", [code(marks[0] + "x"), markdown("Then `wide`:"),
+                                          code(marks[1] + "x")])
+    assert sync.drift(nb) == [
+        "nb.ipynb cell 0 differs from lecturelib.sync_example.Config",
+        "nb.ipynb cell 2 differs from lecturelib.sync_example.Config.wide"]
+    assert sync.fix(nb) == 2 and sync.drift(nb) == []
+    cells = ["".join(c["source"]) for c in json.loads(nb.read_text(encoding="utf-8"))["cells"]]
+    assert "def wide" not in cells[0] and cells[2] == marks[1] + WIDE
+    namespace = {"dataclass": dataclass, "check_int": example.check_int}
+    exec(cells[0], namespace)
+    exec(cells[2], namespace)
+    assert namespace["Config"](width=3).wide() == example.Config(width=3).wide() == 3
+    with pytest.raises(ValueError, match="width"):
+        namespace["Config"](width=1).wide()
+
+
+@pytest.mark.parametrize("name, message", [
+    ("Child.double", r"Child itself defines can be shown on its own; got a property$"),
+    ("Child.wide", r"Child itself defines .*; got a function, inherited$"),
+    ("Child.wider", r"Child.wider: it calls super\(\) without arguments, which works only "
+                    r"inside its class; show it in the class's cell"),
+    ("Child.narrower", r"Child.narrower: a decorated method cannot be shown on its own"),
+    ("Doc.text", r"Doc.text: its source does not dedent to a function of its own"),
+])
+def test_what_cannot_be_shown_apart_is_refused(example, name, message):
+    with pytest.raises(ValueError, match=message):
+        sync.library_source([f"lecturelib.sync_example.{name}"])
+
+
+def test_a_class_emptied_by_its_methods_apart_is_refused(example):
+    with pytest.raises(ValueError, match=r"Pair: showing \['swap'\] apart leaves the class "
+                                         r"empty"):
+        sync.library_source(["lecturelib.sync_example.Pair"],
+                            frozenset({"lecturelib.sync_example.Pair.swap"}))

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "lecturelib"
 TOOLING = ROOT / "src" / "booktools"
 PLUMBING = {"runtime", "data", "tasks", "train", "metrics", "plot", "check", "records", "validate"}

@@ -36,6 +36,16 @@ CASES = [
     ("strip_checks: only checks", lambda t: sync.strip_checks(
         "def f(x):\n    check_a(x)\n", None, "f"), ValueError,
      r"f: leaving out its check calls would empty the block"),
+    ("library_source: apart a list", lambda t: sync.library_source(
+        ["lecturelib.metrics.perplexity"], ["lecturelib.metrics.perplexity"]), TypeError,
+     r"apart must be a set of dotted method names; got list"),
+    ("library_source: apart not names", lambda t: sync.library_source(
+        ["lecturelib.metrics.perplexity"], {3}), TypeError,
+     r"apart must be a set of dotted method names; got set \['3'\]"),
+    ("library_source: a property apart", lambda t: sync.library_source(
+        ["lecturelib.runtime.Run.trained"]), ValueError,
+     r"lecturelib.runtime.Run.trained: only a plain method that Run itself defines can be "
+     r"shown on its own; got a property"),
     ("resolve: missing attribute", lambda t: sync.resolve("lecturelib.metrics.no_such_thing"),
      ValueError, r"'lecturelib.metrics.no_such_thing': lecturelib.metrics has no attribute path"),
     ("resolve: missing module", lambda t: sync.resolve("lecturelib.no_such_module.f"),

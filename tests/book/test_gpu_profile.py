@@ -32,7 +32,7 @@ from lecturelib.runtime import STEPS_CAP_ENV
 
 from cuda_standin import real_cuda
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STANDIN = ROOT / "tests" / "cuda_standin.py"
 CHAPTERS = [ROOT / p for p in toc_notebooks(ROOT)]
 CAP = 2  # training steps per loop: a step, an update, a second step on updated weights
@@ -42,7 +42,7 @@ THREADS = max(1, (os.cpu_count() or 1) // WORKERS)  # each kernel's share of the
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 STARTUP = """\
-# Written by tests/test_gpu_profile.py: the kernel sees a CUDA device (a T4) that is the CPU.
+# Written by tests/book/test_gpu_profile.py: the kernel sees a CUDA device (a T4) that is the CPU.
 import sys
 
 sys.path.insert(0, {tests!r})

@@ -17,7 +17,7 @@ import pytest
 from lecturelib import data
 from lecturelib.data import DataError, Dataset, LocalForm
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 URL = "https://example.invalid/fake.txt"
 TEXT = "\ufeffFirst line\r\nsecond line\r\n"
 RAW = TEXT.encode("utf-8")

@@ -278,7 +278,7 @@ def test_the_stand_in_counts_each_kind_of_read_back():
     for read in reads:
         with count_syncs() as syncs:
             read()
-        assert syncs.n == 1 and "test_syncs.py" in syncs.where[0], syncs.where
+        assert syncs.n == 1 and "test_host_syncs.py" in syncs.where[0], syncs.where
     with count_syncs() as syncs:
         x.to(torch.float64), x.to("cuda"), x[1:], x[torch.tensor([0, 2])]
     assert syncs.n == 0, syncs.where

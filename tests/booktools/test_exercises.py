@@ -10,7 +10,7 @@ import pytest
 
 from booktools import exercises
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SOLUTION = """\
 def bigram_counts(tokens):

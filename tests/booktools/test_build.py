@@ -70,10 +70,11 @@ def test_toc_notebooks_are_the_existing_ones(book):
 
 
 def test_the_real_toc_lists_the_chapters():
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     notebooks = build.toc_notebooks(root)
     assert notebooks and all(p.parent == Path("notebooks") for p in notebooks)
-    # every toc notebook exists; which ones are listed is tests/test_notebooks.py's numbering rule
+    # every toc notebook exists; which ones are listed is the numbering rule of
+    # tests/book/test_notebooks.py
     assert set(notebooks) <= {p.relative_to(root) for p in (root / "notebooks").glob("*.ipynb")}
 
 
@@ -470,7 +471,7 @@ def test_parts_from_different_commits_are_not_assembled(parted):
 
 
 def test_the_real_toc_lists_its_parts_without_the_package():
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-I", "src/booktools/toc.py"], cwd=root,
                          capture_output=True, text=True, check=True).stdout
     parts = json.loads(out)

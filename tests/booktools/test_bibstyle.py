@@ -44,7 +44,7 @@ def test_the_bibliography_holds_no_tex_math():
     ``O(n²)`` or ``H₂O`` in Unicode instead."""
     from pathlib import Path
 
-    bib = Path(__file__).resolve().parents[1] / "book" / "references.bib"
+    bib = Path(__file__).resolve().parents[2] / "book" / "references.bib"
     data = parse_string(bib.read_text(encoding="utf-8"), "bibtex")
     raw = [(key, field) for key, entry in data.entries.items()
            for field, value in entry.fields.items() if "$" in value]

@@ -12,7 +12,7 @@ import lecturelib
 from lecturelib import data, sizes
 from lecturelib.runtime import PROFILES, STEPS_CAP_ENV, check_profile_sizes
 
-NOTEBOOKS = sorted(Path(__file__).resolve().parents[1].glob("notebooks/[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted(Path(__file__).resolve().parents[2].glob("notebooks/[0-9][0-9]_*.ipynb"))
 
 
 def test_one_entry_per_chapter_each_valid():
