@@ -83,6 +83,8 @@ def library_source(names: list[str], apart: frozenset[str] = frozenset()) -> str
 
 def method_of(name: str) -> tuple[type, str] | None:
     """``(class, method name)`` when ``name`` names a function defined in a class."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a dotted name (str); got {type(name).__name__}")
     owner, _, attr = name.rpartition(".")
     if not owner.count(".") >= 2:
         return None
@@ -301,6 +303,11 @@ def marked_cells(notebook: str | Path) -> list[MarkedCell]:
 
 def shown_apart(cells: list[MarkedCell]) -> frozenset[str]:
     """The methods that cells of their own show (their classes' cells leave them out)."""
+    if not isinstance(cells, list) or not all(isinstance(c, MarkedCell) for c in cells):
+        raise TypeError(
+            f"cells must be a list of MarkedCell (from marked_cells); got "
+            f"{type(cells).__name__}"
+        )
     return frozenset(n for cell in cells for n in cell.names if method_of(n))
 
 

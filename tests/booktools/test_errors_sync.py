@@ -46,6 +46,10 @@ CASES = [
         ["lecturelib.runtime.Run.trained"]), ValueError,
      r"lecturelib.runtime.Run.trained: only a plain method that Run itself defines can be "
      r"shown on its own; got a property"),
+    ("method_of: name not a str", lambda t: sync.method_of(3), TypeError,
+     r"name must be a dotted name \(str\); got int"),
+    ("shown_apart: not a list of cells", lambda t: sync.shown_apart(["a.b"]), TypeError,
+     r"cells must be a list of MarkedCell \(from marked_cells\); got list"),
     ("resolve: missing attribute", lambda t: sync.resolve("lecturelib.metrics.no_such_thing"),
      ValueError, r"'lecturelib.metrics.no_such_thing': lecturelib.metrics has no attribute path"),
     ("resolve: missing module", lambda t: sync.resolve("lecturelib.no_such_module.f"),
