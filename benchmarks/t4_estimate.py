@@ -17,11 +17,16 @@ foreach implementation as PyTorch runs it on CUDA (each operation on up to 36 te
 once). The estimate of the training time
 is then
 
-    time ≈ FLOPs / R + operations × τ,
+    time ≈ FLOPs / R + operations × τ + syncs × σ,
 
 with R = 12 TFLOP/s, what small fp16 matrix products reach on a T4's tensor cores (a fifth of
 its 65 TFLOP/s peak), and τ = 10 µs, the cost of launching one CUDA kernel from eager PyTorch
-on one of Colab's CPU cores (small models are bound by launches, not by arithmetic). Work
+on one of Colab's CPU cores (small models are bound by launches, not by arithmetic). The
+host-device syncs of a step are counted with the stand-in's ``count_syncs`` (every read of a
+GPU tensor by the host inside the step, and the trainer's one read-back per logging step,
+``ceil(steps / log_every)`` of them), at σ = 20 µs each: a device-to-host copy of a few
+bytes and its wait when the queue is empty, as in a launch-bound step (a sync behind queued
+kernels also idles the GPU while the CPU refills the queue, which this does not count). Work
 outside the training steps (evaluation, generation, analyses, loops written out in a chapter)
 is not in the estimate; the record says which chapters train outside ``train.fit``. Each
 chapter runs with an empty cache, as when it is opened alone in a fresh Colab runtime: what
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -52,6 +58,7 @@ from booktools.toc import toc_notebooks  # noqa: E402
 RESULT = ROOT / "benchmarks" / "results" / "t4_estimate.json"
 R_FLOPS = 12e12  # achievable fp16 FLOP/s of small matrix products on a T4
 TAU = 10e-6  # seconds per kernel launch from eager PyTorch
+SIGMA = 20e-6  # seconds per host-device sync (a small device-to-host copy, queue empty)
 CAP = 2
 
 # Runs in the notebook's kernel before any cell (an IPython startup file).
@@ -208,7 +215,8 @@ register_optimizer_step_post_hook(_optimizer_post)
 
 BASE_KB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 FITS = []
-STEPS = []  # (flops, launches) of each training step of the current fit
+STEPS = []  # (flops, launches, syncs) of each training step of the current fit
+LOG_EVERY = [1]  # the current fit's log_every: one read-back per logging step
 _train_step, _fit = trainer.Trainer.train_step, train.fit
 
 
@@ -216,14 +224,15 @@ def train_step(self):
     global HOOKS
     Launches.quiet, Launches.optimizer_ops, HOOKS = 0, None, []
     flops, ops = FlopCounterMode(display=False), Launches.count
+    LOG_EVERY[0] = self.log_every
     try:
-        with flops, Launches():
+        with flops, Launches(), cuda_standin.count_syncs() as syncs:
             out = _train_step(self)
     finally:
         for handle in HOOKS:  # a parameter's hooks would otherwise fire on every step
             handle.remove()
         HOOKS = None
-    STEPS.append((flops.get_total_flops(), Launches.count - ops))
+    STEPS.append((flops.get_total_flops(), Launches.count - ops, syncs.n))
     return out
 
 
@@ -233,11 +242,13 @@ def fit(*args, steps, **kwargs):
     out = _fit(*args, steps=steps, **kwargs)
     # the first step's one-off work (optimizer state, lazy initialisation) is left out
     # where later steps were measured
-    measured = STEPS[1:] or STEPS or [(0, 0)]
+    measured = STEPS[1:] or STEPS or [(0, 0, 0)]
     FITS.append(dict(desc=kwargs.get("desc", "training"), steps_run=len(STEPS),
                      steps_full=getattr(steps, "full", int(steps)),
-                     flops_per_step=sum(f for f, _ in measured) / len(measured),
-                     ops_per_step=sum(o for _, o in measured) / len(measured),
+                     flops_per_step=sum(f for f, _, _ in measured) / len(measured),
+                     ops_per_step=sum(o for _, o, _ in measured) / len(measured),
+                     syncs_per_step=sum(s for _, _, s in measured) / len(measured),
+                     log_every=LOG_EVERY[0],
                      cpu_seconds=time.perf_counter() - t0))
     return out
 
@@ -253,19 +264,30 @@ def dump(path):
 '''
 
 
+def syncs_of(fit: dict) -> float:
+    """A training run's host-device syncs at its full steps: those inside the steps, and
+    the trainer's one read-back per logging step."""
+    steps = fit["steps_full"]
+    return fit["syncs_per_step"] * steps + math.ceil(steps / fit["log_every"])
+
+
 def estimate(counts: dict) -> dict:
     """Scale each training run's counts to its uncapped steps; time from FLOPs and launches."""
     flops = sum(f["flops_per_step"] * f["steps_full"] for f in counts["fits"])
     ops = sum(f["ops_per_step"] * f["steps_full"] for f in counts["fits"])
+    syncs = sum(syncs_of(f) for f in counts["fits"])
     return {
         "flops": flops,
         "launches": ops,
-        "t4_seconds": flops / R_FLOPS + ops * TAU,
+        "syncs": syncs,
+        "t4_seconds": flops / R_FLOPS + ops * TAU + syncs * SIGMA,
         "peak_mb": round(counts["peak_mb"]),
         "fits": len(counts["fits"]),
         "runs": [{"desc": f["desc"], "steps": f["steps_full"],
                   "flops_per_step": f["flops_per_step"],
-                  "launches_per_step": f["ops_per_step"]} for f in counts["fits"]],
+                  "launches_per_step": f["ops_per_step"],
+                  "syncs_per_step": f["syncs_per_step"], "log_every": f["log_every"]}
+                 for f in counts["fits"]],
         "fit_steps_full": sum(f["steps_full"] for f in counts["fits"]),
     }
 
@@ -339,12 +361,13 @@ def main() -> None:
             "benchmark": "t4_estimate",
             "what": (
                 "each chapter's gpu profile on a T4, estimated from a capped run on the CPU: "
-                "FLOPs / R + kernel launches x tau, training steps scaled to the profile's"
+                "FLOPs / R + kernel launches x tau + host-device syncs x sigma, training "
+                "steps scaled to the profile's"
             ),
             "command": "python benchmarks/t4_estimate.py " + " ".join(sys.argv[1:]),
             "machine": records.machine(),
             "assumptions": {"R_flops_per_s": R_FLOPS, "tau_s_per_launch": TAU,
-                            "steps_cap": CAP},
+                            "sigma_s_per_sync": SIGMA, "steps_cap": CAP},
             "runs": runs,
         },
         args.out,

@@ -40,7 +40,8 @@ Functions run Python there: their factories with ``device="cuda"`` work).
 ``with count_syncs() as syncs:`` counts the host-device syncs of the code inside (every
 read of a cuda tensor's values by the host: ``.item()``, ``bool``/``float``/``int``,
 ``.tolist()``, ``.cpu()``/``.to("cpu")``/``.numpy()``, printing and formatting,
-``torch.equal``, ``nonzero`` and boolean-mask indexing): ``syncs.n`` and ``syncs.where``.
+``torch.equal``, ``nonzero``, boolean-mask indexing and ``bincount``): ``syncs.n`` and
+``syncs.where``.
 
 What it cannot see: code in C++ (it checks the arguments of each torch call, not what torch
 does inside), devices inside a backward pass (the engine's gradients carry no tag, so
@@ -385,11 +386,12 @@ _CONSTRUCTORS = {torch.tensor, torch.as_tensor}  # take data from any device
 
 # Torch functions that read a cuda tensor's values back to the host (the CPU waits for
 # every queued kernel): Python numbers and bools, lists, printing, comparing whole
-# tensors, and ops whose output size depends on the data (nonzero, boolean masks).
+# tensors, ops whose output size depends on the data (nonzero, boolean masks), and
+# bincount (CUDA's reads the largest value back to size its output, minlength or not).
 SYNC_OPS = frozenset(
     """__bool__ __float__ __int__ __index__ __complex__ item tolist equal nonzero
-    argwhere masked_select unique unique_consecutive __format__ __repr__ __str__ numpy
-    __array__""".split()
+    argwhere masked_select unique unique_consecutive bincount __format__ __repr__
+    __str__ numpy __array__""".split()
 )
 _TORCH_DIR = os.path.dirname(torch.__file__)
 

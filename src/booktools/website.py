@@ -75,6 +75,11 @@ def times_table(root: Path, records: list[dict]) -> str:
     )
 
 
+def _sync_term(assumptions: dict) -> str:
+    sigma = assumptions.get("sigma_s_per_sync")
+    return "" if sigma is None else f" + syncs × {sigma * 1e6:.0f} µs"
+
+
 def t4_table(root: Path, estimate: dict | None, cpu: dict | None = None) -> str:
     """A Markdown table of each chapter's estimated gpu-profile time and memory on a T4, from
     the record of ``benchmarks/t4_estimate.py``, beside its measured cpu time (the build
@@ -85,8 +90,8 @@ def t4_table(root: Path, estimate: dict | None, cpu: dict | None = None) -> str:
     measured = {n["path"]: n["wall_s"] for n in (cpu or {}).get("notebooks", [])}
     rows = [
         "| Chapter | cpu, measured | training steps (gpu) | FLOPs | kernel launches "
-        "| T4 estimate | peak memory |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| host syncs | T4 estimate | peak memory |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in estimate["runs"]:
         minutes = r["t4_seconds"] / 60
@@ -94,15 +99,17 @@ def t4_table(root: Path, estimate: dict | None, cpu: dict | None = None) -> str:
         outside = " †" if r.get("trains_outside_fit") else ""
         nb = f"notebooks/{r['chapter']}.ipynb"
         wall = f"{measured[nb]:.0f} s" if nb in measured else "–"
+        syncs = f"{r['syncs']:,.0f}" if "syncs" in r else "–"
         rows.append(
             f"| [{_title(root, nb)}](../{nb}){outside} | {wall} | "
             f"{r['fit_steps_full']:,} | {r['flops']:.2g} | {r['launches']:.2g} | "
-            f"{minutes:.1f} min{flag} | {r['peak_mb'] / 1024:.1f} GB |"
+            f"{syncs} | {minutes:.1f} min{flag} | {r['peak_mb'] / 1024:.1f} GB |"
         )
     return (
         "\n".join(rows)
         + f"\n\nTraining time ≈ FLOPs / {a['R_flops_per_s'] / 1e12:.0f} TFLOP/s + launches "
-        f"× {a['tau_s_per_launch'] * 1e6:.0f} µs, from a run of the gpu profile on "
+        f"× {a['tau_s_per_launch'] * 1e6:.0f} µs{_sync_term(a)}, from a run of the gpu "
+        f"profile on "
         f"{estimate['machine']['cpu_count']} CPU cores with every training run capped at "
         f"{a['steps_cap']} steps and its mean step scaled to the profile's steps "
         f"(made {estimate['machine']['date'][:10]}). † The chapter also trains outside "

@@ -484,11 +484,13 @@ def test_t4_table_sits_beside_the_measured_cpu_times(book):
     from booktools.website import t4_table
 
     estimate = {
-        "assumptions": {"R_flops_per_s": 12e12, "tau_s_per_launch": 10e-6, "steps_cap": 2},
+        "assumptions": {"R_flops_per_s": 12e12, "tau_s_per_launch": 10e-6,
+                        "sigma_s_per_sync": 20e-6, "steps_cap": 2},
         "machine": {"cpu_count": 2, "date": "2026-11-27T04:00:00+00:00"},
         "runs": [
             {"chapter": "01_first", "t4_seconds": 90.0, "fit_steps_full": 3000,
-             "flops": 1.2e15, "launches": 4.5e6, "peak_mb": 1536, "trains_outside_fit": False},
+             "flops": 1.2e15, "launches": 4.5e6, "syncs": 3000, "peak_mb": 1536,
+             "trains_outside_fit": False},
             {"chapter": "02_second", "t4_seconds": 660.0, "fit_steps_full": 12000,
              "flops": 3e15, "launches": 5.1e7, "peak_mb": 512, "trains_outside_fit": True},
         ],
@@ -497,9 +499,9 @@ def test_t4_table_sits_beside_the_measured_cpu_times(book):
     lines = t4_table(book, estimate, cpu).splitlines()
     assert lines[0].startswith("| Chapter | cpu, measured | training steps (gpu) |")
     assert lines[2] == ("| [1. First chapter](../notebooks/01_first.ipynb) | 61 s | 3,000 | "
-                        "1.2e+15 | 4.5e+06 | 1.5 min | 1.5 GB |")
+                        "1.2e+15 | 4.5e+06 | 3,000 | 1.5 min | 1.5 GB |")
     assert lines[3] == ("| [2. Second chapter](../notebooks/02_second.ipynb) † | – | 12,000 | "
-                        "3e+15 | 5.1e+07 | 11.0 min (over 10 min) | 0.5 GB |")
-    assert "FLOPs / 12 TFLOP/s + launches × 10 µs" in lines[5]
+                        "3e+15 | 5.1e+07 | – | 11.0 min (over 10 min) | 0.5 GB |")
+    assert "FLOPs / 12 TFLOP/s + launches × 10 µs + syncs × 20 µs" in lines[5]
     assert t4_table(book, None, cpu) == (
         "*No estimate recorded yet (`benchmarks/t4_estimate.py`).*\n")

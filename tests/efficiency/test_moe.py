@@ -150,6 +150,35 @@ def test_sorted_dispatch_equals_the_loop_outputs_and_gradients(k, factor):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("k, factor", [(1, 0.5), (1, 1.25), (2, 0.75), (2, 1.25), (3, 0.5),
+                                       (4, 2.0)])
+def test_slot_dispatch_equals_the_sorted_one_with_the_capacity_mask(k, factor):
+    torch.manual_seed(k)
+    router, experts = nn.Linear(8, 4, bias=False), mlps(4)
+    x = torch.randn(13, 8, requires_grad=True)
+    weights, chosen = moe.top_k_gating(router(x), k)
+    cap = moe.expert_capacity(13, 4, k, factor)
+    keep = moe.capacity_mask(chosen, 4, cap)
+    wrt = [x, *router.parameters(), *experts.parameters()]
+    out = []
+    for y in (moe.dispatch_slots(x, weights, chosen, experts, cap),
+              moe.dispatch_sorted(x, weights, chosen, keep, experts)):
+        out.append((y, torch.autograd.grad((y.sin() * y).sum(), wrt, retain_graph=True)))
+    (y1, g1), (y2, g2) = out
+    torch.testing.assert_close(y1, y2, atol=1e-6, rtol=1e-5)
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    if factor < 1:
+        assert not keep.all()  # the capacity dropped assignments
+
+
+def test_queue_position_counts_first_choices_first():
+    chosen = torch.tensor([[0, 1], [0, 2], [1, 0]])
+    # expert 0 serves the first choices of tokens 0 and 1, then token 2's second;
+    # expert 1 token 2's first choice, then token 0's second
+    assert moe.queue_position(chosen, 3).tolist() == [[0, 1], [1, 0], [0, 2]]
+
+
 def test_a_dropped_assignment_contributes_nothing():
     experts = mlps(2)
     x = torch.randn(3, 8)
@@ -205,6 +234,9 @@ def test_layer_dispatches_agree_and_record_the_drops():
     torch.testing.assert_close(layer(x), y_sorted, atol=1e-6, rtol=1e-5)
     assert dropped == layer.stats.dropped >= 24 - 4 * 3  # capacity 3 per expert
     assert int(layer.stats.load.sum()) == 24
+    layer.config.dispatch = "slots"
+    torch.testing.assert_close(layer(x), y_sorted, atol=1e-6, rtol=1e-5)
+    assert layer.stats.dropped == dropped
 
 
 def test_moe_gpt_parameters_total_and_activated():

@@ -13,10 +13,12 @@ GShard, GLaM and Mixtral use it);
 - `expert_capacity` and `capacity_mask`: each expert takes at most `C`
   tokens per batch; the assignments beyond that are *dropped* (first choices are served
   first);
-- `dispatch_loop`, the reference (a Python loop over tokens), and
+- `dispatch_loop`, the reference (a Python loop over tokens),
   `dispatch_sorted`, the batched dispatch (sort the assignments by expert, run
-  each expert once on its rows, scatter-add the weighted outputs back); tests assert
-  that they agree, outputs and gradients;
+  each expert once on its rows, scatter-add the weighted outputs back), and
+  `dispatch_slots`, the dispatch of fixed shapes (each expert runs on `C` slots, so
+  no size depends on the data and a GPU never waits for the host, as GShard and
+  Switch dispatch on TPUs); tests assert that they agree, outputs and gradients;
 - `load_balancing_loss` (Switch's auxiliary loss) and `router_z_loss`
   (ST-MoE, arXiv:2202.08906);
 - `MoE`, `MoEGPT` (chapter 11's GPT whose MLPs are MoE layers) and
@@ -51,11 +53,12 @@ from lecturelib.validate import (
     check_int,
     check_number,
     check_tensor,
+    check_on_device,
     check_type,
     describe,
 )
 
-DISPATCH = ("sorted", "loop")
+DISPATCH = ("sorted", "loop", "slots")
 
 
 @dataclass
@@ -67,7 +70,7 @@ class MoEConfig:
     capacity_factor: float | None = None  # None: experts take every token sent to them
     balance_coef: float = 0.01  # weight of the balancing loss (Switch: 0.01)
     z_coef: float = 0.0  # weight of the router z-loss (ST-MoE: 0.001)
-    dispatch: str = "sorted"
+    dispatch: str = "sorted"  # "slots" needs a capacity_factor
     renormalise: bool | None = None  # gates sum to 1; None: when top_k > 1
 
     def __post_init__(self):
@@ -89,6 +92,11 @@ def check_moe_config(c: MoEConfig) -> None:
     if c.dispatch not in DISPATCH:
         raise ValueError(
             f"MoEConfig.dispatch must be one of {DISPATCH}; got {c.dispatch!r}"
+        )
+    if c.dispatch == "slots" and c.capacity_factor is None:
+        raise ValueError(
+            "MoEConfig.dispatch 'slots' needs a capacity_factor (each expert's slots); "
+            "got capacity_factor None"
         )
 
 
@@ -143,10 +151,11 @@ def check_experts(experts, n_experts: int) -> None:
         raise TypeError(message)
     if experts.dim() != 2:
         raise ValueError(message)
-    if experts.numel() and (experts.min() < 0 or experts.max() >= n_experts):
-        raise ValueError(
-            f"experts must hold expert ids in 0..{n_experts - 1}; got ids "
-            f"from {int(experts.min())} to {int(experts.max())}"
+    if experts.numel():  # on an accelerator, checked there without a read-back
+        check_on_device(
+            ((experts >= 0) & (experts < n_experts)).all(),
+            f"experts must hold expert ids in 0..{n_experts - 1}",
+            lambda: f"; got ids from {int(experts.min())} to {int(experts.max())}",
         )
 
 
@@ -205,6 +214,15 @@ def check_capacity_mask(experts, n_experts, capacity) -> None:
     check_int(n_experts, "n_experts", 1)
     check_experts(experts, n_experts)
     check_int(capacity, "capacity", 0)
+
+
+def check_dispatch_slots(x, weights, experts, expert_fns, capacity) -> None:
+    """The arguments of `dispatch_slots`: those of the other dispatches (all kept),
+    and a capacity of at least one slot per expert."""
+    check_dispatch(
+        x, weights, experts, torch.ones_like(weights, dtype=torch.bool), expert_fns
+    )
+    check_int(capacity, "capacity", 1)
 
 
 def check_moe_input(x, d_model: int) -> None:
@@ -266,9 +284,15 @@ def expert_capacity(n_tokens: int, n_experts: int, top_k: int, factor: float) ->
 def capacity_mask(experts: torch.Tensor, n_experts: int, capacity: int) -> torch.Tensor:
     """The assignments each expert keeps: its first `capacity`, first choices first."""
     check_capacity_mask(experts, n_experts, capacity)
+    return queue_position(experts, n_experts) < capacity
+
+
+def queue_position(experts: torch.Tensor, n_experts: int) -> torch.Tensor:
+    """Each assignment's place in its expert's queue, first choices first: (n, k)."""
+    check_experts(experts, n_experts)
     one_hot = F.one_hot(experts.T.reshape(-1), n_experts)  # (k·n, E), choice-major
-    slot = (one_hot.cumsum(0) * one_hot).sum(-1) - 1  # place in expert's queue
-    return (slot < capacity).view(experts.shape[1], -1).T  # (n, k)
+    slot = (one_hot.cumsum(0) * one_hot).sum(-1) - 1  # (k·n,)
+    return slot.view(experts.shape[1], -1).T
 
 
 def dispatch_loop(
@@ -309,12 +333,32 @@ def dispatch_sorted(
     return torch.zeros_like(x).index_add(0, token, y)
 
 
+def dispatch_slots(
+    x: torch.Tensor,
+    weights: torch.Tensor,
+    experts: torch.Tensor,
+    expert_fns,
+    capacity: int,
+) -> torch.Tensor:
+    """The MoE output in fixed shapes: each expert runs on `capacity` slots, and the
+    assignments beyond them are dropped, as `capacity_mask` drops them."""
+    check_dispatch_slots(x, weights, experts, expert_fns, capacity)
+    (n, k), d = experts.shape, x.shape[1]
+    slot = queue_position(experts, len(expert_fns))  # (n, k)
+    spare = len(expert_fns) * capacity  # one row past the slots for the dropped
+    dest = torch.where(slot < capacity, experts * capacity + slot, spare).reshape(-1)
+    slots = x.new_zeros(spare + 1, d).index_add(0, dest, x.repeat_interleave(k, 0))
+    outputs = [fn(rows) for fn, rows in zip(expert_fns, slots[:spare].split(capacity))]
+    y = F.pad(torch.cat(outputs), (0, 0, 0, 1))[dest].view(n, k, d)  # dropped: zeros
+    return (y * weights[..., None]).sum(1)
+
+
 def load_balancing_loss(logits: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
     """Switch's `E · Σ_e f_e · P_e`, `f` over the n·k assignments: 1 at balance, any k.
     Shapes: logits (n, E), experts (n, k) -> scalar."""
     check_routing(logits, experts)
     n_experts = logits.shape[-1]
-    f = torch.bincount(experts.reshape(-1), minlength=n_experts) / experts.numel()
+    f = F.one_hot(experts.reshape(-1), n_experts).float().mean(0)  # (E,) each
     P = F.softmax(logits, dim=-1).mean(0)  # (E,) each
     return n_experts * (f * P).sum()
 
@@ -331,7 +375,7 @@ class RouterStats:
     the auxiliary losses."""
 
     load: torch.Tensor  # (E,) assignments each expert received (before capacity)
-    dropped: int  # assignments beyond an expert's capacity
+    dropped: torch.Tensor  # () assignments beyond an expert's capacity
     assignments: int  # n · k
     balance_loss: torch.Tensor
     z_loss: torch.Tensor
@@ -362,8 +406,11 @@ class MoE(nn.Module):
         if c.capacity_factor is not None:
             cap = expert_capacity(len(flat), c.n_experts, c.top_k, c.capacity_factor)
             keep = capacity_mask(experts, c.n_experts, cap)
-        dispatch = dispatch_sorted if c.dispatch == "sorted" else dispatch_loop
-        y = dispatch(flat, weights, experts, keep, self.experts)
+        if c.dispatch == "slots":
+            y = dispatch_slots(flat, weights, experts, self.experts, cap)
+        else:
+            dispatch = dispatch_sorted if c.dispatch == "sorted" else dispatch_loop
+            y = dispatch(flat, weights, experts, keep, self.experts)
         self.record(logits, experts, keep)
         return y.view_as(x)
 
@@ -371,9 +418,9 @@ class MoE(nn.Module):
         c = self.config
         balance, z = load_balancing_loss(logits, experts), router_z_loss(logits)
         self.aux_loss = c.balance_coef * balance + c.z_coef * z
-        load = torch.bincount(experts.reshape(-1), minlength=c.n_experts).detach().cpu()
+        load = F.one_hot(experts.reshape(-1), c.n_experts).sum(0)  # stays on the device
         self.stats = RouterStats(
-            load, int((~keep).sum()), experts.numel(), balance.detach(), z.detach()
+            load, (~keep).sum(), experts.numel(), balance.detach(), z.detach()
         )
 
 
