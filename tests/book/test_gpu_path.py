@@ -118,7 +118,10 @@ def test_kvcache_rope_and_attention_follow_their_inputs():
 
 
 def test_paged_attention_on_cuda_equals_contiguous():
-    cache = paged.PagedKVCache(32, 4, 2, 8, device=CUDA)
+    config = paged.PagedConfig(
+        capacity=32, block_size=4, n_kv_heads=2, d_head=8, device=CUDA
+    )
+    cache = paged.PagedKVCache(config)
     g = torch.Generator("cuda").manual_seed(0)
     keys = torch.randn(2, 2, 9, 8, device=CUDA, generator=g)
     cache.add_sequence(0)
@@ -438,12 +441,13 @@ def test_scans_follow_their_inputs():
 
 def test_s4d_convolution_and_recurrence_agree_on_cuda():
     torch.manual_seed(0)
-    layer = s4d.S4D(4, 8).to(CUDA)
+    layer = s4d.S4D(s4d.S4DConfig(d_model=4, d_state=8)).to(CUDA)
     u = torch.randn(2, 20, 4, device=CUDA)
     y = layer(u)
     assert on_cuda(y, layer.kernel(20))
     torch.testing.assert_close(layer.recurrent(u), y, atol=1e-4, rtol=1e-4)
-    net = s4d.S4DNet(5, d_model=8, n_layers=2, d_state=8, vocab_size=7).to(CUDA)
+    config = s4d.S4DNetConfig(d_out=5, d_model=8, n_layers=2, d_state=8, vocab_size=7)
+    net = s4d.S4DNet(config).to(CUDA)
     assert on_cuda(net(torch.randint(0, 7, (2, 12), device=CUDA)))
 
 
@@ -484,8 +488,9 @@ def test_char_models_train_sample_and_score_on_cuda():
 
 def test_classifier_and_window_lm_on_cuda():
     x, mask = rnn.pad_sequences([torch.tensor([1, 2, 3]), torch.tensor([4, 5])], 0)
+    config = rnn.ClassifierConfig(vocab_size=10, d_emb=4, d_model=6, n_classes=3)
     for how in ("last", "mean", "max"):
-        clf = rnn.RNNClassifier(10, 4, 6, 3, pooling=how).to(CUDA)
+        clf = rnn.RNNClassifier(config, pooling=how).to(CUDA)
         assert on_cuda(clf(x.to(CUDA), mask.to(CUDA)))
     window = lm.WindowLM(9, 3, 8, 16).to(CUDA)
     xw, yw = lm.context_windows(torch.randint(0, 9, (50,)), 3)

@@ -134,7 +134,8 @@ def forward_positional_lm():
 
 def forward_moe_gpt():
     config = gpt.GPTConfig(vocab_size=7, seq_len=16, d_model=16, n_layers=2, n_heads=2)
-    layer = moe.MoEConfig(16, 32, n_experts=4, top_k=2, capacity_factor=1.25)
+    layer = moe.MoEConfig(16, 32, n_experts=4, top_k=2, capacity_factor=1.25,
+                          dispatch="slots")  # fixed shapes, as chapter 16 trains it
     return moe.MoEGPT(config, layer).to(CUDA), (ids().to(CUDA),)
 
 
@@ -159,24 +160,7 @@ FAMILIES = {
 } | {f"hybrid-{kind}": forward_hybrid(kind) for kind in hybrid.KINDS}
 
 
-# What still reads the device back in a forward pass (where: what it reads): the MoE's
-# data-dependent dispatch sizes, and torch's own unpacking of a packed sequence.
-STILL_SYNC = {
-    "translator": "torch's pad_packed_sequence (seq2seq.Encoder.forward) copies the "
-    "packed sequence's unsorted indices back to the host (.cpu())",
-    "moe-gpt": "moe: expert counts and the sorted dispatch (data-dependent sizes)",
-}
-
-
-@pytest.mark.parametrize(
-    "family",
-    [
-        pytest.param(f, marks=pytest.mark.xfail(reason=STILL_SYNC[f], strict=True))
-        if f in STILL_SYNC
-        else f
-        for f in FAMILIES
-    ],
-)
+@pytest.mark.parametrize("family", FAMILIES)
 def test_a_forward_pass_never_syncs(family):
     torch.manual_seed(0)
     model, inputs = FAMILIES[family]()
@@ -281,4 +265,49 @@ def test_the_stand_in_counts_each_kind_of_read_back():
         assert syncs.n == 1 and "test_host_syncs.py" in syncs.where[0], syncs.where
     with count_syncs() as syncs:
         x.to(torch.float64), x.to("cuda"), x[1:], x[torch.tensor([0, 2])]
+    assert syncs.n == 0, syncs.where
+
+
+def test_the_sorted_moe_dispatch_reads_its_counts_back_and_the_slots_do_not():
+    """Why chapter 16 trains with fixed shapes: the sorted dispatch splits by counts that
+    the host must read, once per MoE layer."""
+    x = torch.randn(24, 8, device=CUDA)
+    experts = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(4)).to(CUDA)
+    weights, chosen = moe.top_k_gating(torch.randn(24, 4, device=CUDA), 2)
+    cap = moe.expert_capacity(24, 4, 2, 1.25)
+    with count_syncs() as syncs:
+        moe.dispatch_slots(x, weights, chosen, experts, cap)
+    assert syncs.n == 0, syncs.where
+    keep = moe.capacity_mask(chosen, 4, cap)
+    with count_syncs() as syncs:
+        moe.dispatch_sorted(x, weights, chosen, keep, experts)
+    assert syncs.n > 0 and all("dispatch_sorted" in w for w in syncs.where)
+
+
+@pytest.mark.parametrize("kind", ["rnn", "attention", "transformer"])
+def test_a_translation_step_reads_nothing_back(kind):
+    """The batches keep the source lengths on the CPU (train.to_device leaves a Batch's
+    host_fields), where packing reads them; the step's forward and backward wait for
+    nothing."""
+    from lecturelib.recurrence import attention, translation
+    from lecturelib.transformers import transformer
+
+    torch.manual_seed(0)
+    sizes = dict(src_vocab_size=9, tgt_vocab_size=9, d_emb=8, d_model=8)
+    if kind == "rnn":
+        model = seq2seq.make_model(seq2seq.Seq2SeqConfig(**sizes))
+    elif kind == "attention":
+        model = attention.make_model(attention.AttentionConfig(**sizes))
+    else:
+        config = transformer.TransformerConfig(vocab_size=9, d_model=8, n_heads=2,
+                                               n_layers=1, max_len=16)
+        model = transformer.make_seq2seq(config, src_vocab_size=9)
+    model = model.to(CUDA)
+    src = torch.tensor([[1, 5, 6, 2, 0], [1, 7, 2, 0, 0]])
+    tgt = torch.tensor([[1, 5, 6], [1, 7, 0]])
+    batch = translation.Batch(src, torch.tensor([4, 3]), tgt, tgt.roll(-1, 1))
+    moved = train.to_device(batch, CUDA)
+    assert moved.src.device.type == "cuda" and moved.src_len.device.type == "cpu"
+    with count_syncs() as syncs:
+        seq2seq.loss(model, moved).backward()
     assert syncs.n == 0, syncs.where

@@ -106,14 +106,28 @@ CASES = [
         r"name must be one of \[.*'Llama-2-7B'.*\]; got 'GPT-5'",
     ),
     (
-        lambda: kvcache.KVCache(2, 1, 8, {"k": 4}),
+        lambda: kvcache.KVCacheConfig(n_layers=2, batch=1, max_len=8, entries={"k": 4}),
         ValueError,
         r"entries must map names to \(heads, width\); got \{'k': 4\}",
     ),
     (
-        lambda: kvcache.KVCache(2, 1, 8, {"k": (0, 4)}),
+        lambda: kvcache.KVCacheConfig(
+            n_layers=2, batch=1, max_len=8, entries={"k": (0, 4)}
+        ),
         ValueError,
         r"entries\['k'\] heads must be an int >= 1; got int 0",
+    ),
+    (
+        lambda: kvcache.KVCacheConfig(
+            n_layers=2, batch=0, max_len=8, entries={"k": (2, 4)}
+        ),
+        ValueError,
+        r"batch must be an int >= 1; got int 0",
+    ),
+    (
+        lambda: kvcache.KVCache({"n_layers": 2, "batch": 1, "max_len": 8}),
+        TypeError,
+        r"config must be a KVCacheConfig; got dict",
     ),
     (
         lambda: kvcache.kv_cache(2, 1, 0, 2, 4),

@@ -9,7 +9,10 @@ from lecturelib.efficiency import paged
 
 
 def cache(capacity=8, block_size=4):
-    c = paged.PagedKVCache(capacity, block_size, 2, 4)
+    config = paged.PagedConfig(
+        capacity=capacity, block_size=block_size, n_kv_heads=2, d_head=4
+    )
+    c = paged.PagedKVCache(config)
     c.add_sequence(0)
     return c
 
@@ -35,12 +38,12 @@ def holding():
 
 CASES = [
     (
-        lambda: paged.PagedKVCache(100, 16, 2, 4),
+        lambda: paged.PagedConfig(capacity=100, block_size=16, n_kv_heads=2, d_head=4),
         ValueError,
         r"block_size \(16\) must divide the capacity \(100 positions\)",
     ),
     (
-        lambda: paged.PagedKVCache(64, 0, 2, 4),
+        lambda: paged.PagedConfig(capacity=64, block_size=0, n_kv_heads=2, d_head=4),
         ValueError,
         r"block_size must be an int >= 1; got int 0",
     ),
@@ -115,19 +118,30 @@ CASES = [
         r"k must be \(g, s, e\); got shape \(5, 4\)",
     ),
     (
-        lambda: paged.PagedKVCache(8, 4, 2, 4, dtype=torch.long),
+        lambda: paged.PagedConfig(
+            capacity=8, block_size=4, n_kv_heads=2, d_head=4, dtype=torch.long
+        ),
         TypeError,
         r"dtype must be a floating-point torch.dtype; got torch.int64",
     ),
     (
-        lambda: paged.PagedKVCache(8, 4, 2, 4, dtype="float32"),
+        lambda: paged.PagedConfig(
+            capacity=8, block_size=4, n_kv_heads=2, d_head=4, dtype="float32"
+        ),
         TypeError,
         r"dtype must be a torch.dtype; got str 'float32'",
     ),
     (
-        lambda: paged.PagedKVCache(float("inf"), 4, 2, 4),
+        lambda: paged.PagedConfig(
+            capacity=float("inf"), block_size=4, n_kv_heads=2, d_head=4
+        ),
         ValueError,
         r"capacity must be an int >= 1; got float inf",
+    ),
+    (
+        lambda: paged.PagedKVCache((8, 4, 2, 4)),
+        TypeError,
+        r"config must be a PagedConfig; got tuple",
     ),
     (lambda: cache().add_sequence([1]), TypeError, r"a sequence id must be an int"),
     (lambda: cache().add_sequence(1.0), TypeError, r"a sequence id must be an int"),

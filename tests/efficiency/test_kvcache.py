@@ -101,6 +101,16 @@ def test_published_cache_sizes():
 def test_cache_allocation_matches_the_formula():
     cache = kvcache.kv_cache(3, 1, 8, 2, 4, dtype=torch.float16)
     assert cache.bytes_per_token == kvcache.cache_bytes_per_token(3, 2, 4, 2)
+    entries = {"c": (1, 16), "k_rope": (1, 8)}  # MLA's, from one config
+    config = kvcache.KVCacheConfig(
+        n_layers=3, batch=2, max_len=8, entries=entries, dtype=torch.float16
+    )
+    latent = kvcache.KVCache(config)
+    assert latent.bytes_per_token == kvcache.mla_bytes_per_token(3, 16, 8, 2)
+    assert [tuple(x.shape) for x in latent.layers[2].values()] == [
+        (2, 1, 8, 16),
+        (2, 1, 8, 8),
+    ]
 
 
 def variant(attention, **kw):
@@ -157,7 +167,8 @@ def test_the_variant_overfits_one_batch():
 
 def test_paged_attention_equals_contiguous_with_forks_and_frees():
     torch.manual_seed(0)
-    cache = paged.PagedKVCache(64, 4, 2, 8)
+    config = paged.PagedConfig(capacity=64, block_size=4, n_kv_heads=2, d_head=8)
+    cache = paged.PagedKVCache(config)
     keys = {}
     cache.add_sequence(0)
     for _ in range(6):
@@ -199,7 +210,8 @@ def test_paged_attention_follows_its_reference_on_nan_keys():
     whose every key is NaN)."""
     torch.manual_seed(0)
     for nan_positions in ([1], [0, 1, 2]):
-        cache = paged.PagedKVCache(8, 4, 1, 4)
+        config = paged.PagedConfig(capacity=8, block_size=4, n_kv_heads=1, d_head=4)
+        cache = paged.PagedKVCache(config)
         cache.add_sequence(0)
         for i in range(3):
             k = torch.full((1, 4), float("nan")) if i in nan_positions else torch.randn(1, 4)

@@ -325,6 +325,23 @@ def test_to_device_keeps_named_tuples():
     assert isinstance(moved, Pair) and moved.y.shape == (3,)
 
 
+def test_to_device_leaves_a_named_tuples_host_fields_where_they_are():
+    from typing import NamedTuple
+
+    from lecturelib.train import to_device
+
+    class Batch(NamedTuple):
+        ids: torch.Tensor
+        lengths: torch.Tensor
+        host_fields = ("lengths",)
+
+    meta = torch.device("meta")
+    moved = to_device(Batch(torch.ones(2, 3), torch.tensor([3, 2])), meta)
+    assert isinstance(moved, Batch) and moved._fields == ("ids", "lengths")
+    assert moved.ids.device == meta and moved.lengths.device.type == "cpu"
+    assert moved.lengths.tolist() == [3, 2]
+
+
 def test_resume_with_a_list_of_batches_continues_from_its_position(tmp_path):
     batches = [regression_batch(i) for i in range(5)]
 

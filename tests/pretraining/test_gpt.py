@@ -57,8 +57,8 @@ def test_block_equals_chapter_8_pre_ln_block(norm):
     config = tiny(norm=norm, bias=True, positions="learned")
     ours = gpt.Block(config)
     make = transformer.RMSNorm if norm == "rms" else transformer.LayerNorm
-    plain = transformer.Block(32, 4, norm_first=True, attn=plain_attention(ours.attn, config),
-                              norm=make)
+    plain = transformer.Block(transformer.StackConfig(d_model=32, n_heads=4, norm_first=True),
+                              attn=plain_attention(ours.attn, config), norm=make)
     with torch.no_grad():
         plain.norm1.weight.copy_(ours.norm1.weight)
         plain.norm2.weight.copy_(ours.norm2.weight)

@@ -117,8 +117,10 @@ def test_decoder_shapes_and_weights(score):
 def test_dot_score_needs_matching_widths():
     with pytest.raises(ValueError, match="d_q == d_k"):
         tiny_model("dot")  # decoder width 16, bidirectional encoder states 32
-    enc = seq2seq.Encoder(V_SRC, 8, 16, bidirectional=False)
-    dec = attention.AttentionDecoder(V_TGT, 8, 16, enc.d_enc, score="dot")
+    config = attention.AttentionConfig(src_vocab_size=V_SRC, tgt_vocab_size=V_TGT, d_emb=8,
+                                       d_model=16, bidirectional=False, score="dot")
+    enc, dec = seq2seq.Encoder(config), attention.AttentionDecoder(config)
+    assert isinstance(dec.score, attention.DotScore) and enc.d_enc == dec.d_enc == 16
     b = toy_batch()
     assert dec(b.tgt_in, enc(b.src, b.src_len))[0].shape == (3, 7, V_TGT)
 

@@ -16,7 +16,7 @@ BOOL = torch.bool
 
 def decoder():
     torch.manual_seed(0)
-    return attention.AttentionDecoder(9, 4, 6, 8)
+    return attention.AttentionDecoder(config(d_emb=4, d_model=4))  # d_enc = 2 * 4
 
 
 def encoded(b=2, s=5, d_enc=8):
@@ -102,12 +102,19 @@ CASES = [
     ("lookup: 2-D mask", lambda: attention.lookup(Q, K, V, attention.DotScore(),
                                                   torch.ones(2, 5, dtype=BOOL)), ValueError,
      r"mask must be 3-D"),
-    ("decoder: zero vocabulary", lambda: attention.AttentionDecoder(0, 4, 6, 8), ValueError,
+    ("decoder: zero vocabulary", lambda: config(tgt_vocab_size=0), ValueError,
      r"vocab_size\ must\ be\ an\ int\ >=\ 1;\ got\ int\ 0"),
-    ("decoder: float layers", lambda: attention.AttentionDecoder(9, 4, 6, 8, n_layers=1.0),
+    ("decoder: float layers", lambda: config(n_layers=1.0),
      ValueError, r"n_layers\ must\ be\ an\ int\ >=\ 1;\ got\ float\ 1\.0"),
-    ("decoder: unknown score", lambda: attention.AttentionDecoder(9, 4, 6, 8, score="mlp"),
+    ("decoder: unknown score", lambda: config(score="mlp"),
      ValueError, r"score must be one of .*got 'mlp'"),
+    ("decoder: not a config", lambda: attention.AttentionDecoder(9), TypeError,
+     r"config must be an AttentionConfig; got int 9"),
+    ("decoder: sizes instead of a config", lambda: attention.AttentionDecoder(9, 4, 6, 8),
+     TypeError, r"positional"),
+    ("decoder: the plain seq2seq config",
+     lambda: attention.AttentionDecoder(seq2seq.Seq2SeqConfig(src_vocab_size=9, tgt_vocab_size=9)),
+     TypeError, r"config must be an AttentionConfig; got Seq2SeqConfig"),
     ("decoder: float ids", lambda: decoder()(TGT.float(), encoded()), TypeError,
      r"tgt_in\ must\ be\ an\ integer\ \(long\)\ tensor\ of\ token\ ids;\ got\ torch\.float32\ tensor\ of\ shape\ \(2"),
     ("decoder: ids past the vocabulary", lambda: decoder()(TGT + 9, encoded()), ValueError,
@@ -122,7 +129,7 @@ CASES = [
      r"enc.states must be \(b, s, d_enc\) = \(2, s, 8\); got \(3, 5, 8\)"),
     ("decoder: state of another shape",
      lambda: decoder()(TGT, encoded(), torch.zeros(2, 6)), ValueError,
-     r"h must be \(l, b, d_model\) = \(1, 2, 6\) or None; got \(2, 6\)"),
+     r"h must be \(l, b, d_model\) = \(1, 2, 4\) or None; got \(2, 6\)"),
     ("config: unknown score", lambda: config(score="cosine"), ValueError,
      r"AttentionConfig: score must be one of .*got 'cosine'"),
     ("config: dot with a bidirectional encoder", lambda: config(score="dot"), ValueError,

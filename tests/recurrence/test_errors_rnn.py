@@ -13,7 +13,13 @@ from lecturelib.recurrence import gradients, rnn
 ELMAN = rnn.ElmanRNN(2, 3)
 CELL = rnn.ElmanCell(2, 3)
 CHAR = rnn.CharRNN(5, 3, 4)
-CLASSIFIER = rnn.RNNClassifier(5, 3, 4, 2)
+
+
+def classifier_config(**kw):
+    return rnn.ClassifierConfig(**{"vocab_size": 5, "d_emb": 3, "d_model": 4, "n_classes": 2} | kw)
+
+
+CLASSIFIER = rnn.RNNClassifier(classifier_config())
 IDS = torch.arange(20) % 5
 STREAMS = rnn.batchify(IDS, 2)
 MASK = torch.ones(2, 3, dtype=torch.bool)
@@ -107,8 +113,13 @@ CASES = [
     (lambda: rnn.pool(torch.zeros(2, 3, 4), ~MASK, "max"), ValueError,
      r"every sequence needs at least one real"),
     (lambda: rnn.pool(torch.zeros(2, 3), MASK, "mean"), ValueError, r"states must be \(b, t, d\)"),
-    (lambda: rnn.RNNClassifier(5, 3, 4, 0), ValueError, r"n_classes must be an int >= 1; got int 0"),
-    (lambda: rnn.RNNClassifier(5, 3, 4, 2, pooling="sum"), ValueError, r"pooling must be one of"),
+    (lambda: classifier_config(n_classes=0), ValueError, r"n_classes must be an int >= 1; got int 0"),
+    (lambda: classifier_config(d_emb=2.0), ValueError, r"d_emb must be an int >= 1; got float 2.0"),
+    (lambda: rnn.ClassifierConfig(5, 3, 4, 2), TypeError, r"positional"),
+    (lambda: rnn.RNNClassifier(classifier_config(), pooling="sum"), ValueError, r"pooling must be one of"),
+    (lambda: rnn.RNNClassifier(5), TypeError, r"config must be a ClassifierConfig; got int 5"),
+    (lambda: rnn.RNNClassifier({"vocab_size": 5}), TypeError,
+     r"config must be a ClassifierConfig; got dict"),
     (lambda: CLASSIFIER(torch.full((2, 3), 7), MASK), ValueError, r"x must hold token ids in 0\.\.4"),
 ]
 

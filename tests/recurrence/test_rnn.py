@@ -230,13 +230,14 @@ def test_pad_sequences_and_classifier_ignore_padding():
     check.close(x, torch.tensor([[5, 6, 7], [8, 0, 0]]))
     check.close(mask, torch.tensor([[True, True, True], [True, False, False]]))
     torch.manual_seed(0)
+    config = rnn.ClassifierConfig(vocab_size=10, d_emb=4, d_model=6, n_classes=3)
     for how in rnn.POOLINGS:
-        model = rnn.RNNClassifier(10, 4, 6, 3, pooling=how)
+        model = rnn.RNNClassifier(config, pooling=how)
         longer = torch.cat([x, torch.full((2, 4), 9)], dim=1)  # more padding, other pad symbols
         more = torch.cat([mask, torch.zeros(2, 4, dtype=torch.bool)], dim=1)
         check.close(model(x, mask), model(longer, more), atol=1e-6, name=how)
     with pytest.raises(ValueError, match="pooling"):
-        rnn.RNNClassifier(10, 4, 6, 3, pooling="attention")
+        rnn.RNNClassifier(config, pooling="attention")
     with pytest.raises(ValueError, match="at least 1 token id"):
         rnn.pad_sequences([torch.tensor([1]), torch.tensor([], dtype=torch.long)])
 
@@ -259,8 +260,9 @@ def test_classifier_overfits_one_batch():
     torch.manual_seed(0)
     x, mask = rnn.pad_sequences([torch.randint(1, 12, (n,)) for n in (3, 7, 5, 2, 6, 4)])
     y = torch.tensor([0, 1, 1, 0, 1, 0])
+    config = rnn.ClassifierConfig(vocab_size=12, d_emb=8, d_model=16, n_classes=2)
     for how in rnn.POOLINGS:
-        model = rnn.RNNClassifier(12, 8, 16, 2, pooling=how)
+        model = rnn.RNNClassifier(config, pooling=how)
         train.fit(model, lambda step: (x, mask, y),
                   lambda m, b: F.cross_entropy(m(b[0], b[1]), b[2]),
                   steps=60, lr=3e-2, progress=False)

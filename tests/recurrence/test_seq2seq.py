@@ -17,16 +17,20 @@ from lecturelib.recurrence.translation import EOS_ID, PAD_ID
 from translation_helpers import V_SRC, V_TGT, toy_batch, toy_corpus  # noqa: E402
 
 
+def config(**kw) -> seq2seq.Seq2SeqConfig:
+    return seq2seq.Seq2SeqConfig(src_vocab_size=V_SRC, tgt_vocab_size=V_TGT, d_emb=8, d_model=16,
+                                 **kw)
+
+
 def tiny_model(seed=0, **kw) -> seq2seq.Seq2Seq:
     torch.manual_seed(seed)
-    return seq2seq.make_model(seq2seq.Seq2SeqConfig(src_vocab_size=V_SRC, tgt_vocab_size=V_TGT,
-                                                    d_emb=8, d_model=16, **kw))
+    return seq2seq.make_model(config(**kw))
 
 
 @pytest.mark.parametrize("bidirectional,n_layers,context",
                          [(True, 1, "last"), (False, 2, "last"), (True, 2, "mean")])
 def test_encoder_shapes(bidirectional, n_layers, context):
-    enc = seq2seq.Encoder(V_SRC, 8, 16, n_layers, bidirectional, context)
+    enc = seq2seq.Encoder(config(n_layers=n_layers, bidirectional=bidirectional, context=context))
     b = toy_batch()
     out = enc(b.src, b.src_len)
     d_enc = 32 if bidirectional else 16
@@ -37,7 +41,7 @@ def test_encoder_shapes(bidirectional, n_layers, context):
 
 
 def test_last_context_is_final_forward_and_backward_state():
-    enc = seq2seq.Encoder(V_SRC, 8, 16, bidirectional=True, context="last")
+    enc = seq2seq.Encoder(config(bidirectional=True, context="last"))
     b = toy_batch()
     out = enc(b.src, b.src_len)
     for i, n in enumerate(b.src_len.tolist()):
@@ -46,17 +50,49 @@ def test_last_context_is_final_forward_and_backward_state():
 
 
 def test_mean_context_averages_real_positions():
-    enc = seq2seq.Encoder(V_SRC, 8, 16, context="mean")
+    enc = seq2seq.Encoder(config(context="mean"))
     b = toy_batch()
     out = enc(b.src, b.src_len)
     for i, n in enumerate(b.src_len.tolist()):
         torch.testing.assert_close(out.context[i], out.states[i, :n].mean(0))
 
 
+@pytest.mark.parametrize("bidirectional,n_layers", [(True, 1), (False, 2), (True, 2)])
+def test_run_packed_equals_torchs_unsorted_packing(bidirectional, n_layers):
+    """Sorting on the CPU and restoring the order gives torch's enforce_sorted=False result,
+    ties in the lengths included."""
+    torch.manual_seed(0)
+    gru = torch.nn.GRU(4, 6, n_layers, batch_first=True, bidirectional=bidirectional)
+    x, lengths = torch.randn(9, 7, 4), torch.tensor([3, 7, 1, 3, 5, 7, 2, 3, 6])
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True,
+                                                     enforce_sorted=False)
+    out, h_n = gru(packed)
+    states, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=7)
+    ours, ours_h_n = seq2seq.run_packed(gru, x, lengths)
+    assert torch.equal(ours, states) and torch.equal(ours_h_n, h_n)
+
+
+def test_encoder_and_decoder_read_their_sizes_from_the_config():
+    c = config(n_layers=2, bidirectional=False, context="mean")
+    enc, dec = seq2seq.Encoder(c), seq2seq.Decoder(c)
+    assert enc.embed.num_embeddings == V_SRC and dec.embed.num_embeddings == V_TGT
+    assert enc.d_enc == c.d_enc == 16 and config().d_enc == 32
+    assert enc.rnn.num_layers == dec.rnn.num_layers == 2 and not enc.rnn.bidirectional
+    assert dec.bridge.in_features == c.d_enc and dec.rnn.input_size == 8 + c.d_enc
+    torch.manual_seed(0)
+    model = seq2seq.make_model(c)
+    torch.manual_seed(0)
+    parts = seq2seq.Seq2Seq(seq2seq.Encoder(c), seq2seq.Decoder(c))
+    assert list(model.state_dict()) == list(parts.state_dict())
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), parts.parameters()))
+
+
 def test_encoder_rejects_bad_input():
     with pytest.raises(ValueError, match="context must be one of"):
-        seq2seq.Encoder(V_SRC, 8, 16, context="max")
-    enc = seq2seq.Encoder(V_SRC, 8, 16)
+        seq2seq.Encoder(config(context="max"))
+    with pytest.raises(TypeError, match="config must be a Seq2SeqConfig"):
+        seq2seq.Encoder(V_SRC)
+    enc = seq2seq.Encoder(config())
     with pytest.raises(ValueError, match=r"src must be 2-D \(b, t\) token ids"):
         enc(torch.zeros(3, dtype=torch.long), torch.tensor([3]))
 

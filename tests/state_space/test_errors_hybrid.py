@@ -7,7 +7,11 @@ import torch
 
 from lecturelib.state_space import hybrid, mamba
 
-CONFIG = mamba.MambaConfig(d_model=8, vocab_size=5, d_state=2)
+
+def config(**fields):
+    return hybrid.HybridConfig(d_model=8, vocab_size=5, d_state=2, **fields)
+
+
 X = torch.zeros(2, 4, dtype=torch.long)
 Y = torch.full((2, 4), -100)
 
@@ -32,13 +36,25 @@ CASES = [
      r"d_model must be an int >= 1; got int 0"),
     (lambda: hybrid.build("mamba", 5, d_model=0), ValueError,
      r"d_model must be an int >= 1; got int 0"),
-    (lambda: hybrid.HybridLM(CONFIG, "MXA"), ValueError,
+    (lambda: config(pattern="MXA"), ValueError,
      r"pattern must be a non-empty string of 'M' \(Mamba\) and 'A' \(attention\); "
      r"got 'MXA'"),
-    (lambda: hybrid.HybridLM(CONFIG, ""), ValueError, r"pattern must be a non-empty"),
+    (lambda: config(pattern=""), ValueError, r"pattern must be a non-empty"),
+    (lambda: config(pattern=["M", "A"]), TypeError, r"pattern must be a non-empty string"),
+    (lambda: config(n_heads=0), ValueError, r"HybridConfig.n_heads must be an int >= 1; "
+     r"got int 0"),
+    (lambda: config(seq_len=2.5), ValueError,
+     r"HybridConfig.seq_len must be an int >= 1; got float 2.5"),
+    (lambda: config(n_heads=3), ValueError,
+     r"HybridConfig.d_model \(8\) must be divisible by n_heads \(3\) for the attention "
+     r"layers"),
+    (lambda: hybrid.HybridConfig(d_model=0), ValueError,
+     r"HybridConfig.d_model must be an int >= 1; got int 0"),
     (lambda: hybrid.HybridLM({"d_model": 8}), TypeError,
-     r"config must be a MambaConfig; got dict"),
-    (lambda: hybrid.HybridLM(CONFIG, "MA", n_heads=2, seq_len=4)(
+     r"config must be a HybridConfig; got dict"),
+    (lambda: hybrid.HybridLM(mamba.MambaConfig(d_model=8, vocab_size=5, d_state=2)),
+     TypeError, r"config must be a HybridConfig; got MambaConfig"),
+    (lambda: hybrid.HybridLM(config(n_heads=2, seq_len=4))(
         torch.zeros(1, 5, dtype=torch.long)), ValueError,
      r"ids has 5 positions; the model takes at most seq_len = 4"),
     (lambda: hybrid.accuracy(hybrid.build("rnn", 5, d_model=4), X, Y), ValueError,

@@ -9,16 +9,21 @@ from lecturelib.state_space import s4d, ssm
 
 A2, B2, C2 = -torch.eye(2), torch.ones(2), torch.ones(2)
 x = torch.randn(1, 5)
+CONFIG = s4d.S4DConfig(d_model=4, d_state=8)
 
 
 def layer():
     torch.manual_seed(0)
-    return s4d.S4D(4, 8)
+    return s4d.S4D(CONFIG)
+
+
+def net(**sizes):
+    return s4d.S4DNet(s4d.S4DNetConfig(d_out=3, d_model=8, d_state=4, **sizes))
 
 
 def token_net():
     torch.manual_seed(0)
-    return s4d.S4DNet(3, d_model=8, d_state=4, vocab_size=5)
+    return net(vocab_size=5)
 
 
 CASES = [
@@ -69,15 +74,19 @@ CASES = [
      r"method must be 'fft' or 'direct'; got 'fast'"),
     (lambda: s4d.s4d_init(8, "legs"), ValueError,
      r"init must be one of \('lin', 'inv'\); got 'legs'"),
-    (lambda: s4d.S4D(4, 8, init="linear"), ValueError,
+    (lambda: s4d.S4DConfig(d_model=4, d_state=8, init="linear"), ValueError,
      r"init must be one of \('lin', 'inv'\); got 'linear'"),
-    (lambda: s4d.S4D(4, 7), ValueError,
+    (lambda: s4d.S4DConfig(d_model=4, d_state=7), ValueError,
      r"d_state must be even \(d_state/2 complex conjugate pairs\); got 7"),
-    (lambda: s4d.S4D(0, 8), ValueError, r"d_model must be an int >= 1; got int 0"),
-    (lambda: s4d.S4D(4, 8, dt_min=0.0), ValueError,
+    (lambda: s4d.S4DConfig(d_model=0, d_state=8), ValueError,
+     r"d_model must be an int >= 1; got int 0"),
+    (lambda: s4d.S4DConfig(d_model=4, d_state=8, dt_min=0.0), ValueError,
      r"dt_min must be a finite number in \(0, inf\); got float 0.0"),
-    (lambda: s4d.S4D(4, 8, dt_min=0.1, dt_max=0.01), ValueError,
+    (lambda: s4d.S4DConfig(d_model=4, d_state=8, dt_min=0.1, dt_max=0.01), ValueError,
      r"dt_max must be a finite number in \[0.1, inf\); got float 0.01"),
+    (lambda: s4d.S4D({"d_model": 4, "d_state": 8}), TypeError,
+     r"config must be an S4DConfig; got dict"),
+    (lambda: s4d.S4DConfig(4, 8), TypeError, r"takes 1 positional argument"),
     (lambda: layer()(torch.randn(2, 10, 3)), ValueError,
      r"S4D input must be \(b, t, d_model=4\); got shape \(2, 10, 3\)"),
     (lambda: layer()(torch.randn(10, 4)), ValueError,
@@ -91,22 +100,37 @@ CASES = [
      r"\(2, 3, 4\)"),
     (lambda: layer()(torch.zeros(2, 10, 4, dtype=torch.long)), TypeError,
      r"S4D input must be a float tensor \(b, t, d_model=4\); got torch.int64"),
-    (lambda: s4d.S4DNet(3, vocab_size=5, d_in=2), ValueError,
+    (lambda: s4d.S4DNetConfig(d_out=3, vocab_size=5, d_in=2), ValueError,
      r"give exactly one of vocab_size \(token input\) and d_in \(feature input\)"),
-    (lambda: s4d.S4DNet(3, d_model=8, d_state=4, vocab_size=5)(torch.randn(2, 4)), TypeError,
+    (lambda: s4d.S4DNetConfig(d_out=3), ValueError,
+     r"give exactly one of vocab_size \(token input\) and d_in \(feature input\); got "
+     r"vocab_size=None, d_in=None"),
+    (lambda: s4d.S4DNetConfig(d_out=0, vocab_size=5), ValueError,
+     r"d_out must be an int >= 1; got int 0"),
+    (lambda: s4d.S4DNetConfig(d_out=3, vocab_size=5, n_layers=0), ValueError,
+     r"n_layers must be an int >= 1; got int 0"),
+    (lambda: s4d.S4DNetConfig(d_out=3, d_in=2.0), ValueError,
+     r"d_in must be an int >= 1; got float 2.0"),
+    (lambda: s4d.S4DNetConfig(vocab_size=5), TypeError, r"missing 1 required "
+     r"keyword-only argument: 'd_out'"),
+    (lambda: s4d.S4DNet(CONFIG), TypeError,
+     r"config must be an S4DNetConfig; got S4DConfig"),
+    (lambda: s4d.S4DBlock(s4d.S4DNetConfig), TypeError,
+     r"config must be an S4DConfig; got type"),
+    (lambda: net(vocab_size=5)(torch.randn(2, 4)), TypeError,
      r"S4DNet with vocab_size takes \(b, t\) token ids; got torch.float32"),
-    (lambda: s4d.S4DNet(3, d_model=8, d_state=4, d_in=2)(torch.randn(2, 4, 3)), ValueError,
+    (lambda: net(d_in=2)(torch.randn(2, 4, 3)), ValueError,
      r"S4DNet with d_in=2 takes \(b, t, 2\) features; got torch.float32 tensor of shape "
      r"\(2, 4, 3\)"),
-    (lambda: s4d.S4DBlock(4, 8, dropout=1.0), ValueError,
+    (lambda: s4d.S4DConfig(d_model=4, d_state=8, dropout=1.0), ValueError,
      r"dropout must be a number in \[0, 1\); got float 1.0"),
-    (lambda: s4d.S4DBlock(4, 8, dropout="0.1"), ValueError,
+    (lambda: s4d.S4DConfig(d_model=4, d_state=8, dropout="0.1"), ValueError,
      r"dropout must be a number in \[0, 1\); got str '0.1'"),
-    (lambda: s4d.S4DBlock(4, 7), ValueError,
+    (lambda: s4d.S4DBlock(s4d.S4DConfig(d_model=4, d_state=7)), ValueError,
      r"d_state must be even \(d_state/2 complex conjugate pairs\); got 7"),
-    (lambda: s4d.S4DBlock(4, 8)(torch.zeros(2, 3, 5)), ValueError,
+    (lambda: s4d.S4DBlock(CONFIG)(torch.zeros(2, 3, 5)), ValueError,
      r"S4DBlock input must be \(b, t, d_model=4\); got shape \(2, 3, 5\)"),
-    (lambda: s4d.S4DNet(3, d_model=8, d_state=4, vocab_size=5, dropout=None),
+    (lambda: net(vocab_size=5, dropout=None),
      ValueError, r"dropout must be a number in \[0, 1\); got NoneType None"),
     (lambda: token_net()(torch.full((2, 4), 7)), ValueError,
      r"S4DNet's input must hold token ids in 0..4; got ids from 7 to 7"),

@@ -7,7 +7,7 @@ import torch
 
 from lecturelib import tasks
 from lecturelib.pretraining import gpt
-from lecturelib.state_space import hybrid, mamba
+from lecturelib.state_space import hybrid
 
 
 def test_every_kind_maps_ids_to_logits_causally():
@@ -23,8 +23,9 @@ def test_every_kind_maps_ids_to_logits_causally():
 
 
 def test_the_hybrid_interleaves_mamba_and_attention():
-    model = hybrid.HybridLM(mamba.MambaConfig(d_model=16, vocab_size=7, d_state=4), "MAM",
-                            n_heads=2, seq_len=8)
+    config = hybrid.HybridConfig(d_model=16, vocab_size=7, d_state=4, pattern="MAM",
+                                 n_heads=2, seq_len=8)
+    model = hybrid.HybridLM(config)
     names = [type(layer).__name__ for layer in model.layers]
     assert names == ["Residual", "Block", "Residual"]
 

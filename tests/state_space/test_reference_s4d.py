@@ -45,6 +45,6 @@ def test_s4d_inv_frequencies_positive_and_decreasing(d_state):
 
 
 def test_s4d_layer_uses_the_init():
-    layer = s4d.S4D(3, d_state=8, init="inv")
+    layer = s4d.S4D(s4d.S4DConfig(d_model=3, d_state=8, init="inv"))
     expected = reference_s4d_inv(8).imag.float()
     assert torch.allclose(layer.A_imag, expected.repeat(3, 1))

@@ -116,7 +116,7 @@ def test_s4d_init_values():
 @pytest.mark.parametrize("init", ["lin", "inv"])
 def test_s4d_modes_agree_and_shapes(init):
     torch.manual_seed(0)
-    layer = s4d.S4D(6, 16, init=init)
+    layer = s4d.S4D(s4d.S4DConfig(d_model=6, d_state=16, init=init))
     u = torch.randn(2, 50, 6)
     y = layer(u)
     assert y.shape == (2, 50, 6) and layer.kernel(50).shape == (6, 50)
@@ -131,7 +131,7 @@ def test_s4d_modes_agree_and_shapes(init):
 
 def test_s4d_is_causal_and_learns_its_parameters():
     torch.manual_seed(0)
-    layer = s4d.S4D(3, 8)
+    layer = s4d.S4D(s4d.S4DConfig(d_model=3, d_state=8))
     u = torch.randn(1, 20, 3, requires_grad=True)
     layer(u)[0, 9].sum().backward()
     # the FFT leaves round-off (~1e-8) where the exact gradient is zero
@@ -142,16 +142,17 @@ def test_s4d_is_causal_and_learns_its_parameters():
 
 def test_s4d_steps_lie_in_range():
     torch.manual_seed(0)
-    layer = s4d.S4D(200, 4, dt_min=1e-3, dt_max=1e-1)
+    layer = s4d.S4D(s4d.S4DConfig(d_model=200, d_state=4, dt_min=1e-3, dt_max=1e-1))
     dt = layer.log_dt.exp()
     assert dt.min() >= 1e-3 and dt.max() <= 1e-1
 
 
 def test_s4dnet_tokens_and_features():
     torch.manual_seed(0)
-    tok = s4d.S4DNet(5, d_model=16, n_layers=2, d_state=8, vocab_size=7)
+    sizes = dict(d_model=16, d_state=8)
+    tok = s4d.S4DNet(s4d.S4DNetConfig(d_out=5, n_layers=2, vocab_size=7, **sizes))
     assert tok(torch.randint(0, 7, (2, 12))).shape == (2, 12, 5)
-    feat = s4d.S4DNet(1, d_model=16, n_layers=1, d_state=8, d_in=2)
+    feat = s4d.S4DNet(s4d.S4DNetConfig(d_out=1, n_layers=1, d_in=2, **sizes))
     assert feat(torch.randn(2, 12, 2)).shape == (2, 12, 1)
 
 
@@ -169,7 +170,7 @@ def test_real_diagonal_kernel_with_negative_entries_matches_powers():
 
 def test_s4d_kernel_is_the_closed_formula():
     torch.manual_seed(0)
-    layer = s4d.S4D(3, 8, init="lin")
+    layer = s4d.S4D(s4d.S4DConfig(d_model=3, d_state=8, init="lin"))
     with torch.no_grad():
         dt = layer.log_dt.exp()[:, None].double()
         A = torch.complex(-layer.log_A_real.exp(), layer.A_imag).to(torch.cdouble)

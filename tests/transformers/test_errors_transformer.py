@@ -11,6 +11,7 @@ from lecturelib.recurrence import seq2seq
 from lecturelib.transformers import self_attention, transformer, vit
 
 IDS = torch.tensor([[1, 2, 3], [4, 5, 6]])
+STACK = transformer.StackConfig(d_model=8, n_heads=2)
 
 
 def tf_config(**kw):
@@ -111,19 +112,27 @@ CASES = [
     (lambda: translator()(IDS, torch.tensor([3, 3]), -IDS), ValueError,
      r"ids must hold token ids in 0\.\.9; got ids from -6 to -1"),
     # blocks and masks
-    (lambda: transformer.Block(8, 2)(torch.randn(2, 3, 8), memory=torch.randn(2, 4, 8)),
+    (lambda: transformer.Block(STACK)(torch.randn(2, 3, 8), memory=torch.randn(2, 4, 8)),
      ValueError, r"memory: a block built with cross=True needs memory .*got memory"),
-    (lambda: transformer.Block(8, 2, cross=True)(torch.randn(2, 3, 8)), ValueError,
+    (lambda: transformer.Block(STACK, cross=True)(torch.randn(2, 3, 8)), ValueError,
      r"memory: .*got none"),
-    (lambda: transformer.Block(8, 2)(torch.randn(2, 3, 6)), ValueError,
+    (lambda: transformer.Block(STACK)(torch.randn(2, 3, 6)), ValueError,
      r"x must be \(b, t, d_model\) with d_model=8; got \(2, 3, 6\)"),
-    (lambda: transformer.Block(8, 2)(torch.randn(3, 8)), ValueError,
+    (lambda: transformer.Block(STACK)(torch.randn(3, 8)), ValueError,
      r"x must be \(b, t, d_model\); got \(3, 8\)"),
-    (lambda: transformer.Block(8, 2)(torch.randn(2, 3, 8), torch.ones(3, 3, dtype=torch.bool)),
+    (lambda: transformer.Block(STACK)(torch.randn(2, 3, 8), torch.ones(3, 3, dtype=torch.bool)),
      ValueError, r"mask must be 3-D .*mask\[None\]"),
-    (lambda: transformer.Block(8, 2)(torch.randn(2, 3, 8), self_attention.causal_mask(4)),
+    (lambda: transformer.Block(STACK)(torch.randn(2, 3, 8), self_attention.causal_mask(4)),
      ValueError, r"mask must be \(b, t, s\) = \(2, 3, 3\).*got \(1, 4, 4\)"),
-    (lambda: transformer.Block(8, 3), ValueError, r"divisible by n_heads"),
+    (lambda: transformer.Block(transformer.StackConfig(d_model=8, n_heads=3)), ValueError,
+     r"StackConfig: d_model must be divisible by n_heads; got d_model=8, n_heads=3"),
+    (lambda: transformer.Block(transformer.StackConfig(d_model=8, n_heads=2, d_ff=0)),
+     ValueError, r"d_ff must be an int >= 1; got int 0"),
+    (lambda: transformer.Block(transformer.StackConfig(d_model=8, n_heads=2, dropout=1.0)),
+     ValueError, r"dropout must be a number in \[0, 1\); got float 1\.0"),
+    (lambda: transformer.Block(8), TypeError, r"config must be a StackConfig; got int"),
+    (lambda: transformer.Block({"d_model": 8, "n_heads": 2}), TypeError,
+     r"config must be a StackConfig; got dict"),
     (lambda: transformer.layer_grad_norms([nn.Linear(2, 2)]), TypeError,
      r"blocks must be a non-empty nn.ModuleList; got list"),
     (lambda: transformer.layer_grad_norms(nn.ModuleList([nn.Linear(2, 2)])), ValueError,
@@ -131,7 +140,10 @@ CASES = [
     (lambda: transformer.LayerNorm(8)(torch.randn(2, 6)), ValueError,
      r"x must be \(\.\.\., d_model\) with d_model=8; got \(2, 6\)"),
     (lambda: transformer.RMSNorm(8)(torch.randn(2, 6)), ValueError, r"d_model=8; got \(2, 6\)"),
-    (lambda: transformer.FeedForward(8)([1.0] * 8), ValueError, r"d_model=8; got list"),
+    (lambda: transformer.FeedForward(STACK)([1.0] * 8), ValueError, r"d_model=8; got list"),
+    (lambda: transformer.FeedForward(8), TypeError, r"config must be a StackConfig; got int"),
+    (lambda: transformer.FeedForward(transformer.StackConfig(d_model=0)), ValueError,
+     r"d_model must be an int >= 1; got int 0"),
     # images and patches
     (lambda: vit.patchify(torch.rand(1, 1, 8, 8), 0), ValueError,
      r"patch_size must be an int >= 1; got int 0"),

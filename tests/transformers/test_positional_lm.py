@@ -18,7 +18,8 @@ def test_pre_ln_block_equals_the_transformer_block_with_the_same_weights():
     torch.manual_seed(0)
     ours = plm.PreLNBlock(8, positions.RelativeAttention(8, 2, 3))
     torch.manual_seed(0)                  # the same draws in the same order: the same weights
-    ref = transformer.Block(8, 2, attn=positions.RelativeAttention(8, 2, 3))
+    ref = transformer.Block(transformer.StackConfig(d_model=8, n_heads=2),
+                            attn=positions.RelativeAttention(8, 2, 3))
     x, mask = torch.randn(2, 6, 8), self_attention.causal_mask(6)
     bias = positions.alibi_bias(2, 6)
     assert torch.equal(ours(x, mask, bias), ref(x, mask, bias))
@@ -34,7 +35,8 @@ def test_positional_lm_takes_a_block_factory_and_defaults_to_pre_ln_blocks(schem
     torch.manual_seed(0)
     ours = plm.PositionalLM(config)
     torch.manual_seed(0)
-    ref = plm.PositionalLM(config, block=lambda attn: transformer.Block(16, 2, attn=attn))
+    stack = transformer.StackConfig(d_model=16, n_heads=2)
+    ref = plm.PositionalLM(config, block=lambda attn: transformer.Block(stack, attn=attn))
     assert all(isinstance(b, plm.PreLNBlock) for b in ours.blocks)
     assert all(isinstance(b, transformer.Block) for b in ref.blocks)
     x = torch.randint(0, 11, (3, 8))

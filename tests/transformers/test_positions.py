@@ -114,7 +114,8 @@ def test_relative_attention_known_answer():
 
 def test_relative_attention_plugs_into_a_block():
     torch.manual_seed(0)
-    block = transformer.Block(8, 2, attn=positions.RelativeAttention(8, 2, 3))
+    block = transformer.Block(transformer.StackConfig(d_model=8, n_heads=2),
+                              attn=positions.RelativeAttention(8, 2, 3))
     x = torch.randn(2, 6, 8)
     y = block(x, self_attention.causal_mask(6))
     assert y.shape == (2, 6, 8)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from torch import nn
@@ -12,7 +14,8 @@ from lecturelib.transformers import self_attention, transformer, vit
 
 
 def copy_block(ref: nn.Module, cross: bool) -> transformer.Block:
-    ours = transformer.Block(16, 4, d_ff=32, norm_first=ref.norm_first, cross=cross)
+    config = transformer.StackConfig(d_model=16, n_heads=4, d_ff=32, norm_first=ref.norm_first)
+    ours = transformer.Block(config, cross=cross)
     ours.attn = self_attention.from_torch(ref.self_attn)
     if cross:
         ours.cross = self_attention.from_torch(ref.multihead_attn)
@@ -52,8 +55,9 @@ def test_block_with_cross_attention_equals_torch_decoder_layer(norm_first):
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_block_without_residual_is_the_plain_composition(norm_first):
     torch.manual_seed(0)
-    plain = transformer.Block(8, 2, norm_first=norm_first, residual=False).eval()
-    skip = transformer.Block(8, 2, norm_first=norm_first).eval()
+    config = transformer.StackConfig(d_model=8, n_heads=2, norm_first=norm_first)
+    plain = transformer.Block(replace(config, residual=False)).eval()
+    skip = transformer.Block(config).eval()
     skip.load_state_dict(plain.state_dict())                  # the same weights
     x = torch.randn(2, 3, 8)
 
@@ -74,6 +78,24 @@ def test_block_without_residual_is_the_plain_composition(norm_first):
         torch.testing.assert_close(plain(x), expected)
         torch.testing.assert_close(skip(x), with_skip)
         assert (plain(x) - skip(x)).abs().max() > 0.1
+
+
+def test_block_and_feed_forward_take_their_sizes_from_the_config():
+    config = transformer.StackConfig(d_model=8, n_heads=2, n_layers=3, dropout=0.25)
+    ffn = transformer.FeedForward(config, activation=nn.ReLU)
+    assert [type(m) for m in ffn.net] == [nn.Linear, nn.ReLU, nn.Dropout, nn.Linear]
+    assert ffn.net[0].out_features == 32 and ffn.net[2].p == 0.25     # d_ff=None: 4d
+    wide = transformer.FeedForward(transformer.StackConfig(d_model=8, n_heads=2, d_ff=12))
+    assert wide.net[0].out_features == 12 and isinstance(wide.net[1], nn.GELU)
+    torch.manual_seed(0)
+    blocks = transformer.stack(config, cross=True)
+    torch.manual_seed(0)
+    expected = [transformer.Block(config, cross=True) for _ in range(3)]
+    for ours, ref in zip(blocks, expected, strict=True):
+        assert ours.state_dict().keys() == ref.state_dict().keys()
+        assert all(torch.equal(a, b) for a, b in
+                   zip(ours.state_dict().values(), ref.state_dict().values()))
+    assert blocks[0].cross is not None and blocks[0].drop.p == 0.25
 
 
 # --- chapter 8: normalisation, gradient norms, the three architectures, the ViT ---
@@ -108,8 +130,9 @@ def test_rms_norm_equals_torch_and_layer_norm_on_centred_input():
 
 def test_block_takes_rms_norm():
     torch.manual_seed(0)
-    ln_block = transformer.Block(8, 2).eval()
-    rms_block = transformer.Block(8, 2, norm=transformer.RMSNorm).eval()
+    config = transformer.StackConfig(d_model=8, n_heads=2)
+    ln_block = transformer.Block(config).eval()
+    rms_block = transformer.Block(config, norm=transformer.RMSNorm).eval()
     rms_block.load_state_dict(ln_block.state_dict(), strict=False)  # all but the β's
     seen = []
     rms_block.attn.register_forward_hook(lambda m, args, out: seen.append(args[0]))
@@ -136,9 +159,9 @@ def test_residuals_keep_gradients_in_a_deep_stack():
     torch.manual_seed(0)
     norms = {}
     for residual in (True, False):
-        blocks = nn.ModuleList(transformer.Block(16, 2, residual=residual,
-                                                 norm=lambda d: nn.Identity())
-                               for _ in range(8)).double()
+        config = transformer.StackConfig(d_model=16, n_heads=2, n_layers=8, residual=residual)
+        blocks = nn.ModuleList(transformer.Block(config, norm=lambda d: nn.Identity())
+                               for _ in range(config.n_layers)).double()
         h = torch.randn(2, 6, 16, dtype=torch.double)
         for block in blocks:
             h = block(h)

@@ -264,16 +264,15 @@ class CacheGPT(nn.Module):
         p = self.embed.weight
         width = c.d_rope if c.attention == "mla" else c.d_head
         rope = kvcache.Rope(width, max_len, c.rope_base, p.device)
-        return kvcache.KVCache(
-            c.n_layers,
-            batch,
-            max_len,
-            c.cache_entries(),
-            p.dtype,
-            p.device,
-            rope=rope,
-            model=self,  # a cache serves the model that built it
+        config = kvcache.KVCacheConfig(
+            n_layers=c.n_layers,
+            batch=batch,
+            max_len=max_len,
+            entries=c.cache_entries(),
+            dtype=p.dtype,
+            device=p.device,
         )
+        return kvcache.KVCache(config, rope=rope, model=self)  # the model that built it
 
     def forward(
         self, ids: torch.Tensor, cache: kvcache.KVCache | None = None, **options

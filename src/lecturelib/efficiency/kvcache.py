@@ -3,17 +3,17 @@ models.
 
 Generating token `t` with a decoder-only Transformer needs the keys and values of all
 earlier tokens at every layer. Recomputing them costs a forward pass over the whole
-prefix at every step (`O(L²)` for `L` tokens); storing them in a per-layer cache
-costs one token's forward pass and one row of attention per step (`O(L)`) (Pope et
-al., arXiv:2211.05102). `KVCache` is that store, preallocated;
-`cached_forward` runs chapter 11's `lecturelib.pretraining.gpt.GPT` with its own
-parameters and its own RoPE tables on a cache made for it (`new_cache`; a cache
-refuses any other model): a *prefill* of the prompt, then one *decode* step per new
-token. `recompute_logits` is the reference, the whole prefix recomputed. Plain RoPE
+prefix at every step (`O(L²)` for `L` tokens); storing them in a per-layer cache costs
+one token's forward pass and one row of attention per step (`O(L)`) (Pope et al.,
+arXiv:2211.05102). `KVCache` is that store, preallocated to the sizes of a
+`KVCacheConfig`; `cached_forward` runs chapter 11's `lecturelib.pretraining.gpt.GPT`
+with its own parameters and its own RoPE tables on a cache made for it (`new_cache`; a
+cache refuses any other model): a *prefill* of the prompt, then one *decode* step per
+new token. `recompute_logits` is the reference, the whole prefix recomputed. Plain RoPE
 has no length limit, so both run past the model's trained context (chapter 18 asks how
 well); a table that `rope_scaling.extend` changed is used as it is, and stops where it
-stops. Variants the cached path cannot run exactly are refused by name
-(`check_gpt`, `check_new_cache`).
+stops. Variants the cached path cannot run exactly are refused by name (`check_gpt`,
+`check_new_cache`).
 
 `PUBLISHED` holds the attention configurations of real models, each with its
 source, and `cache_bytes_per_token` computes `2 · n_kv_heads · d_head · n_layers
@@ -31,6 +31,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -139,33 +140,38 @@ def published_bytes_per_token(name: str, bytes_per_value: int = 2) -> int:
     )
 
 
+@dataclass(kw_only=True)
+class KVCacheConfig:
+    """A `KVCache`'s sizes; `entries` maps what a layer caches to (heads, width)."""
+
+    n_layers: int
+    batch: int
+    max_len: int
+    entries: dict[str, tuple[int, int]]
+    dtype: torch.dtype = torch.float32
+    device: torch.device | str | None = None
+
+    def __post_init__(self):
+        check_kv_cache_config(self)
+
+
 class KVCache:
     """Preallocated (b, heads, max_len, width) per layer and entry, filled in order."""
 
-    def __init__(
-        self,
-        n_layers: int,
-        batch: int,
-        max_len: int,
-        entries: dict,
-        dtype: torch.dtype = torch.float32,
-        device=None,
-        *,
-        rope: Rope | None = None,
-        model: torch.nn.Module | None = None,
-    ):
-        check_kv_cache(n_layers, batch, max_len, entries)
-        self.entries, self.batch, self.max_len = dict(entries), batch, max_len
+    def __init__(self, config: KVCacheConfig, *, rope: Rope | None = None, model=None):
+        check_type(config, "config", KVCacheConfig, "a KVCacheConfig")
+        c = config
+        self.entries, self.batch, self.max_len = dict(c.entries), c.batch, c.max_len
         self.rope, self.model = rope, model
         self.length = 0
         self.layers = [
             {
                 name: torch.zeros(
-                    batch, heads, max_len, width, dtype=dtype, device=device
+                    c.batch, heads, c.max_len, width, dtype=c.dtype, device=c.device
                 )
-                for name, (heads, width) in entries.items()
+                for name, (heads, width) in c.entries.items()
             }
-            for _ in range(n_layers)
+            for _ in range(c.n_layers)
         ]
 
     @property
@@ -191,9 +197,10 @@ class KVCache:
         self.length += t
 
 
-def check_kv_cache(n_layers, batch, max_len, entries) -> None:
-    """The arguments of `KVCache`."""
-    check_sizes(n_layers=n_layers, batch=batch, max_len=max_len)
+def check_kv_cache_config(c: KVCacheConfig) -> None:
+    """The fields of a `KVCacheConfig`."""
+    check_sizes(n_layers=c.n_layers, batch=c.batch, max_len=c.max_len)
+    entries = c.entries
     if (
         not isinstance(entries, dict)
         or not entries
@@ -252,10 +259,16 @@ def kv_cache(
     model: torch.nn.Module | None = None,
 ) -> KVCache:
     """A Transformer's cache: a key and a value of `n_kv_heads × d_head` per layer."""
-    entries = {"k": (n_kv_heads, d_head), "v": (n_kv_heads, d_head)}
-    return KVCache(
-        n_layers, batch, max_len, entries, dtype, device, rope=rope, model=model
+    kv = (n_kv_heads, d_head)
+    config = KVCacheConfig(
+        n_layers=n_layers,
+        batch=batch,
+        max_len=max_len,
+        entries={"k": kv, "v": kv},
+        dtype=dtype,
+        device=device,
     )
+    return KVCache(config, rope=rope, model=model)
 
 
 def attend_reference(
@@ -324,11 +337,17 @@ def check_new_cache(model, batch, max_len) -> None:
 def new_cache(model: gpt.GPT, batch: int, max_len: int) -> KVCache:
     """An empty cache of `max_len` positions bound to `model`, with its RoPE tables."""
     check_new_cache(model, batch, max_len)
-    c = model.config
-    p = next(model.parameters())
-    sizes = (c.n_layers, batch, max_len, c.n_heads, c.d_head)
-    rope = Rope.of_model(model, max_len)
-    return kv_cache(*sizes, p.dtype, p.device, rope=rope, model=model)
+    c, p = model.config, next(model.parameters())
+    kv = (c.n_heads, c.d_head)  # a key and a value of every head
+    config = KVCacheConfig(
+        n_layers=c.n_layers,
+        batch=batch,
+        max_len=max_len,
+        entries={"k": kv, "v": kv},
+        dtype=p.dtype,
+        device=p.device,
+    )
+    return KVCache(config, rope=Rope.of_model(model, max_len), model=model)
 
 
 def cached_forward(model: gpt.GPT, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:

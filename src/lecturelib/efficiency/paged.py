@@ -8,12 +8,12 @@ most `block_size - 1` positions per sequence are unused. Blocks are reference-co
 parallel samples of one prompt share the prompt's blocks, and a shared block is copied
 only when a sequence writes into it (copy-on-write).
 
-`PagedKVCache` is that cache for one layer; `paged_attention` reads keys
-and values through the block table, and `contiguous_attention` is its reference on
-a contiguous copy. The real kernel reads block by block inside the attention loop; we
-gather, and apply the reference's attention to what we gathered, so that the two agree
-on every input, NaN included (NaN in, NaN out: PyTorch's fused CPU kernel returns 0 for
-a query whose every key is NaN).
+`PagedKVCache` is that cache for one layer (its sizes in a `PagedConfig`);
+`paged_attention` reads keys and values through the block table, and
+`contiguous_attention` is its reference on a contiguous copy. The real kernel reads
+block by block inside the attention loop; we gather, and apply the reference's attention
+to what we gathered, so that the two agree on every input, NaN included (NaN in, NaN
+out: PyTorch's fused CPU kernel returns 0 for a query whose every key is NaN).
 
 Shapes: `g` key/value heads, `e` d_head, `h` query heads, `n` block_size.
 """
@@ -21,6 +21,7 @@ Shapes: `g` key/value heads, `e` d_head, `h` query heads, `n` block_size.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -67,23 +68,31 @@ class BlockAllocator:
         return len(self.refs) - len(self.free)
 
 
+@dataclass(kw_only=True)
+class PagedConfig:
+    """A `PagedKVCache`'s sizes: `capacity` positions in blocks of `block_size`."""
+
+    capacity: int
+    block_size: int
+    n_kv_heads: int
+    d_head: int
+    dtype: torch.dtype = torch.float32
+    device: torch.device | str | None = None
+
+    def __post_init__(self):
+        check_paged_config(self)
+
+
 class PagedKVCache:
     """One layer's keys and values of many sequences, in blocks of `block_size`."""
 
-    def __init__(
-        self,
-        capacity: int,
-        block_size: int,
-        n_kv_heads: int,
-        d_head: int,
-        dtype: torch.dtype = torch.float32,
-        device=None,
-    ):
-        check_paged_cache(capacity, block_size, n_kv_heads, d_head, dtype)
-        n_blocks = capacity // block_size
-        self.block_size, self.shape = block_size, (n_kv_heads, d_head)
+    def __init__(self, config: PagedConfig):
+        check_type(config, "config", PagedConfig, "a PagedConfig")
+        c = config
+        n_blocks = c.capacity // c.block_size
+        self.block_size, self.shape = c.block_size, (c.n_kv_heads, c.d_head)
         self.k = torch.zeros(
-            n_blocks, block_size, n_kv_heads, d_head, dtype=dtype, device=device
+            n_blocks, c.block_size, *self.shape, dtype=c.dtype, device=c.device
         )
         self.v = torch.zeros_like(self.k)
         self.allocator = BlockAllocator(n_blocks)
@@ -142,18 +151,22 @@ class PagedKVCache:
         return self.allocator.used * self.block_size
 
 
-def check_paged_cache(capacity, block_size, n_kv_heads, d_head, dtype) -> None:
-    """The arguments of `PagedKVCache`."""
+def check_paged_config(c: PagedConfig) -> None:
+    """The fields of a `PagedConfig`."""
     check_sizes(
-        capacity=capacity, block_size=block_size, n_kv_heads=n_kv_heads, d_head=d_head
+        capacity=c.capacity,
+        block_size=c.block_size,
+        n_kv_heads=c.n_kv_heads,
+        d_head=c.d_head,
     )
-    if capacity % block_size:
+    if c.capacity % c.block_size:
         raise ValueError(
-            f"block_size ({block_size}) must divide the capacity ({capacity} positions)"
+            f"block_size ({c.block_size}) must divide the capacity "
+            f"({c.capacity} positions)"
         )
-    check_type(dtype, "dtype", torch.dtype, "a torch.dtype")
-    if not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating-point torch.dtype; got {dtype}")
+    check_type(c.dtype, "dtype", torch.dtype, "a torch.dtype")
+    if not c.dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype; got {c.dtype}")
 
 
 def check_block_in_use(allocator: BlockAllocator, block) -> None:
@@ -262,7 +275,10 @@ def simulate(
 
     Returns one dict per step: `tokens`, `paged`, `contiguous`."""
     check_simulate(lengths, arrivals, block_size, max_len, capacity)
-    cache = PagedKVCache(capacity, block_size, 1, 1)
+    config = PagedConfig(
+        capacity=capacity, block_size=block_size, n_kv_heads=1, d_head=1
+    )
+    cache = PagedKVCache(config)
     token = torch.zeros(1, 1)
     history, done = [], set()
     for step in range(max(a + n for a, n in zip(arrivals, lengths)) + 1):

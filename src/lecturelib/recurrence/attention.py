@@ -45,6 +45,7 @@ from lecturelib.validate import (
     check_on_device,
     check_sizes,
     check_tensor,
+    check_type,
 )
 from lecturelib.recurrence.translation import PAD_ID
 
@@ -222,6 +223,28 @@ def lookup(q, k, v, score: nn.Module, mask: torch.Tensor | None = None):
     return attend(score(q, k), v, mask)
 
 
+@dataclass(kw_only=True)
+class AttentionConfig(seq2seq.Seq2SeqConfig):
+    """The sizes of chapter 4's encoder–decoder (`seq2seq.Seq2SeqConfig`) and the
+    score function of its attention decoder, one of `SCORES`."""
+
+    score: str = "additive"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.score not in SCORES:
+            raise ValueError(
+                f"AttentionConfig: score must be one of {SCORES}; got {self.score!r}"
+            )
+        if self.score == "dot" and self.d_enc != self.d_model:
+            raise ValueError(
+                f"AttentionConfig: a dot-product score needs d_q == d_k, "
+                f"but the decoder's d_model={self.d_model} queries "
+                f"encoder states of width {self.d_enc} (bidirectional); "
+                f"got score='dot' with bidirectional=True"
+            )
+
+
 def check_attention_decoder_input(dec, tgt_in, enc, h) -> None:
     """The arguments of `AttentionDecoder.forward` (shapes: its docstring)."""
     check_ids(tgt_in, "tgt_in", dims=2, vocab_size=dec.vocab_size)
@@ -250,31 +273,18 @@ def check_attention_decoder_input(dec, tgt_in, enc, h) -> None:
 class AttentionDecoder(nn.Module):
     """GRU decoder that attends with its state `s_t` and predicts from `[s_t; c_t]`."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_emb: int,
-        d_model: int,
-        d_enc: int,
-        n_layers: int = 1,
-        score: str = "additive",
-    ):
+    def __init__(self, config: AttentionConfig):
         super().__init__()
-        check_sizes(
-            vocab_size=vocab_size,
-            d_emb=d_emb,
-            d_model=d_model,
-            d_enc=d_enc,
-            n_layers=n_layers,
-        )
-        self.vocab_size, self.d_model, self.d_enc = vocab_size, d_model, d_enc
-        self.n_layers = n_layers
-        self.embed = nn.Embedding(vocab_size, d_emb, padding_idx=PAD_ID)
+        check_type(config, "config", AttentionConfig, "an AttentionConfig")
+        d_emb, d_model, d_enc = config.d_emb, config.d_model, config.d_enc
+        self.vocab_size, self.n_layers = config.tgt_vocab_size, config.n_layers
+        self.d_model, self.d_enc = d_model, d_enc
+        self.embed = nn.Embedding(self.vocab_size, d_emb, padding_idx=PAD_ID)
         self.bridge = nn.Linear(d_enc, d_model)
-        self.rnn = nn.GRU(d_emb, d_model, n_layers, batch_first=True)
-        self.score = make_score(score, d_model, d_enc)
+        self.rnn = nn.GRU(d_emb, d_model, self.n_layers, batch_first=True)
+        self.score = make_score(config.score, d_model, d_enc)
         self.combine = nn.Linear(d_model + d_enc, d_emb)
-        self.readout = nn.Linear(d_emb, vocab_size)
+        self.readout = nn.Linear(d_emb, self.vocab_size)
 
     def init_state(self, enc: seq2seq.Encoded) -> torch.Tensor:
         h0 = torch.tanh(self.bridge(enc.context))  # (b, d_model)
@@ -293,29 +303,6 @@ class AttentionDecoder(nn.Module):
         return self.readout(out), h, weights  # (b, t, v)
 
 
-@dataclass(kw_only=True)
-class AttentionConfig(seq2seq.Seq2SeqConfig):
-    """The sizes of chapter 4's encoder–decoder (`seq2seq.Seq2SeqConfig`) and the
-    score function of its attention decoder, one of `SCORES`."""
-
-    score: str = "additive"
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.score not in SCORES:
-            raise ValueError(
-                f"AttentionConfig: score must be one of {SCORES}; got {self.score!r}"
-            )
-        d_enc = self.d_model * (2 if self.bidirectional else 1)
-        if self.score == "dot" and d_enc != self.d_model:
-            raise ValueError(
-                f"AttentionConfig: a dot-product score needs d_q == d_k, "
-                f"but the decoder's d_model={self.d_model} queries "
-                f"encoder states of width {d_enc} (bidirectional); "
-                f"got score='dot' with bidirectional=True"
-            )
-
-
 def make_model(config: AttentionConfig) -> seq2seq.Seq2Seq:
     """The chapter's encoder–decoder with attention (the encoder of
     `seq2seq.make_model`)."""
@@ -323,11 +310,4 @@ def make_model(config: AttentionConfig) -> seq2seq.Seq2Seq:
         raise TypeError(
             f"config must be an AttentionConfig; got {type(config).__name__}"
         )
-    c = config
-    enc = seq2seq.Encoder(
-        c.src_vocab_size, c.d_emb, c.d_model, c.n_layers, c.bidirectional, c.context
-    )
-    dec = AttentionDecoder(
-        c.tgt_vocab_size, c.d_emb, c.d_model, enc.d_enc, c.n_layers, c.score
-    )
-    return seq2seq.Seq2Seq(enc, dec)
+    return seq2seq.Seq2Seq(seq2seq.Encoder(config), AttentionDecoder(config))

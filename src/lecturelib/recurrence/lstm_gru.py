@@ -205,12 +205,7 @@ class Recurrent(nn.Module):
     Shapes: x (b, t, d_in), state parts (l·dirs, b, d) -> (b, t, dirs·d), state."""
 
     def __init__(
-        self,
-        kind: str,
-        d_in: int,
-        d_model: int,
-        n_layers: int = 1,
-        bidirectional: bool = False,
+        self, kind: str, d_in: int, d_model: int, n_layers=1, bidirectional=False
     ):
         super().__init__()
         check_recurrent(kind, d_in, d_model, n_layers)

@@ -13,7 +13,7 @@
 - `CharRNN`, `stream_nll` and `sample` are a character-level language
   model (with its validation loss and a sampler) in the spirit of Karpathy's char-rnn
   (2015), using the fast `torch.nn.RNN`;
-- `pad_sequences`, `pool` and `RNNClassifier` classify
+- `pad_sequences`, `pool` and `RNNClassifier` (sized by a `ClassifierConfig`) classify
   variable-length sequences from one vector per sequence: the last state, or the mean or
   max of the states over the real (unpadded) positions.
 
@@ -23,6 +23,7 @@ Shapes use `b` batch, `t` time, `d` width, `v` vocabulary, `l` layers.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +37,7 @@ from lecturelib.validate import (
     check_number,
     check_sizes,
     check_tensor,
+    check_type,
     describe,
 )
 
@@ -335,11 +337,29 @@ def pool(states: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
     return states.masked_fill(~mask[..., None], float("-inf")).amax(1)  # "max"
 
 
-def check_rnn_classifier(vocab_size, d_emb, d_model, n_classes, pooling) -> None:
-    """The arguments of `RNNClassifier`."""
+def check_classifier_config(c) -> None:
+    """The sizes of a `ClassifierConfig`."""
     check_sizes(
-        vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_classes=n_classes
+        vocab_size=c.vocab_size, d_emb=c.d_emb, d_model=c.d_model, n_classes=c.n_classes
     )
+
+
+@dataclass(kw_only=True)
+class ClassifierConfig:
+    """The sizes of an `RNNClassifier`."""
+
+    vocab_size: int
+    d_emb: int
+    d_model: int
+    n_classes: int
+
+    def __post_init__(self):
+        check_classifier_config(self)
+
+
+def check_rnn_classifier(config, pooling) -> None:
+    """The arguments of `RNNClassifier`."""
+    check_type(config, "config", ClassifierConfig, "a ClassifierConfig")
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}; got {pooling!r}")
 
@@ -347,20 +367,13 @@ def check_rnn_classifier(vocab_size, d_emb, d_model, n_classes, pooling) -> None
 class RNNClassifier(nn.Module):
     """Embedding → RNN → `pool` → linear: class logits; `mask` True at real tokens."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_emb: int,
-        d_model: int,
-        n_classes: int,
-        pooling: str = "last",
-    ):
+    def __init__(self, config: ClassifierConfig, *, pooling: str = "last"):
         super().__init__()
-        check_rnn_classifier(vocab_size, d_emb, d_model, n_classes, pooling)
+        check_rnn_classifier(config, pooling)
         self.pooling = pooling
-        self.embed = nn.Embedding(vocab_size, d_emb)
-        self.rnn = nn.RNN(d_emb, d_model, batch_first=True)
-        self.classify = nn.Linear(d_model, n_classes)
+        self.embed = nn.Embedding(config.vocab_size, config.d_emb)
+        self.rnn = nn.RNN(config.d_emb, config.d_model, batch_first=True)
+        self.classify = nn.Linear(config.d_model, config.n_classes)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         check_ids(x, "x", dims=2, vocab_size=self.embed.num_embeddings)

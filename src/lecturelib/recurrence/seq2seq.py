@@ -2,14 +2,16 @@
 
 - `Encoder` reads the source with a (bidirectional, stacked) GRU and summarises
   it in one *context vector* `c`: the final states of the top layer, or the mean of
-  its states over the real positions;
+  its states over the real positions; `run_packed` runs the GRU over the real tokens
+  only, sorting the lengths on the CPU so that nothing is read back from the device;
 - `Decoder` is a conditional language model `p(y_t | y_<t, c)`: a GRU that
   starts from `tanh(W c)` and reads `[embed(y_{t-1}); c]` at every step, as in Cho
   et al. (2014, arXiv:1406.1078); Sutskever et al. (2014, arXiv:1409.3215) passed `c`
   only as the initial state, used deep LSTMs and reversed the source;
 - `Seq2Seq` joins them, and `make_model` builds the chapter's model from a
-  `Seq2SeqConfig` passed by keyword; `masked_cross_entropy` and
-  `loss` train it by teacher forcing with the padded positions left out;
+  `Seq2SeqConfig` passed by keyword, the sizes that the encoder and the decoder read;
+  `masked_cross_entropy` and `loss` train it by teacher forcing with the padded
+  positions left out;
 - `val_loss` and `train_translator` are the training recipe of chapters 4, 5
   and 8 (AdamW, warm-up and cosine decay, clipping, batches of similar length);
 - `greedy_decode` translates a batch token by token until `</s>`;
@@ -46,6 +48,7 @@ from lecturelib.validate import (
     check_bool,
     check_choice,
     check_number,
+    check_on_device,
     check_tensor,
     check_type,
     describe,
@@ -55,19 +58,22 @@ from lecturelib.validate import (
 CONTEXTS = ("last", "mean")
 
 
-def check_lengths(src_len, src: torch.Tensor) -> None:
+def check_lengths(src_len, src: torch.Tensor, name: str = "src_len") -> None:
     """`src_len` must hold the `(b,)` integer lengths, in `1 .. s`, of the sentences
-    of `src` `(b, s)`."""
+    of `src` `(b, s)`; `name` names it in the message."""
     if not is_int_tensor(src_len):
         raise TypeError(
-            f"src_len must be an integer tensor of (b,) lengths; got {describe(src_len)}"
+            f"{name} must be an integer tensor of (b,) lengths; got {describe(src_len)}"
         )
     b, s = src.shape[:2]
-    if src_len.shape != (b,) or (src_len < 1).any() or (src_len > s).any():
-        raise ValueError(
-            f"src_len must be (b,) = ({b},) integer lengths in 1..{s}; got "
-            f"{src_len.dtype} {src_len.tolist()}"
-        )
+    message = f"{name} must be (b,) = ({b},) integer lengths in 1..{s}"
+    if src_len.shape != (b,):
+        raise ValueError(f"{message}; got {src_len.dtype} {src_len.tolist()}")
+    check_on_device(  # on an accelerator, checked there without a read-back
+        ((src_len >= 1) & (src_len <= s)).all(),
+        message,
+        lambda: f"; got {src_len.dtype} {src_len.tolist()}",
+    )
 
 
 class Encoded(NamedTuple):
@@ -79,13 +85,67 @@ class Encoded(NamedTuple):
     context: torch.Tensor
 
 
-def check_encoder(vocab_size, d_emb, d_model, n_layers, bidirectional, context) -> None:
-    """The arguments of `Encoder`."""
+@dataclass(kw_only=True)
+class Seq2SeqConfig:
+    """The sizes of a recurrent encoder–decoder (chapters 4 and 5)."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_emb: int = 128
+    d_model: int = 256
+    n_layers: int = 1
+    bidirectional: bool = True
+    context: str = "last"
+
+    def __post_init__(self):
+        check_seq2seq_config(self)
+
+    @property
+    def d_enc(self) -> int:
+        """The width of the encoder's states: `2·d_model` when bidirectional."""
+        return (2 if self.bidirectional else 1) * self.d_model
+
+
+def check_seq2seq_config(c: Seq2SeqConfig) -> None:
+    """The sizes of a `Seq2SeqConfig` (and of its subclasses)."""
     validate.check_sizes(
-        vocab_size=vocab_size, d_emb=d_emb, d_model=d_model, n_layers=n_layers
+        src_vocab_size=c.src_vocab_size,
+        tgt_vocab_size=c.tgt_vocab_size,
+        d_emb=c.d_emb,
+        d_model=c.d_model,
+        n_layers=c.n_layers,
     )
-    check_bool(bidirectional, "bidirectional")
-    check_choice(context, "context", CONTEXTS)
+    check_bool(c.bidirectional, "bidirectional")
+    check_choice(c.context, "context", CONTEXTS)
+
+
+def check_config(config, kind: type) -> None:
+    """Raise a TypeError unless `config` is a `kind` (a config dataclass)."""
+    check_type(config, "config", kind, f"a {kind.__name__}")
+
+
+def check_run_packed(rnn, x, lengths) -> None:
+    """The arguments of `run_packed`."""
+    check_type(rnn, "rnn", (nn.RNN, nn.GRU), "a torch.nn.RNN or GRU")
+    if not rnn.batch_first:
+        raise ValueError(f"rnn must be batch_first; got {rnn}")
+    check_tensor(x, "x", "(b, t, d_in)", 3)
+    check_lengths(lengths, x, "lengths")
+
+
+def run_packed(rnn: nn.RNN | nn.GRU, x: torch.Tensor, lengths: torch.Tensor):
+    """`rnn` over each row's first `lengths` steps only, reading nothing back."""
+    check_run_packed(rnn, x, lengths)
+    lengths, order = torch.sort(lengths.cpu(), descending=True)  # longest first
+    back = order.argsort().to(x.device)  # the batch's order, sent to the device
+    packed = nn.utils.rnn.pack_padded_sequence(
+        x[order.to(x.device)], lengths, batch_first=True
+    )
+    out, h_n = rnn(packed)  # h_n: (l·dirs, b, d), longest first
+    states, _ = nn.utils.rnn.pad_packed_sequence(
+        out, batch_first=True, total_length=x.shape[1]
+    )  # (b, t, dirs·d), zero past each length
+    return states[back], h_n[:, back]
 
 
 def check_encoder_input(encoder, src, src_len) -> None:
@@ -97,34 +157,21 @@ def check_encoder_input(encoder, src, src_len) -> None:
 class Encoder(nn.Module):
     """Embedding → GRU over the source; `d_enc = 2·d_model` when bidirectional."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_emb: int,
-        d_model: int,
-        n_layers: int = 1,
-        bidirectional: bool = True,
-        context: str = "last",
-    ):
+    def __init__(self, config: Seq2SeqConfig):
         super().__init__()
-        check_encoder(vocab_size, d_emb, d_model, n_layers, bidirectional, context)
-        self.context, self.n_dirs = context, 2 if bidirectional else 1
-        self.d_enc = self.n_dirs * d_model
-        self.embed = nn.Embedding(vocab_size, d_emb, padding_idx=PAD_ID)
+        check_config(config, Seq2SeqConfig)
+        d_emb, d_model, n_layers = config.d_emb, config.d_model, config.n_layers
+        self.context, self.n_dirs = config.context, 2 if config.bidirectional else 1
+        self.d_enc = config.d_enc
+        self.embed = nn.Embedding(config.src_vocab_size, d_emb, padding_idx=PAD_ID)
         self.rnn = nn.GRU(
-            d_emb, d_model, n_layers, batch_first=True, bidirectional=bidirectional
+            d_emb, d_model, n_layers, batch_first=True, bidirectional=self.n_dirs == 2
         )
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor) -> Encoded:
         check_encoder_input(self, src, src_len)
         # packing runs each sequence over its real tokens only: padding changes nothing
-        packed = nn.utils.rnn.pack_padded_sequence(
-            self.embed(src), src_len.cpu(), batch_first=True, enforce_sorted=False
-        )
-        out, h_n = self.rnn(packed)  # h_n: (l·dirs, b, d_model)
-        states, _ = nn.utils.rnn.pad_packed_sequence(
-            out, batch_first=True, total_length=src.shape[1]
-        )
+        states, h_n = run_packed(self.rnn, self.embed(src), src_len)
         mask = src != PAD_ID
         if self.context == "last":  # the top layer's final state in each direction
             context = rearrange(h_n, "(l k) b d -> l b (k d)", k=self.n_dirs)[-1]
@@ -147,23 +194,16 @@ def check_decoder_input(decoder, tgt_in, enc) -> None:
 class Decoder(nn.Module):
     """GRU decoder on one context `c`: starts at `tanh(W c)`, reads `[E y_{t-1}; c]`."""
 
-    def __init__(
-        self, vocab_size: int, d_emb: int, d_model: int, d_enc: int, n_layers: int = 1
-    ):
+    def __init__(self, config: Seq2SeqConfig):
         super().__init__()
-        validate.check_sizes(
-            vocab_size=vocab_size,
-            d_emb=d_emb,
-            d_model=d_model,
-            d_enc=d_enc,
-            n_layers=n_layers,
-        )
-        self.n_layers = n_layers
-        self.embed = nn.Embedding(vocab_size, d_emb, padding_idx=PAD_ID)
+        check_config(config, Seq2SeqConfig)
+        d_emb, d_model, d_enc = config.d_emb, config.d_model, config.d_enc
+        self.n_layers = config.n_layers
+        self.embed = nn.Embedding(config.tgt_vocab_size, d_emb, padding_idx=PAD_ID)
         self.bridge = nn.Linear(d_enc, d_model)
-        self.rnn = nn.GRU(d_emb + d_enc, d_model, n_layers, batch_first=True)
+        self.rnn = nn.GRU(d_emb + d_enc, d_model, self.n_layers, batch_first=True)
         self.combine = nn.Linear(d_model + d_enc, d_emb)
-        self.readout = nn.Linear(d_emb, vocab_size)
+        self.readout = nn.Linear(d_emb, config.tgt_vocab_size)
 
     def init_state(self, enc: Encoded) -> torch.Tensor:
         h0 = torch.tanh(self.bridge(enc.context))  # (b, d_model)
@@ -199,45 +239,10 @@ class Seq2Seq(nn.Module):
         return logits
 
 
-@dataclass(kw_only=True)
-class Seq2SeqConfig:
-    """The sizes of a recurrent encoder–decoder (chapters 4 and 5)."""
-
-    src_vocab_size: int
-    tgt_vocab_size: int
-    d_emb: int = 128
-    d_model: int = 256
-    n_layers: int = 1
-    bidirectional: bool = True
-    context: str = "last"
-
-    def __post_init__(self):
-        check_seq2seq_config(self)
-
-
-def check_seq2seq_config(c: Seq2SeqConfig) -> None:
-    """The sizes of a `Seq2SeqConfig` (and of its subclasses)."""
-    validate.check_sizes(
-        src_vocab_size=c.src_vocab_size,
-        tgt_vocab_size=c.tgt_vocab_size,
-        d_emb=c.d_emb,
-        d_model=c.d_model,
-        n_layers=c.n_layers,
-    )
-    check_bool(c.bidirectional, "bidirectional")
-    check_choice(c.context, "context", CONTEXTS)
-
-
 def make_model(config: Seq2SeqConfig) -> Seq2Seq:
     """The chapter's encoder–decoder without attention."""
-    check_type(config, "config", Seq2SeqConfig, "a Seq2SeqConfig")
-    c = config
-    enc = Encoder(
-        c.src_vocab_size, c.d_emb, c.d_model, c.n_layers, c.bidirectional, c.context
-    )
-    return Seq2Seq(
-        enc, Decoder(c.tgt_vocab_size, c.d_emb, c.d_model, enc.d_enc, c.n_layers)
-    )
+    check_config(config, Seq2SeqConfig)
+    return Seq2Seq(Encoder(config), Decoder(config))
 
 
 def check_logits_targets(logits, targets) -> None:
@@ -249,10 +254,11 @@ def check_logits_targets(logits, targets) -> None:
             f"logits (b, t, v) and targets (b, t) disagree: "
             f"{tuple(logits.shape)} vs {tuple(targets.shape)}"
         )
-    if targets.numel() and not bool((targets != PAD_ID).any()):
-        raise ValueError(
-            f"targets hold no real token: every position is <pad> (id {PAD_ID}), and a mean "
-            f"over no tokens is undefined"
+    if targets.numel():  # on an accelerator, checked there without a read-back
+        check_on_device(
+            (targets != PAD_ID).any(),
+            f"targets hold no real token: every position is <pad> (id {PAD_ID}), and a "
+            f"mean over no tokens is undefined",
         )
 
 
@@ -394,7 +400,9 @@ def translate(
     for start in range(0, len(sources), batch_size):
         chunk = [(s, []) for s in sources[start : start + batch_size]]
         b = data.batch(chunk)
-        ids, _ = greedy_decode(model, b.src.to(device), b.src_len.to(device), max_len)
+        ids, _ = greedy_decode(
+            model, b.src.to(device), b.src_len, max_len
+        )  # lengths: CPU
         outputs += [translation.decode(row, data.tgt_vocab) for row in ids.cpu()]
     model.train(was_training)
     return outputs

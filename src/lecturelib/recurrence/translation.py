@@ -187,6 +187,9 @@ class Batch(NamedTuple):
     src_len: torch.Tensor
     tgt_in: torch.Tensor
     tgt_out: torch.Tensor
+    # train.to_device leaves the lengths on the CPU, where packing reads them (chapter 4):
+    # on a GPU, reading them back would make every forward pass wait
+    host_fields = ("src_len",)
 
     @property
     def src_mask(self) -> torch.Tensor:

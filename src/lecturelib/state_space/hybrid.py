@@ -2,9 +2,10 @@
 
 `HybridLM` interleaves Mamba blocks with attention blocks, as Jamba (Lieber et
 al., 2024, arXiv:2403.19887) and Griffin (De et al., 2024, arXiv:2402.19427) interleave
-recurrent and attention layers: a `pattern` such as `"MA"` names the layers from the
-input up (`M` Mamba, `A` the GPT block of chapter 11). `build` makes any of
-the book's families (`KINDS`) into a next-token model of the same width and depth,
+recurrent and attention layers: the `pattern` of a `HybridConfig`, such as `"MA"`,
+names the layers from the input up (`M` Mamba, `A` the GPT block of chapter 11).
+`build` makes any of the book's families (`KINDS`) into a next-token model of the same
+width and depth,
 so that one training call (`train_task`, through `lecturelib.train.fit`) and one scorer (`accuracy`) serve
 the synthetic tasks of `lecturelib.tasks`; `state_bytes` is the memory each
 family keeps per sequence while generating.
@@ -18,6 +19,8 @@ Shapes: ids `(b, t)` → logits `(b, t, vocab_size)`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -42,9 +45,9 @@ from lecturelib.validate import (
 KINDS = ("rnn", "lstm", "transformer", "s4d", "mamba", "hybrid")
 
 
-def check_hybrid(config, pattern) -> None:
-    """The arguments of `HybridLM`: a Mamba config and a pattern of layers."""
-    check_type(config, "config", mamba.MambaConfig, "a MambaConfig")
+def check_hybrid_config(c) -> None:
+    """The fields a `HybridConfig` adds: a pattern, sizes, heads that divide d_model."""
+    pattern = c.pattern
     message = (
         f"pattern must be a non-empty string of 'M' (Mamba) and 'A' "
         f"(attention); got {pattern!r}"
@@ -53,6 +56,26 @@ def check_hybrid(config, pattern) -> None:
         raise TypeError(message)
     if not pattern or set(pattern) - {"M", "A"}:
         raise ValueError(message)
+    check_int(c.n_heads, "HybridConfig.n_heads", 1)
+    check_int(c.seq_len, "HybridConfig.seq_len", 1)
+    if c.d_model % c.n_heads:
+        raise ValueError(
+            f"HybridConfig.d_model ({c.d_model}) must be divisible by "
+            f"n_heads ({c.n_heads}) for the attention layers"
+        )
+
+
+@dataclass(kw_only=True)
+class HybridConfig(mamba.MambaConfig):
+    """The sizes of a `HybridLM`: a `MambaConfig`, a `pattern` and attention's sizes."""
+
+    pattern: str = "MA"  # the layers from the input up: M Mamba, A attention
+    n_heads: int = 4
+    seq_len: int = 256  # the longest input
+
+    def __post_init__(self):
+        super().__post_init__()  # MambaConfig's checks, and dt_rank
+        check_hybrid_config(self)
 
 
 def check_hybrid_ids(ids, vocab_size: int, seq_len: int) -> None:
@@ -68,35 +91,29 @@ def check_hybrid_ids(ids, vocab_size: int, seq_len: int) -> None:
 class HybridLM(nn.Module):
     """Embedding → `pattern` layers (`M` Mamba, `A` attention) → RMSNorm → tied head."""
 
-    def __init__(
-        self,
-        config: mamba.MambaConfig,
-        pattern: str = "MA",
-        n_heads: int = 4,
-        seq_len: int = 256,
-    ):
+    def __init__(self, config: HybridConfig):
         super().__init__()
-        check_hybrid(config, pattern)
+        check_type(config, "config", HybridConfig, "a HybridConfig")
+        c = self.config = config
         attn = gpt.GPTConfig(
-            vocab_size=config.vocab_size,
-            seq_len=seq_len,
-            d_model=config.d_model,
+            vocab_size=c.vocab_size,
+            seq_len=c.seq_len,
+            d_model=c.d_model,
             n_layers=1,
-            n_heads=n_heads,
+            n_heads=c.n_heads,
         )
-        self.config, self.pattern, self.seq_len = config, pattern, seq_len
-        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.embed = nn.Embedding(c.vocab_size, c.d_model)
         self.layers = nn.ModuleList(
-            mamba.Residual(config.d_model, mamba.MambaBlock(config))
+            mamba.Residual(c.d_model, mamba.MambaBlock(c))
             if kind == "M"
             else gpt.Block(attn)
-            for kind in pattern
+            for kind in c.pattern
         )
-        self.norm = nn.RMSNorm(config.d_model)
+        self.norm = nn.RMSNorm(c.d_model)
         nn.init.normal_(self.embed.weight, std=0.02)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        check_hybrid_ids(ids, self.config.vocab_size, self.seq_len)
+        check_hybrid_ids(ids, self.config.vocab_size, self.config.seq_len)
         x = self.embed(ids)  # (b, t, d_model)
         for layer in self.layers:
             x = layer(x)
@@ -111,12 +128,13 @@ class S4DLM(nn.Module):
         super().__init__()
         check_sizes(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers)
         self.vocab_size = vocab_size
+        config = s4d.S4DConfig(d_model=d_model, d_state=d_state)
         self.embed = nn.Embedding(vocab_size, d_model)
         self.layers = nn.ModuleList(
             mamba.Residual(
                 d_model,
                 nn.Sequential(
-                    s4d.S4D(d_model, d_state=d_state),
+                    s4d.S4D(config),
                     nn.GELU(),
                     nn.Linear(d_model, d_model),
                 ),
@@ -228,18 +246,18 @@ def build(
         return default_init(model)
     if kind == "s4d":
         return S4DLM(vocab_size, d_model, n_layers, d_state=max(2, 2 * d_state))
-    config = mamba.MambaConfig(
-        d_model=d_model,
-        n_layers=n_layers,
-        vocab_size=vocab_size,
+    sizes = dict(d_model=d_model, n_layers=n_layers, vocab_size=vocab_size)
+    if kind == "mamba":
+        return mamba.MambaLM(mamba.MambaConfig(**sizes, d_state=d_state, scan=scan))
+    config = HybridConfig(
+        **sizes,
         d_state=d_state,
         scan=scan,
+        pattern=("MA" * n_layers)[:n_layers],
+        n_heads=n_heads,
+        seq_len=seq_len,
     )
-    if kind == "mamba":
-        return mamba.MambaLM(config)
-    return HybridLM(
-        config, ("MA" * n_layers)[:n_layers], n_heads=n_heads, seq_len=seq_len
-    )
+    return HybridLM(config)
 
 
 def check_task(x, y) -> None:
@@ -310,9 +328,8 @@ def state_bytes(model: nn.Module, length: int, bytes_per_value: int = 4) -> int:
         elif isinstance(module, nn.LSTM):
             per_layer.append(2 * module.num_layers * module.hidden_size)
         elif isinstance(module, s4d.S4D):
-            per_layer.append(
-                module.d_model * module.d_state
-            )  # d_state // 2 complex modes
+            c = module.config  # d_state // 2 complex modes
+            per_layer.append(c.d_model * c.d_state)
         elif isinstance(module, mamba.MambaBlock):
             c = module.config
             per_layer.append(c.d_inner * (c.d_state + c.d_conv - 1))

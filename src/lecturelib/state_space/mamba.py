@@ -39,20 +39,20 @@ from lecturelib.validate import (
 
 
 def check_mamba_config(config) -> None:
-    """The fields of a `MambaConfig`."""
+    """The fields of a `MambaConfig` (of a subclass: the messages name it)."""
+    kind = type(config).__name__
     for name in ("d_model", "n_layers", "vocab_size", "d_state", "expand", "d_conv"):
-        check_int(getattr(config, name), f"MambaConfig.{name}", 1)
+        check_int(getattr(config, name), f"{kind}.{name}", 1)
     if config.dt_rank is not None:
-        check_int(config.dt_rank, "MambaConfig.dt_rank", 1)
-    check_number(config.dt_min, "MambaConfig.dt_min", 0, low_open=True)
+        check_int(config.dt_rank, f"{kind}.dt_rank", 1)
+    check_number(config.dt_min, f"{kind}.dt_min", 0, low_open=True)
     if not (isinstance(config.dt_max, (int, float)) and config.dt_max > config.dt_min):
         raise ValueError(
-            f"MambaConfig.dt_max must be > dt_min = {config.dt_min}; "
-            f"got {config.dt_max!r}"
+            f"{kind}.dt_max must be > dt_min = {config.dt_min}; got {config.dt_max!r}"
         )
     if config.scan not in scan.METHODS:
         raise ValueError(
-            f"MambaConfig.scan must be one of {scan.METHODS}; got {config.scan!r}"
+            f"{kind}.scan must be one of {scan.METHODS}; got {config.scan!r}"
         )
 
 

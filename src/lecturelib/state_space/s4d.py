@@ -6,7 +6,8 @@ as S4D-Lin (`A_n = -1/2 + iπn`) or S4D-Inv (`A_n = -1/2 + i(N/π)(N/(2n+1) - 1)
 (`s4d_init`), a learned step `Δ` per channel and a skip `D`; it uses zero-order
 hold where the S4D paper also offers the bilinear rule. It runs as a convolution (FFT)
 or as a recurrence, with the same outputs. `S4DNet` stacks S4D layers into a
-small sequence model.
+small sequence model. The sizes live in an `S4DConfig` (layer and block) or an
+`S4DNetConfig` (network), validated once when made.
 
 Shapes: `b` batch, `t` time, `d_model` channels, `d_state // 2` complex modes.
 """
@@ -14,6 +15,7 @@ Shapes: `b` batch, `t` time, `d_model` channels, `d_state // 2` complex modes.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +32,7 @@ from lecturelib.validate import (
     check_ids,
     check_int,
     check_number,
+    check_type,
     describe,
     is_int_tensor,
 )
@@ -58,12 +61,28 @@ def s4d_init(d_state: int, init: str = "inv") -> torch.Tensor:
     return torch.complex(torch.full_like(n, -0.5), imag)
 
 
-def check_s4d(d_model, d_state, init, dt_min, dt_max) -> None:
-    """The arguments of `S4D`."""
-    check_int(d_model, "d_model", 1)
-    check_s4d_init(d_state, init)
-    check_number(dt_min, "dt_min", 0.0, low_open=True)
-    check_number(dt_max, "dt_max", dt_min)
+def check_s4d_config(c) -> None:
+    """The fields of an `S4DConfig` (of an `S4DNetConfig` too)."""
+    check_int(c.d_model, "d_model", 1)
+    check_s4d_init(c.d_state, c.init)
+    check_number(c.dt_min, "dt_min", 0.0, low_open=True)
+    check_number(c.dt_max, "dt_max", c.dt_min)
+    check_dropout(c.dropout)
+
+
+@dataclass(kw_only=True)
+class S4DConfig:
+    """The sizes of an `S4D` layer and an `S4DBlock`."""
+
+    d_model: int = 64
+    d_state: int = 64  # N: N // 2 complex modes, conjugates implied
+    init: str = "inv"  # one of INITS (`s4d_init`)
+    dt_min: float = 1e-3  # Δ starts log-uniform in [dt_min, dt_max]
+    dt_max: float = 1e-1
+    dropout: float = 0.0  # after each block
+
+    def __post_init__(self):
+        check_s4d_config(self)
 
 
 def check_s4d_input(u, d_model: int, name: str = "S4D input", dims: int = 3) -> None:
@@ -89,10 +108,11 @@ def check_steps(x, name: str) -> None:
 def check_s4d_step(layer, u_t, h) -> None:
     """The arguments of `S4D.step`: one step `(b, d_model)` and, if given, a
     complex state `(b, d_model, d_state // 2)` of the same batch."""
-    check_s4d_input(u_t, layer.d_model, "u_t", dims=2)
+    d_model = layer.config.d_model
+    check_s4d_input(u_t, d_model, "u_t", dims=2)
     if h is None:
         return
-    shape = (u_t.shape[0], layer.d_model, layer.A_imag.shape[-1])
+    shape = (u_t.shape[0], d_model, layer.A_imag.shape[-1])
     if not isinstance(h, torch.Tensor) or not h.is_complex():
         raise TypeError(f"h must be a complex state {shape}; got {describe(h)}")
     if tuple(h.shape) != shape:
@@ -104,26 +124,19 @@ def check_s4d_step(layer, u_t, h) -> None:
 class S4D(nn.Module):
     """Causal diagonal SSM per channel: `forward` by FFT, `recurrent`, `step` as RNN."""
 
-    def __init__(
-        self,
-        d_model: int,
-        d_state: int = 64,
-        init: str = "inv",
-        dt_min: float = 1e-3,
-        dt_max: float = 1e-1,
-    ):
+    def __init__(self, config: S4DConfig):
         super().__init__()
-        check_s4d(d_model, d_state, init, dt_min, dt_max)
-        A = s4d_init(d_state, init)  # (N/2,)
-        self.d_model, self.d_state, self.init = d_model, d_state, init
-        u = torch.rand(d_model, dtype=torch.float64)
-        log_dt = math.log(dt_min) + u * (math.log(dt_max) - math.log(dt_min))
+        check_type(config, "config", S4DConfig, "an S4DConfig")
+        c = self.config = config
+        d, A = c.d_model, s4d_init(c.d_state, c.init)  # A: (N/2,)
+        u = torch.rand(d, dtype=torch.float64)
+        log_dt = math.log(c.dt_min) + u * (math.log(c.dt_max) - math.log(c.dt_min))
         self.log_dt = nn.Parameter(log_dt.float())  # (d_model,)
-        self.log_A_real = nn.Parameter(A.real.neg().log().float().repeat(d_model, 1))
-        self.A_imag = nn.Parameter(A.imag.float().repeat(d_model, 1))
-        C = torch.randn(d_model, d_state // 2, dtype=torch.cfloat) * 0.5**0.5
+        self.log_A_real = nn.Parameter(A.real.neg().log().float().repeat(d, 1))
+        self.A_imag = nn.Parameter(A.imag.float().repeat(d, 1))
+        C = torch.randn(d, c.d_state // 2, dtype=torch.cfloat) * 0.5**0.5
         self.C = nn.Parameter(torch.view_as_real(C))  # (d_model, N/2, 2)
-        self.D = nn.Parameter(torch.randn(d_model))
+        self.D = nn.Parameter(torch.randn(d))
 
     def discrete(self):
         """`(Ā, B̄, 2C)`, each `(d_model, d_state // 2)` complex (ZOH, B = 1)."""
@@ -137,14 +150,14 @@ class S4D(nn.Module):
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         """Convolutional mode: `y = K̄ * u + D u` per channel, by FFT."""
-        check_s4d_input(u, self.d_model)
+        check_s4d_input(u, self.config.d_model)
         x = u.transpose(1, 2)  # (b, d_model, t)
         y = ssm_convolve(x, self.kernel(x.shape[-1]), self.D)
         return y.transpose(1, 2)  # (b, t, d_model)
 
     def recurrent(self, u: torch.Tensor) -> torch.Tensor:
         """Recurrent mode: the outputs of `forward`, one step at a time."""
-        check_s4d_input(u, self.d_model)
+        check_s4d_input(u, self.config.d_model)
         y = ssm_recurrent(*self.discrete(), u.transpose(1, 2), self.D)
         return y.transpose(1, 2)
 
@@ -164,34 +177,26 @@ class S4DBlock(nn.Module):
     Shapes: `(b, t, d_model)` → `(b, t, d_model)`.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        d_state: int = 64,
-        init: str = "inv",
-        dt_min: float = 1e-3,
-        dt_max: float = 1e-1,
-        dropout: float = 0.0,
-    ):
+    def __init__(self, config: S4DConfig):
         super().__init__()
-        check_dropout(dropout)
-        self.norm = nn.LayerNorm(d_model)
-        self.ssm = S4D(d_model, d_state, init, dt_min, dt_max)
-        self.out = nn.Linear(d_model, d_model)
-        self.drop = nn.Dropout(dropout)
+        check_type(config, "config", S4DConfig, "an S4DConfig")
+        c = self.config = config
+        self.norm = nn.LayerNorm(c.d_model)
+        self.ssm = S4D(c)
+        self.out = nn.Linear(c.d_model, c.d_model)
+        self.drop = nn.Dropout(c.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_s4d_input(x, self.ssm.d_model, "S4DBlock input")
+        check_s4d_input(x, self.config.d_model, "S4DBlock input")
         return x + self.drop(self.out(F.gelu(self.ssm(self.norm(x)))))
 
 
-def check_s4d_net(d_out, d_model, n_layers, vocab_size, d_in, dropout) -> None:
-    """The arguments of `S4DNet`: sizes, a dropout in `[0, 1)`, and exactly
-    one of `vocab_size` and `d_in`."""
-    check_int(d_out, "d_out", 1)
-    check_int(d_model, "d_model", 1)
-    check_int(n_layers, "n_layers", 1)
-    check_dropout(dropout)
+def check_s4d_net_config(c) -> None:
+    """The fields of an `S4DNetConfig`: sizes and exactly one of vocab_size, d_in."""
+    check_int(c.d_out, "d_out", 1)
+    check_int(c.n_layers, "n_layers", 1)
+    check_s4d_config(c)
+    vocab_size, d_in = c.vocab_size, c.d_in
     if (vocab_size is None) == (d_in is None):
         raise ValueError(
             f"give exactly one of vocab_size (token input) and d_in "
@@ -203,6 +208,19 @@ def check_s4d_net(d_out, d_model, n_layers, vocab_size, d_in, dropout) -> None:
         "vocab_size" if d_in is None else "d_in",
         1,
     )
+
+
+@dataclass(kw_only=True)
+class S4DNetConfig(S4DConfig):
+    """An `S4DNet`'s sizes; give exactly one of `vocab_size` and `d_in`."""
+
+    d_out: int  # the head's outputs per position
+    n_layers: int = 2
+    vocab_size: int | None = None  # token ids (b, t), embedded
+    d_in: int | None = None  # features (b, t, d_in), projected
+
+    def __post_init__(self):
+        check_s4d_net_config(self)
 
 
 def check_s4d_net_input(x, vocab_size, d_in) -> None:
@@ -235,36 +253,21 @@ class S4DNet(nn.Module):
     Shapes: → `(b, t, d_out)`.
     """
 
-    def __init__(
-        self,
-        d_out: int,
-        d_model: int = 64,
-        n_layers: int = 2,
-        d_state: int = 64,
-        vocab_size: int | None = None,
-        d_in: int | None = None,
-        init: str = "inv",
-        dt_min: float = 1e-3,
-        dt_max: float = 1e-1,
-        dropout: float = 0.0,
-    ):
+    def __init__(self, config: S4DNetConfig):
         super().__init__()
-        check_s4d_net(d_out, d_model, n_layers, vocab_size, d_in, dropout)
-        self.vocab_size, self.d_in = vocab_size, d_in
+        check_type(config, "config", S4DNetConfig, "an S4DNetConfig")
+        c = self.config = config
         self.inp = (
-            nn.Embedding(vocab_size, d_model)
-            if vocab_size is not None
-            else nn.Linear(d_in, d_model)
+            nn.Embedding(c.vocab_size, c.d_model)
+            if c.vocab_size is not None
+            else nn.Linear(c.d_in, c.d_model)
         )
-        self.blocks = nn.ModuleList(
-            S4DBlock(d_model, d_state, init, dt_min, dt_max, dropout)
-            for _ in range(n_layers)
-        )
-        self.norm = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, d_out)
+        self.blocks = nn.ModuleList(S4DBlock(c) for _ in range(c.n_layers))
+        self.norm = nn.LayerNorm(c.d_model)
+        self.head = nn.Linear(c.d_model, c.d_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_s4d_net_input(x, self.vocab_size, self.d_in)
+        check_s4d_net_input(x, self.config.vocab_size, self.config.d_in)
         h = self.inp(x)  # (b, t, d_model)
         for block in self.blocks:
             h = block(h)

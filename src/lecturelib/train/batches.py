@@ -17,11 +17,17 @@ Batch = Any
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:
-    """Move a tensor, or nested tuples/lists/dicts of tensors, to `device`."""
+    """Move a tensor, or nested tuples/lists/dicts of tensors, to `device`; a NamedTuple's
+    `host_fields` (a class attribute: names of its fields) stay where they are."""
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=True)
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a NamedTuple
-        return type(batch)(*(to_device(b, device) for b in batch))
+        host = getattr(batch, "host_fields", ())
+        moved = (
+            b if f in host else to_device(b, device)
+            for f, b in zip(batch._fields, batch)
+        )
+        return type(batch)(*moved)
     if isinstance(batch, (list, tuple)):
         return type(batch)(to_device(b, device) for b in batch)
     if isinstance(batch, dict):

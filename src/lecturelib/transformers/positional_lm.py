@@ -292,11 +292,7 @@ class T5Bias(nn.Module):
     Shapes: → `(h, t, s)`, to pass as `bias` to attention."""
 
     def __init__(
-        self,
-        n_heads: int,
-        n_buckets: int = 32,
-        max_distance: int = 128,
-        bidirectional: bool = True,
+        self, n_heads: int, n_buckets=32, max_distance=128, bidirectional=True
     ):
         super().__init__()
         check_t5_bias(n_heads, n_buckets, max_distance, bidirectional)

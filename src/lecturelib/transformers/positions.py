@@ -241,12 +241,7 @@ class RelativeAttention(MultiHeadAttention):
     """Shaw's learned vectors of `clip(j - i, -k, k)` on keys and values."""
 
     def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        max_distance: int = 16,
-        bias: bool = True,
-        dropout: float = 0.0,
+        self, d_model: int, n_heads: int, max_distance=16, bias=True, dropout=0.0
     ):
         super().__init__(d_model, n_heads, bias, dropout)
         check_sizes(max_distance=max_distance)

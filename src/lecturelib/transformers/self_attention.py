@@ -23,8 +23,6 @@ Shapes use `b` batch, `t` queries, `s` keys, `d` width, `h` heads.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
 from einops import einsum, rearrange
@@ -206,14 +204,7 @@ class MultiHeadAttention(nn.Module):
     """Multi-head attention (`h` heads of width `d/h`), one bool mask `(b, t, s)`.
     Shapes: x `(b, t, d)`, context `(b, s, d)` → `(b, t, d)`, weights `(b, h, t, s)`."""
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        bias: bool = True,
-        dropout: float = 0.0,
-        rotary: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    ):
+    def __init__(self, d_model: int, n_heads: int, bias=True, dropout=0.0, rotary=None):
         super().__init__()
         check_multi_head_attention(d_model, n_heads, dropout, rotary)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
@@ -222,7 +213,7 @@ class MultiHeadAttention(nn.Module):
         self.W_v = nn.Linear(d_model, d_model, bias=bias)
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
-        self.rotary = rotary
+        self.rotary = rotary  # rotates q and k (RoPE, chapter 7), or None
 
     def project(self, x: torch.Tensor, context: torch.Tensor | None = None):
         """Per-head q `(b, h, t, d_h)` from `x`, k, v from `context` (default `x`)."""

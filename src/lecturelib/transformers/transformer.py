@@ -9,18 +9,20 @@ in a residual connection and a LayerNorm:
 - Pre-LN (Xiong et al., 2020, arXiv:2002.04745; GPT-2 and most models since):
   `x = x + sublayer(LN(x))`.
 
-`residual=False` drops the skip connections (for the chapter's gradient-norm
-experiment); `attn` replaces the self-attention module by any module with the same
-call signature (chapter 7's relative-position attention); `norm` builds the
-normalisation layers (`nn.LayerNorm` by default, or `RMSNorm`).
+A block's sizes and its order are the fields of a `StackConfig` (`Block(config)`):
+`norm_first` chooses Pre-LN, `residual=False` drops the skip connections (for the
+chapter's gradient-norm experiment). Keywords choose the rest: `attn` replaces the
+self-attention module by any module with the same call signature (chapter 7's
+relative-position attention); `norm` builds the normalisation layers (`nn.LayerNorm`
+by default, or `RMSNorm`).
 
 `LayerNorm` is the formula of Ba et al. (2016, arXiv:1607.06450) written out;
 `RMSNorm` is Zhang & Sennrich (2019, arXiv:1910.07467).
 
 Models are built from a `@dataclass` config passed by keyword (as in nanoGPT):
-`TransformerConfig` for the token models, extending `StackConfig`, the
-sizes of a stack of blocks (`stack`); the Vision Transformer, built from the same
-stack, is in `vit`.
+`StackConfig`, the sizes of a block and of a stack of blocks (`stack`), and
+`TransformerConfig`, which extends it for the token models; the Vision Transformer,
+built from the same stack, is in `vit`.
 
 The three architectures, from the same blocks:
 
@@ -43,7 +45,6 @@ vocabulary.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -97,23 +98,53 @@ class RMSNorm(nn.Module):
         return self.weight * x * torch.rsqrt((x**2).mean(-1, keepdim=True) + self.eps)
 
 
+def check_stack_config(c) -> None:
+    """The fields of a `StackConfig` (of any of its subclasses)."""
+    check_sizes(d_model=c.d_model, n_heads=c.n_heads, n_layers=c.n_layers)
+    if c.d_ff is not None:
+        check_sizes(d_ff=c.d_ff)
+    if c.d_model % c.n_heads:
+        raise ValueError(
+            f"{type(c).__name__}: d_model must be divisible by n_heads; got "
+            f"d_model={c.d_model}, n_heads={c.n_heads}"
+        )
+    check_dropout(c.dropout)
+
+
+@dataclass(kw_only=True)
+class StackConfig:
+    """The sizes of a block and of a stack of them; `d_ff=None` means `4 * d_model`."""
+
+    d_model: int = 128
+    n_heads: int = 4
+    n_layers: int = 3
+    d_ff: int | None = None
+    dropout: float = 0.0
+    norm_first: bool = True
+    residual: bool = True
+
+    def __post_init__(self):
+        check_stack_config(self)
+
+
+def check_config(config, kind: type) -> None:
+    """Raise a TypeError unless `config` is a `kind` (a config dataclass)."""
+    check_type(config, "config", kind, f"a {kind.__name__}")
+
+
 class FeedForward(nn.Module):
     """`FFN(x) = W_2 act(W_1 x + b_1) + b_2` applied to every position on its own."""
 
-    def __init__(
-        self,
-        d_model: int,
-        d_ff: int | None = None,
-        dropout: float = 0.0,
-        activation: type[nn.Module] = nn.GELU,
-    ):
+    def __init__(self, config: StackConfig, *, activation: type[nn.Module] = nn.GELU):
         super().__init__()
-        d_ff = 4 * d_model if d_ff is None else d_ff
+        check_config(config, StackConfig)
+        c = config
+        d_ff = c.d_ff or 4 * c.d_model
         self.net = nn.Sequential(
-            nn.Linear(d_model, d_ff),
+            nn.Linear(c.d_model, d_ff),
             activation(),
-            nn.Dropout(dropout),
-            nn.Linear(d_ff, d_model),
+            nn.Dropout(c.dropout),
+            nn.Linear(d_ff, c.d_model),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -140,32 +171,24 @@ class Block(nn.Module):
     Shapes: x `(b, t, d)`, memory `(b, s, d)`, masks `(b, t, t|s)` → `(b, t, d)`."""
 
     def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int | None = None,
-        dropout: float = 0.0,
-        norm_first: bool = True,
-        residual: bool = True,
-        cross: bool = False,
-        attn: nn.Module | None = None,
-        norm: Callable[[int], nn.Module] = nn.LayerNorm,
+        self, config: StackConfig, *, cross=False, attn=None, norm=nn.LayerNorm
     ):
         super().__init__()
-        self.d_model, self.norm_first, self.residual = d_model, norm_first, residual
-        self.attn = (
-            MultiHeadAttention(d_model, n_heads, dropout=dropout)
-            if attn is None
-            else attn
-        )
-        self.norm1 = norm(d_model)
-        self.cross = (
-            MultiHeadAttention(d_model, n_heads, dropout=dropout) if cross else None
-        )
-        self.norm_cross = norm(d_model) if cross else None
-        self.ffn = FeedForward(d_model, d_ff, dropout)
-        self.norm2 = norm(d_model)
-        self.drop = nn.Dropout(dropout)
+        check_config(config, StackConfig)
+        c = config
+        self.d_model = c.d_model
+        self.norm_first, self.residual = c.norm_first, c.residual
+
+        def attention():
+            return MultiHeadAttention(c.d_model, c.n_heads, dropout=c.dropout)
+
+        self.attn = attention() if attn is None else attn
+        self.norm1 = norm(c.d_model)
+        self.cross = attention() if cross else None
+        self.norm_cross = norm(c.d_model) if cross else None
+        self.ffn = FeedForward(c)
+        self.norm2 = norm(c.d_model)
+        self.drop = nn.Dropout(c.dropout)
 
     def sublayer(self, x: torch.Tensor, norm: nn.Module, f) -> torch.Tensor:
         """One "Add & Norm" around `f`, in this block's order."""
@@ -241,35 +264,6 @@ class Embedding(nn.Module):
         return self.drop(self.tok(ids) + self.pos(positions))  # (b, t, d)
 
 
-def check_stack_config(c) -> None:
-    """The fields of a `StackConfig` (of any of its subclasses)."""
-    check_sizes(d_model=c.d_model, n_heads=c.n_heads, n_layers=c.n_layers)
-    if c.d_ff is not None:
-        check_sizes(d_ff=c.d_ff)
-    if c.d_model % c.n_heads:
-        raise ValueError(
-            f"{type(c).__name__}: d_model must be divisible by n_heads; got "
-            f"d_model={c.d_model}, n_heads={c.n_heads}"
-        )
-    check_dropout(c.dropout)
-
-
-@dataclass(kw_only=True)
-class StackConfig:
-    """The sizes of a stack of blocks; `d_ff=None` means `4 * d_model`."""
-
-    d_model: int = 128
-    n_heads: int = 4
-    n_layers: int = 3
-    d_ff: int | None = None
-    dropout: float = 0.0
-    norm_first: bool = True
-    residual: bool = True
-
-    def __post_init__(self):
-        check_stack_config(self)
-
-
 def check_transformer_config(c) -> None:
     """The fields of a `TransformerConfig`."""
     check_stack_config(c)
@@ -285,27 +279,10 @@ class TransformerConfig(StackConfig):
         check_transformer_config(self)
 
 
-def check_config(config, kind: type) -> None:
-    """Raise a TypeError unless `config` is a `kind` (a config dataclass)."""
-    check_type(config, "config", kind, f"a {kind.__name__}")
-
-
 def stack(config: StackConfig, *, cross: bool = False) -> nn.ModuleList:
     """`config.n_layers` blocks; a Pre-LN stack's output still needs a final norm."""
     check_config(config, StackConfig)
-    c = config
-    return nn.ModuleList(
-        Block(
-            c.d_model,
-            c.n_heads,
-            d_ff=c.d_ff,
-            dropout=c.dropout,
-            norm_first=c.norm_first,
-            residual=c.residual,
-            cross=cross,
-        )
-        for _ in range(c.n_layers)
-    )
+    return nn.ModuleList(Block(config, cross=cross) for _ in range(config.n_layers))
 
 
 class TransformerLM(nn.Module):
@@ -348,7 +325,7 @@ class TransformerEncoder(nn.Module):
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor) -> seq2seq.Encoded:
         check_source(src, src_len, self.embed.tok.num_embeddings)
-        keys = padding_mask(src_len, src.shape[1])  # (b, 1, s)
+        keys = padding_mask(src_len, src.shape[1]).to(src.device)  # (b, 1, s)
         x = self.embed(src)
         for block in self.blocks:
             x = block(x, keys)  # keys: real only
