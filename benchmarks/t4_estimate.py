@@ -192,7 +192,9 @@ for _cls in (torch.nn.RNN, torch.nn.LSTM, torch.nn.GRU):
 
 # On CUDA, PyTorch's optimizers that have a foreach implementation use it: one kernel per
 # operation for up to 36 tensors at a time (multi_tensor_apply), where the stand-in's
-# tensors take the loop over parameters. An optimizer without one (Muon) is counted as is.
+# tensors take the loop over parameters. A fused optimizer (the book's AdamW on CUDA) runs
+# a few multi-tensor operations per step, each counted as one kernel per 36 tensors. An
+# optimizer without either (Muon) is counted as is.
 def _optimizer_pre(optimizer, args, kwargs):
     Launches.optimizer_ops = []
 
@@ -200,7 +202,9 @@ def _optimizer_pre(optimizer, args, kwargs):
 def _optimizer_post(optimizer, args, kwargs):
     ops, Launches.optimizer_ops = len(Launches.optimizer_ops or []), None
     n = sum(p.grad is not None for g in optimizer.param_groups for p in g["params"])
-    if "foreach" in optimizer.defaults and optimizer.defaults["foreach"] is not False and n:
+    if optimizer.defaults.get("fused") and n:  # each multi-tensor op once, as on CUDA
+        Launches.count += ops * -(-n // 36)
+    elif "foreach" in optimizer.defaults and optimizer.defaults["foreach"] is not False and n:
         Launches.count += round(ops / n) * -(-n // 36)
     else:
         Launches.count += ops

@@ -764,20 +764,24 @@ def _parameter_new(cls, data=None, requires_grad=True):
 
 
 _CLIP_GRAD = sys.modules["torch.nn.utils.clip_grad"]
+_OPTIMIZER = sys.modules["torch.optim.optimizer"]
 
 
-def _group_by_device(tensorlistlist, with_indices=False):
-    """Torch's grouping of tensors by (device, dtype) for clipping, with the devices the
-    tensors say they are on (C++ sees the stand-in's cuda tensors on the CPU, and moving
-    the clip coefficient "to the CPU" would read as a sync)."""
-    groups = _PATCHES_ORIGINAL["clip_grad._group_tensors_by_device_and_dtype"](
-        tensorlistlist, with_indices
-    )
-    out = {}
-    for (device, dtype), value in groups.items():
-        first = next((t for ts in value[0] for t in ts if t is not None), None)
-        out[(CUDA if is_cuda(first) else device, dtype)] = value
-    return out
+def _group_by_device(key: str):
+    """Torch's grouping of tensors by (device, dtype), for clipping and the optimizers'
+    multi-tensor and fused steps, with the devices the tensors say they are on (C++ sees
+    the stand-in's cuda tensors on the CPU, and moving the clip coefficient or the gradient
+    scaler's overflow flag "to the CPU" would read as a sync)."""
+
+    def grouped(tensorlistlist, with_indices=False):
+        groups = _PATCHES_ORIGINAL[key](tensorlistlist, with_indices)
+        out = {}
+        for (device, dtype), value in groups.items():
+            first = next((t for ts in value[0] for t in ts if t is not None), None)
+            out[(CUDA if is_cuda(first) else device, dtype)] = value
+        return out
+
+    return grouped
 
 
 def _patches() -> list[tuple[object, str, object, str]]:
@@ -803,13 +807,11 @@ def _patches() -> list[tuple[object, str, object, str]]:
             "cudnn.is_acceptable",
         ),
         (nn.Parameter, "__new__", staticmethod(_parameter_new), "Parameter.__new__"),
-        (
-            _CLIP_GRAD,
-            "_group_tensors_by_device_and_dtype",
-            _group_by_device,
-            "clip_grad._group_tensors_by_device_and_dtype",
-        ),
     ]
+    for owner, name in ((_CLIP_GRAD, "clip_grad"), (_OPTIMIZER, "optimizer")):
+        key = f"{name}._group_tensors_by_device_and_dtype"
+        grouped = _group_by_device(key)
+        out.append((owner, "_group_tensors_by_device_and_dtype", grouped, key))
     for name in ("is_autocast_enabled", "get_autocast_dtype"):
         out.append((torch, name, _cpu_for_cuda(getattr(torch, name)), f"torch.{name}"))
     return out

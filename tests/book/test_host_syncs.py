@@ -72,6 +72,32 @@ def test_a_step_syncs_once_when_it_logs_and_never_otherwise(name, clip):
     assert trainer.history.steps == [3, 6, 7]
 
 
+@pytest.mark.parametrize("name", ["fit's default", "adamw-decay-groups", "muon+adamw"])
+def test_fp16_steps_with_a_fused_optimizer_read_nothing_back(name):
+    """On a T4 (fp16) the gradient scaler must know whether a gradient overflowed: a fused
+    optimizer (the book's AdamW on CUDA) takes that flag on the device; any other reads it
+    back at every step (GradScaler.step's `.item()`), as Muon does."""
+    model = small_gpt().to(CUDA)
+    batches = gpt.windows(torch.arange(400) % 7, 4, 16)
+    optimizer = None if name == "fit's default" else OPTIMIZERS[name](model)
+    counts = []
+
+    def loss_fn(net, batch):
+        with count_syncs() as syncs:  # the forward pass, inside the step
+            loss = F.cross_entropy(net(batch[0]).flatten(0, 1), batch[1].flatten())
+        counts.append(syncs.n)
+        return loss
+
+    with count_syncs() as syncs:
+        history = train.fit(model, batches, loss_fn, steps=6, optimizer=optimizer,
+                            progress=False, log_every=3)
+    assert history.steps == [3, 6] and counts == [0] * 6
+    if name == "muon+adamw":
+        assert syncs.n == 2 + 6, syncs.where  # the two logging reads, and one per step
+    else:
+        assert syncs.n == 2, syncs.where  # the two logging reads only
+
+
 def test_fit_records_the_same_history_on_the_stand_in_and_the_cpu():
     histories = []
     for device in ("cpu", CUDA):
@@ -83,6 +109,9 @@ def test_fit_records_the_same_history_on_the_stand_in_and_the_cpu():
                 batches,
                 lambda net, b: F.cross_entropy(net(b[0]).flatten(0, 1), b[1].flatten()),
                 steps=5,
+                # the same AdamW on both (fit's default is fused on CUDA: the same
+                # update in another order of rounding)
+                optimizer=torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False),
                 clip=1.0,
                 accumulate=2,
                 amp=False,

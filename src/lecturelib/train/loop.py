@@ -108,7 +108,8 @@ def fit(
 ) -> History:
     """Train `model` for `steps` optimisation steps and return its `History`.
 
-    - `optimizer` defaults to AdamW at `lr`; `scheduler` (if any) steps once per step.
+    - `optimizer` defaults to AdamW at `lr` (fused on CUDA); `scheduler` (if any) steps
+      once per step.
     - `clip`: clip the global gradient norm to this value (the unclipped norm is recorded).
     - `accumulate`: micro-batches per step; their gradients are averaged, so a step sees a
       batch `accumulate` times larger than one call of `batches` gives.
@@ -121,12 +122,15 @@ def fit(
     """
     check_fit(model, steps, clip, accumulate, evaluation, checkpointing, log_every)
     params = [p for p in model.parameters() if p.requires_grad]
+    # fused on CUDA: one kernel, and fp16's gradient scaler passes it the overflow flag on
+    # the device instead of reading it back at every step
+    fused = model_device(model).type == "cuda"
     source = BatchSource(batches)
     trainer = Trainer(
         model,
         loss_fn,
         source,
-        optimizer or torch.optim.AdamW(params, lr=lr),
+        optimizer or torch.optim.AdamW(params, lr=lr, fused=fused),
         scheduler,
         Precision(model_device(model), amp),
         steps,

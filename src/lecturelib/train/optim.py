@@ -75,7 +75,8 @@ def adamw(
     weight_decay: float = 0.1,
     betas: tuple[float, float] = (0.9, 0.95),
 ) -> torch.optim.AdamW:
-    """AdamW over `decay_groups` (fused into one kernel on CUDA)."""
+    """AdamW over `decay_groups`; fused on CUDA (one kernel, and fp16's scaler reads
+    nothing back)."""
     check_number(lr, "lr", 0, low_open=True)
     fused = model_device(model).type == "cuda"
     return torch.optim.AdamW(
