@@ -137,12 +137,12 @@ def test_batch_padding_and_shift():
         tr.make_batch([], src_vocab, tgt_vocab)
 
 
-def test_sampler_is_seeded_and_returns_tuples():
+def test_sampler_is_seeded_and_returns_batches_whose_lengths_stay_on_the_host():
     pairs = tokenized(3)
     d = tr.TranslationData(pairs, pairs[:2], pairs[2:4], tr.build_vocab([s for s, _ in pairs]),
                            tr.build_vocab([t for _, t in pairs]))
     a, b = d.sampler(5, seed=3)(0), d.sampler(5, seed=3)(0)
-    assert type(a) is tuple and len(a) == 4
+    assert isinstance(a, tr.Batch) and len(a) == 4 and a.host_fields == ("src_len",)
     assert all(torch.equal(x, y) for x, y in zip(a, b))
     batches = list(d.batches(pairs, 10))
     assert [len(x.src) for x in batches] == [10, 10, 4]

@@ -254,9 +254,9 @@ class TranslationData:
         return make_batch(pairs, self.src_vocab, self.tgt_vocab)
 
     def sampler(self, batch_size: int, seed: int = 0, by_length: bool = False):
-        """A function `step -> (src, src_len, tgt_in, tgt_out)` for `train.fit` that
-        goes through the training pairs in a new random order every epoch. It returns a
-        plain tuple, which `fit` moves to the model's device.
+        """A function `step -> Batch(src, src_len, tgt_in, tgt_out)` for `train.fit` that
+        goes through the training pairs in a new random order every epoch; `fit` moves
+        the batch to the model's device, all but the lengths (`Batch.host_fields`).
 
         `by_length=True` sorts each run of `64 · batch_size` shuffled pairs by
         length before cutting it into batches, so a batch holds sentences of about one
@@ -293,7 +293,7 @@ class TranslationData:
                 shuffled = torch.randperm(len(queue), generator=gen).tolist()
                 queue[:] = [queue[i] for i in shuffled]
             pairs = [self.train[i] for i in queue.pop()]
-            return tuple(make_batch(pairs, self.src_vocab, self.tgt_vocab))
+            return make_batch(pairs, self.src_vocab, self.tgt_vocab)
 
         return get
 
