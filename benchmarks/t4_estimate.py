@@ -35,7 +35,8 @@ held after importing torch: the tensors at the profile's sizes in fp16 autocast,
 plus the CPU allocator's slack; a CUDA context adds about 0.3 GB on a real GPU.
 
 Usage: ``LECTURELIB_DATA=... python benchmarks/t4_estimate.py [NN ...]`` writes
-``benchmarks/results/t4_estimate.json`` (about 15 minutes on two cores).
+``benchmarks/results/t4_estimate.json`` (about 15 minutes on two cores); with ``--update``
+it re-estimates the chapters given and keeps the record's other rows.
 """
 
 from __future__ import annotations
@@ -338,6 +339,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("chapters", nargs="*", help="chapter numbers (default: all)")
     parser.add_argument("--out", type=Path, default=RESULT)
+    parser.add_argument("--update", action="store_true",
+                        help="re-estimate the chapters given; keep the record's other rows")
     args = parser.parse_args()
     data = os.environ.get("LECTURELIB_DATA")
     if not data:
@@ -360,6 +363,13 @@ def main() -> None:
     failed = {r["chapter"]: r["errors"] for r in runs if r["errors"]}
     if failed:  # a chapter that stopped early would be estimated too low
         sys.exit("not recorded: cells failed in " + json.dumps(failed, indent=1))
+    command = "python benchmarks/t4_estimate.py " + " ".join(sys.argv[1:])
+    if args.update:  # the other chapters' rows as they were recorded
+        old = json.loads(args.out.read_text())
+        again = {r["chapter"] for r in runs}
+        runs = [r for r in old["runs"] if r["chapter"] not in again] + runs
+        runs.sort(key=lambda r: r["chapter"])
+        command = f"{old['command']}; then {command}"
     records.save(
         {
             "benchmark": "t4_estimate",
@@ -368,7 +378,7 @@ def main() -> None:
                 "FLOPs / R + kernel launches x tau + host-device syncs x sigma, training "
                 "steps scaled to the profile's"
             ),
-            "command": "python benchmarks/t4_estimate.py " + " ".join(sys.argv[1:]),
+            "command": command,
             "machine": records.machine(),
             "assumptions": {"R_flops_per_s": R_FLOPS, "tau_s_per_launch": TAU,
                             "sigma_s_per_sync": SIGMA, "steps_cap": CAP},
