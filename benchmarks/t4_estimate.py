@@ -35,8 +35,9 @@ held after importing torch: the tensors at the profile's sizes in fp16 autocast,
 plus the CPU allocator's slack; a CUDA context adds about 0.3 GB on a real GPU.
 
 Usage: ``LECTURELIB_DATA=... python benchmarks/t4_estimate.py [NN ...]`` writes
-``benchmarks/results/t4_estimate.json`` (about 15 minutes on two cores); with ``--update``
-it re-estimates the chapters given and keeps the record's other rows.
+``benchmarks/results/t4_estimate.json``: about 70 minutes on two cores (the capped runs of
+the recorded estimate took 4,057 s in all). With ``--update`` it re-estimates the chapters
+given and keeps the record's other rows.
 """
 
 from __future__ import annotations
