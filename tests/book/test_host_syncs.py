@@ -75,8 +75,9 @@ def test_a_step_syncs_once_when_it_logs_and_never_otherwise(name, clip):
 @pytest.mark.parametrize("name", ["fit's default", "adamw-decay-groups", "muon+adamw"])
 def test_fp16_steps_with_a_fused_optimizer_read_nothing_back(name):
     """On a T4 (fp16) the gradient scaler must know whether a gradient overflowed: a fused
-    optimizer (the book's AdamW on CUDA) takes that flag on the device; any other reads it
-    back at every step (GradScaler.step's `.item()`), as Muon does."""
+    optimizer (the book's AdamW on CUDA) takes that flag on the device, and so does
+    `Combined`, which undoes Muon's step on the device where the flag is set; any other
+    optimizer has GradScaler.step read it back (`.item()`) at every step."""
     model = small_gpt().to(CUDA)
     batches = gpt.windows(torch.arange(400) % 7, 4, 16)
     optimizer = None if name == "fit's default" else OPTIMIZERS[name](model)
@@ -89,13 +90,34 @@ def test_fp16_steps_with_a_fused_optimizer_read_nothing_back(name):
         return loss
 
     with count_syncs() as syncs:
-        history = train.fit(model, batches, loss_fn, steps=6, optimizer=optimizer,
-                            progress=False, log_every=3)
+        history = train.fit(
+            model,
+            batches,
+            loss_fn,
+            steps=6,
+            optimizer=optimizer,
+            progress=False,
+            log_every=3,
+        )
     assert history.steps == [3, 6] and counts == [0] * 6
-    if name == "muon+adamw":
-        assert syncs.n == 2 + 6, syncs.where  # the two logging reads, and one per step
-    else:
-        assert syncs.n == 2, syncs.where  # the two logging reads only
+    assert syncs.n == 2, syncs.where  # the two logging reads only
+
+
+def test_fp16_steps_with_a_plain_adamw_read_the_flag_back():
+    """The counter-example: torch's foreach AdamW has no scaler-aware step."""
+    model = small_gpt().to(CUDA)
+    batches = gpt.windows(torch.arange(400) % 7, 4, 16)
+    with count_syncs() as syncs:
+        train.fit(
+            model,
+            batches,
+            lambda net, b: F.cross_entropy(net(b[0]).flatten(0, 1), b[1].flatten()),
+            steps=6,
+            optimizer=OPTIMIZERS["adamw"](model),
+            progress=False,
+            log_every=3,
+        )
+    assert syncs.n == 2 + 6, syncs.where  # the two logging reads, and one per step
 
 
 def test_fit_records_the_same_history_on_the_stand_in_and_the_cpu():
@@ -163,8 +185,9 @@ def forward_positional_lm():
 
 def forward_moe_gpt():
     config = gpt.GPTConfig(vocab_size=7, seq_len=16, d_model=16, n_layers=2, n_heads=2)
-    layer = moe.MoEConfig(16, 32, n_experts=4, top_k=2, capacity_factor=1.25,
-                          dispatch="slots")  # fixed shapes, as chapter 16 trains it
+    layer = moe.MoEConfig(
+        16, 32, n_experts=4, top_k=2, capacity_factor=1.25, dispatch="slots"
+    )  # fixed shapes, as chapter 16 trains it
     return moe.MoEGPT(config, layer).to(CUDA), (ids().to(CUDA),)
 
 
@@ -328,8 +351,9 @@ def test_a_translation_step_reads_nothing_back(kind):
     elif kind == "attention":
         model = attention.make_model(attention.AttentionConfig(**sizes))
     else:
-        config = transformer.TransformerConfig(vocab_size=9, d_model=8, n_heads=2,
-                                               n_layers=1, max_len=16)
+        config = transformer.TransformerConfig(
+            vocab_size=9, d_model=8, n_heads=2, n_layers=1, max_len=16
+        )
         model = transformer.make_seq2seq(config, src_vocab_size=9)
     model = model.to(CUDA)
     src = torch.tensor([[1, 5, 6, 2, 0], [1, 7, 2, 0, 0]])
@@ -340,3 +364,28 @@ def test_a_translation_step_reads_nothing_back(kind):
     with count_syncs() as syncs:
         seq2seq.loss(model, moved).backward()
     assert syncs.n == 0, syncs.where
+
+
+def test_the_mlm_loss_reads_nothing_back_and_equals_the_cpus():
+    """On an accelerator the MLM head runs at every position (a boolean index would read
+    its size back); the loss equals the CPU's, which runs it at the selected ones."""
+    model, (inputs,) = forward_bert()
+    torch.manual_seed(0)
+    targets = torch.where(torch.rand(inputs.shape) < 0.3, inputs.cpu(), bert.IGNORE)
+    targets[0, 0] = inputs[0, 0].cpu()  # at least one selected position
+    with count_syncs() as syncs:
+        on_device = bert.mlm_loss(model, (inputs, targets.to(CUDA)))
+        on_device.backward()
+    assert syncs.n == 0, syncs.where
+    on_cpu = bert.mlm_loss(model.cpu(), (inputs.cpu(), targets))
+    torch.testing.assert_close(on_device.cpu(), on_cpu)
+
+
+def test_bad_mlm_targets_on_the_device_are_still_refused():
+    model, (inputs,) = forward_bert()
+    for targets, message in [
+        (torch.full(inputs.shape, bert.IGNORE), "the batch selects no position"),
+        (torch.full(inputs.shape, 11), r"targets must be token ids in 0..10"),
+    ]:
+        with pytest.raises(RuntimeError, match=message):
+            bert.mlm_loss(model, (inputs, targets.to(CUDA)))

@@ -13,7 +13,9 @@ from lecturelib.train import optim
 
 def tiny_gpt(seed: int = 0) -> gpt.GPT:
     torch.manual_seed(seed)
-    return gpt.GPT(gpt.GPTConfig(vocab_size=11, seq_len=16, d_model=32, n_layers=2, n_heads=4))
+    return gpt.GPT(
+        gpt.GPTConfig(vocab_size=11, seq_len=16, d_model=32, n_layers=2, n_heads=4)
+    )
 
 
 def test_muon_takes_the_matrices_and_adamw_the_rest():
@@ -46,14 +48,24 @@ def test_it_trains_and_resumes_exactly(tmp_path):
         model = tiny_gpt()
         opt = optim.muon_adamw(model, 1e-2)
         sched = train.warmup_cosine(opt, 12, warmup=2)
-        hist = train.fit(model, batches, lm.next_token_loss, steps=steps, optimizer=opt,
-                         scheduler=sched, progress=False, **kw)
+        hist = train.fit(
+            model,
+            batches,
+            lm.next_token_loss,
+            steps=steps,
+            optimizer=opt,
+            scheduler=sched,
+            progress=False,
+            **kw,
+        )
         return model, hist
 
     straight, hist = run(12)
     assert hist.train_loss[-1] < hist.train_loss[0] - 0.3
     run(6, checkpointing=train.Checkpointing(tmp_path / "c.pt"))
-    resumed, _ = run(12, checkpointing=train.Checkpointing(tmp_path / "c.pt", resume=True))
+    resumed, _ = run(
+        12, checkpointing=train.Checkpointing(tmp_path / "c.pt", resume=True)
+    )
     for p, q in zip(straight.parameters(), resumed.parameters()):
         assert torch.equal(p, q)
 
@@ -61,9 +73,71 @@ def test_it_trains_and_resumes_exactly(tmp_path):
 def test_bad_input():
     with pytest.raises(TypeError, match="Combined needs one or more named torch.optim"):
         optim.Combined(a="adam")
-    with pytest.raises(ValueError, match=r"lr must be a finite number in \(0, inf\); got int 0"):
+    with pytest.raises(
+        ValueError, match=r"lr must be a finite number in \(0, inf\); got int 0"
+    ):
         optim.muon_adamw(tiny_gpt(), 0)
     opt = optim.muon_adamw(tiny_gpt(), 1e-2)
-    with pytest.raises(ValueError, match=r"state_dict holds optimizers \['adamw'\]; this one "
-                                         r"has \['adamw', 'muon'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"state_dict holds optimizers \['adamw'\]; this one "
+        r"has \['adamw', 'muon'\]",
+    ):
         opt.load_state_dict({"adamw": {}})
+
+
+def grads_of(model, seed=1):
+    torch.manual_seed(seed)
+    x = torch.randint(0, 11, (2, 16))
+    model.zero_grad()
+    lm.next_token_loss(model, (x, x)).backward()
+
+
+@pytest.mark.parametrize("overflow", [False, True])
+def test_a_scaler_aware_step_equals_a_step_or_none(overflow):
+    """fp16's GradScaler hands `Combined` the overflow flag as a tensor: with the flag
+    clear the step equals a plain one; with it set nothing changes (Muon's step undone on
+    the device, AdamW's too), as GradScaler's skipped step, which reads the flag back."""
+    stepped, guarded = tiny_gpt(), tiny_gpt()
+    plain, aware = optim.muon_adamw(stepped, 1e-2), optim.muon_adamw(guarded, 1e-2)
+    for _ in range(2):  # the second step with state from the first
+        grads_of(stepped), grads_of(guarded)
+        plain.step()
+        before = [p.detach().clone() for p in guarded.parameters()]
+        state = {
+            k: v.clone()
+            for p in guarded.parameters()
+            for o in aware.optimizers.values()
+            for k, v in o.state.get(p, {}).items()
+        }
+        aware.grad_scale, aware.found_inf = None, torch.tensor(float(overflow))
+        aware.step()
+        del aware.grad_scale, aware.found_inf
+        if overflow:
+            assert all(torch.equal(p, q) for p, q in zip(guarded.parameters(), before))
+        else:
+            assert all(
+                torch.equal(p, q)
+                for p, q in zip(guarded.parameters(), stepped.parameters())
+            )
+    if overflow:  # two skipped steps leave a fresh optimizer's state: zeros
+        assert all(
+            not t.any()
+            for o in aware.optimizers.values()
+            for s in o.state.values()
+            for t in s.values()
+        )
+    del state
+
+
+def test_a_scaler_aware_step_unscales_gradients_it_is_given_scaled():
+    stepped, guarded = tiny_gpt(), tiny_gpt()
+    plain, aware = optim.muon_adamw(stepped, 1e-2), optim.muon_adamw(guarded, 1e-2)
+    grads_of(stepped), grads_of(guarded)
+    for p in guarded.parameters():
+        p.grad.mul_(1024.0)
+    plain.step()
+    aware.grad_scale, aware.found_inf = torch.tensor(1024.0), torch.tensor(0.0)
+    aware.step()
+    for p, q in zip(guarded.parameters(), stepped.parameters()):
+        torch.testing.assert_close(p, q)

@@ -36,6 +36,7 @@ from lecturelib.validate import (
     check_ids,
     check_int,
     check_number,
+    check_on_device,
     check_tensor,
     check_type,
     describe,
@@ -362,14 +363,19 @@ class BERT(nn.Module):
 
 
 def mlm_loss(model: BERT, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Mean cross-entropy over the selected positions (targets not `IGNORE`); the head
-    runs at those positions only, a seventh of the work at `p = 0.15`. A batch with
-    no selected position has no loss to average (it would be NaN): refused."""
+    """Mean cross-entropy over the selected positions (targets not `IGNORE`). On the CPU
+    the head runs at those positions only, a seventh of the work at `p = 0.15`; on an
+    accelerator at every position, the others ignored, since a boolean index's size would
+    be read back at every step. The same loss. A batch with no selected position has no
+    loss to average (it would be NaN): refused."""
     check_mlm_batch(model, batch)
     inputs, targets = batch
-    selected = targets != IGNORE  # (b, t)
-    h = model.encode(inputs)[selected]  # (n, d)
-    return F.cross_entropy(model.mlm(h), targets[selected])  # logits (n, v)
+    h = model.encode(inputs)  # (b, t, d)
+    if h.device.type == "cpu":
+        selected = targets != IGNORE  # (b, t)
+        return F.cross_entropy(model.mlm(h[selected]), targets[selected])  # (n, v)
+    logits = model.mlm(h).flatten(0, 1)  # (b t, v)
+    return F.cross_entropy(logits, targets.flatten(), ignore_index=IGNORE)
 
 
 def check_bert_like(model) -> None:
@@ -396,24 +402,34 @@ def check_mlm_batch(model, batch) -> None:
     inputs, targets = batch
     check_ids(inputs, "inputs", dims=2)
     check_type(targets, "targets", torch.Tensor, "an integer tensor like inputs")
-    check_ids(targets[targets != IGNORE], "targets", min_len=0)
+    if (
+        targets.is_floating_point()
+        or targets.is_complex()
+        or targets.dtype == torch.bool
+    ):
+        raise TypeError(
+            f"targets must be an integer (long) tensor of token ids; got "
+            f"{describe(targets)}"
+        )
     if targets.shape != inputs.shape:
         raise ValueError(
             f"targets must have the shape of inputs {tuple(inputs.shape)}; got "
             f"{tuple(targets.shape)}"
         )
-    if not (targets != IGNORE).any():
-        raise ValueError(
-            f"the batch selects no position (every target is IGNORE = {IGNORE}): the "
-            f"mean loss over no token is undefined; mask more tokens (a larger batch "
-            f"or p)"
-        )
+    selected = targets != IGNORE
+    check_on_device(
+        selected.any(),
+        f"the batch selects no position (every target is IGNORE = {IGNORE}): the "
+        f"mean loss over no token is undefined; mask more tokens (a larger batch "
+        f"or p)",
+    )
     v = model.config.vocab_size
-    if targets.max() >= v:
-        raise ValueError(
-            f"targets must be token ids in 0..{v - 1} or IGNORE = {IGNORE}; got "
-            f"{int(targets.max())}"
-        )
+    bad = selected & ((targets < 0) | (targets >= v))
+    check_on_device(
+        ~bad.any(),
+        f"targets must be token ids in 0..{v - 1} or IGNORE = {IGNORE}",
+        lambda: f"; got {int(targets[bad].max())}",
+    )
 
 
 def check_labels(labels, n: int, n_classes: int | None = None) -> None:

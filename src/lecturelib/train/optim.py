@@ -109,9 +109,26 @@ class Combined(torch.optim.Optimizer):
         self._optimizer_load_state_dict_pre_hooks = {}
         self._optimizer_load_state_dict_post_hooks = {}
 
+    # fp16's GradScaler hands such a step its overflow flag as a device tensor
+    # (`found_inf`) instead of reading it back to decide whether to step
+    _step_supports_amp_scaling = True
+
     def step(self, closure=None):
+        found_inf = getattr(self, "found_inf", None)
+        if found_inf is not None and getattr(self, "grad_scale", None) is not None:
+            for g in self.param_groups:  # not unscaled before the step: unscale now
+                for p in g["params"]:
+                    if p.grad is not None:
+                        p.grad.div_(self.grad_scale)
         for o in self.optimizers.values():
-            o.step()
+            if found_inf is None:
+                o.step()
+            elif getattr(o, "_step_supports_amp_scaling", False):  # fused: skips itself
+                o.grad_scale, o.found_inf = None, found_inf
+                o.step()
+                del o.grad_scale, o.found_inf
+            else:
+                step_unless(o, found_inf)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for o in self.optimizers.values():
@@ -133,6 +150,36 @@ class Combined(torch.optim.Optimizer):
         ]
 
 
+def step_unless(optimizer: torch.optim.Optimizer, found_inf: torch.Tensor) -> None:
+    """`optimizer.step()`, undone where `found_inf` (a device flag) is set: what
+    GradScaler's skipped step does, without reading the flag back. Every tensor the step
+    changes (parameters, state) is kept and put back with `torch.where`; state that the
+    step creates goes back to zeros (a fresh optimizer's, for Muon and Adam). State on
+    another device than the flag (a non-fused Adam's step counter on the CPU) is put back
+    correctly but reads the flag back."""
+    params = [
+        p for g in optimizer.param_groups for p in g["params"] if p.grad is not None
+    ]
+    before = {id(t): t.clone() for p in params for t in state_tensors(optimizer, p)}
+    before.update({id(p): p.detach().clone() for p in params})
+    optimizer.step()
+    with torch.no_grad():
+        for p in params:
+            for t in [p, *state_tensors(optimizer, p)]:
+                old = before.get(id(t))
+                # (a read-back where t lives on another device than the flag)
+                skip = found_inf.to(t.device, torch.bool)
+                t.copy_(torch.where(skip, old if old is not None else 0, t))
+
+
+def state_tensors(
+    optimizer: torch.optim.Optimizer, p: torch.Tensor
+) -> list[torch.Tensor]:
+    return [
+        t for t in optimizer.state.get(p, {}).values() if isinstance(t, torch.Tensor)
+    ]
+
+
 def muon_adamw(
     model: nn.Module,
     lr: float,
@@ -150,5 +197,11 @@ def muon_adamw(
     muon = torch.optim.Muon(
         matrices, lr=lr, weight_decay=weight_decay, adjust_lr_fn="match_rms_adamw"
     )
-    adamw_ = torch.optim.AdamW(rest["params"], lr=lr, betas=betas, weight_decay=0.0)
+    adamw_ = torch.optim.AdamW(
+        rest["params"],
+        lr=lr,
+        betas=betas,
+        weight_decay=0.0,
+        fused=model_device(model).type == "cuda",
+    )
     return Combined(muon=muon, adamw=adamw_)
