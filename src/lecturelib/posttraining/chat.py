@@ -28,6 +28,7 @@ from lecturelib.validate import (
     check_ids,
     check_int,
     check_number,
+    check_on_device,
     check_strings,
     check_tensor,
     check_type,
@@ -172,16 +173,17 @@ def check_masked_loss(logits, targets, mask) -> None:
             f"logits {tuple(logits.shape)}, targets {tuple(targets.shape)} and mask "
             f"{tuple(mask.shape)} must share (b, t)"
         )
-    if not mask.any():
-        raise ValueError("mask marks no token: there is nothing to learn")
+    check_on_device(mask.any(), "mask marks no token: there is nothing to learn")
 
 
 def masked_loss(
     logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
-    """Mean cross-entropy over the positions where `mask` is True (the response)."""
+    """Mean cross-entropy over the positions where `mask` is True (the response); the
+    others get the target -100, which `cross_entropy` ignores."""
     check_masked_loss(logits, targets, mask)
-    return F.cross_entropy(logits[mask], targets[mask])
+    ignored = targets.masked_fill(~mask, -100)
+    return F.cross_entropy(logits.flatten(0, 1), ignored.flatten())
 
 
 def shifted(ids: torch.Tensor, mask: torch.Tensor):

@@ -149,10 +149,16 @@ def finetune(
 
     def loss_fn(m, b):
         ids, targets, mask = b
-        return F.cross_entropy(m(ids)[mask].float(), targets[mask])
+        ignored = targets.masked_fill(~mask, -100)  # fixed shapes: no read-back
+        return F.cross_entropy(m(ids).flatten(0, 1).float(), ignored.flatten())
 
     model = copy_model(model).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    opt = torch.optim.AdamW(
+        model.parameters(),
+        lr=lr,
+        weight_decay=0.0,
+        fused=train.model_device(model).type == "cuda",
+    )
     warmup = min(max(1, steps // 10), steps - 1)  # a tenth; none for a single step
     hist = train.fit(
         model,

@@ -327,7 +327,10 @@ def finetune(
             )
         }
 
-    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.0)
+    cuda = train.model_device(model).type == "cuda"  # fused: fp16 reads nothing back
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=recipe.lr, weight_decay=0.0, fused=cuda
+    )
     hist = train.fit(
         model,
         batch,

@@ -185,6 +185,7 @@ def optimizer(model: gpt.GPT, recipe: Recipe) -> torch.optim.Optimizer:
         ],
         lr=recipe.lr,
         betas=recipe.betas,
+        fused=train.model_device(model).type == "cuda",  # fp16 then reads nothing back
     )
 
 
