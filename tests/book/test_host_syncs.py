@@ -11,6 +11,7 @@ from cuda_standin import count_syncs, cuda_standin, real_cuda
 from lecturelib import train
 from lecturelib.efficiency import kvcache, moe
 from lecturelib.long_context import retrieval
+from lecturelib.posttraining import chat
 from lecturelib.pretraining import bert, gpt
 from lecturelib.recurrence import lstm_gru, rnn, seq2seq
 from lecturelib.state_space import hybrid
@@ -389,3 +390,20 @@ def test_bad_mlm_targets_on_the_device_are_still_refused():
     ]:
         with pytest.raises(RuntimeError, match=message):
             bert.mlm_loss(model, (inputs, targets.to(CUDA)))
+
+
+def test_the_sft_loss_reads_nothing_back_and_equals_the_selected_mean():
+    """The response-only loss with fixed shapes: ignored targets, not a boolean index."""
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 7, requires_grad=True)
+    targets = torch.randint(0, 7, (2, 5))
+    mask = torch.tensor([[0, 0, 1, 1, 0], [0, 1, 1, 1, 1]], dtype=torch.bool)
+    on_device = logits.detach().to(CUDA).requires_grad_()
+    with count_syncs() as syncs:
+        loss = chat.masked_loss(on_device, targets.to(CUDA), mask.to(CUDA))
+        loss.backward()
+    assert syncs.n == 0, syncs.where
+    selected = F.cross_entropy(logits[mask], targets[mask])
+    torch.testing.assert_close(loss.cpu(), selected)
+    with pytest.raises(RuntimeError, match="mask marks no token"):
+        chat.masked_loss(on_device, targets.to(CUDA), torch.zeros_like(mask).to(CUDA))
