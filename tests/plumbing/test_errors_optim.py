@@ -30,6 +30,13 @@ CASES = [
     (lambda: optim.Combined(), TypeError, r"Combined needs one or more named torch.optim"),
     (lambda: optim.Combined(a=torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1), b="adam"), TypeError,
      r"Combined needs one or more named torch.optim.Optimizer objects; got \['SGD', 'str'\]"),
+    (lambda: optim.step_unless("adam", torch.tensor(0.0)), TypeError,
+     r"optimizer must be a torch.optim.Optimizer; got str 'adam'"),
+    (lambda: optim.step_unless(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1), True),
+     TypeError, r"found_inf must be a one-element tensor \(GradScaler's overflow flag\); got bool"),
+    (lambda: optim.step_unless(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1),
+                               torch.zeros(2)), TypeError,
+     r"found_inf must be a one-element tensor"),
 ]
 
 

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from lecturelib.train.batches import model_device
-from lecturelib.validate import check_int, check_number, check_type, is_int
+from lecturelib.validate import check_int, check_number, check_type, describe, is_int
 
 
 def check_warmup_cosine(steps, warmup, final) -> None:
@@ -150,6 +150,16 @@ class Combined(torch.optim.Optimizer):
         ]
 
 
+def check_step_unless(optimizer, found_inf) -> None:
+    """The arguments of `step_unless`: an optimizer and a one-element flag tensor."""
+    check_type(optimizer, "optimizer", torch.optim.Optimizer, "a torch.optim.Optimizer")
+    if not isinstance(found_inf, torch.Tensor) or found_inf.numel() != 1:
+        raise TypeError(
+            f"found_inf must be a one-element tensor (GradScaler's overflow flag); got "
+            f"{describe(found_inf)}"
+        )
+
+
 def step_unless(optimizer: torch.optim.Optimizer, found_inf: torch.Tensor) -> None:
     """`optimizer.step()`, undone where `found_inf` (a device flag) is set: what
     GradScaler's skipped step does, without reading the flag back. Every tensor the step
@@ -157,22 +167,23 @@ def step_unless(optimizer: torch.optim.Optimizer, found_inf: torch.Tensor) -> No
     step creates goes back to zeros (a fresh optimizer's, for Muon and Adam). State on
     another device than the flag (a non-fused Adam's step counter on the CPU) is put back
     correctly but reads the flag back."""
+    check_step_unless(optimizer, found_inf)
     params = [
         p for g in optimizer.param_groups for p in g["params"] if p.grad is not None
     ]
-    before = {id(t): t.clone() for p in params for t in state_tensors(optimizer, p)}
+    before = {id(t): t.clone() for p in params for t in _state_tensors(optimizer, p)}
     before.update({id(p): p.detach().clone() for p in params})
     optimizer.step()
     with torch.no_grad():
         for p in params:
-            for t in [p, *state_tensors(optimizer, p)]:
+            for t in [p, *_state_tensors(optimizer, p)]:
                 old = before.get(id(t))
                 # (a read-back where t lives on another device than the flag)
                 skip = found_inf.to(t.device, torch.bool)
                 t.copy_(torch.where(skip, old if old is not None else 0, t))
 
 
-def state_tensors(
+def _state_tensors(
     optimizer: torch.optim.Optimizer, p: torch.Tensor
 ) -> list[torch.Tensor]:
     return [
