@@ -366,7 +366,7 @@ def mlm_loss(model: BERT, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Ten
     """Mean cross-entropy over the selected positions (targets not `IGNORE`). On the CPU
     the head runs at those positions only, a seventh of the work at `p = 0.15`; on an
     accelerator at every position, the others ignored, since a boolean index's size would
-    be read back at every step. The same loss. A batch with no selected position has no
+    be read back at every step. The same loss, up to rounding. A batch with no selected position has no
     loss to average (it would be NaN): refused."""
     check_mlm_batch(model, batch)
     inputs, targets = batch

@@ -340,7 +340,8 @@ def train_translator(
     batches of similar length; the validation loss is measured 5 times."""
     check_train_translator(corpus, steps, lr, batch_size)
     try:
-        opt = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)  # one kernel
+        # fused: a few kernels for all tensors
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)
     except RuntimeError:
         opt = torch.optim.AdamW(model.parameters(), lr=lr)
     schedule = train.warmup_cosine(opt, steps, warmup=steps // 10)

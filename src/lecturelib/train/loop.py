@@ -122,7 +122,7 @@ def fit(
     """
     check_fit(model, steps, clip, accumulate, evaluation, checkpointing, log_every)
     params = [p for p in model.parameters() if p.requires_grad]
-    # fused on CUDA: one kernel, and fp16's gradient scaler passes it the overflow flag on
+    # fused on CUDA: a few kernels for all tensors, and fp16's gradient scaler passes it the overflow flag on
     # the device instead of reading it back at every step
     fused = model_device(model).type == "cuda"
     source = BatchSource(batches)

@@ -75,7 +75,7 @@ def adamw(
     weight_decay: float = 0.1,
     betas: tuple[float, float] = (0.9, 0.95),
 ) -> torch.optim.AdamW:
-    """AdamW over `decay_groups`; fused on CUDA (one kernel, and fp16's scaler reads
+    """AdamW over `decay_groups`; fused on CUDA (a few kernels for all tensors, and fp16's scaler reads
     nothing back)."""
     check_number(lr, "lr", 0, low_open=True)
     fused = model_device(model).type == "cuda"
@@ -179,7 +179,7 @@ def step_unless(optimizer: torch.optim.Optimizer, found_inf: torch.Tensor) -> No
             for t in [p, *_state_tensors(optimizer, p)]:
                 old = before.get(id(t))
                 # (a read-back where t lives on another device than the flag)
-                skip = found_inf.to(t.device, torch.bool)
+                skip = found_inf.reshape(()).to(t.device, torch.bool)
                 t.copy_(torch.where(skip, old if old is not None else 0, t))
 
 

@@ -175,7 +175,10 @@ class Trainer:
             torch.stack([loss, norm.to(loss.device, loss.dtype)])
             for _, loss, norm in self.pending
         ]
+        started = time.perf_counter()
         values = torch.stack(pairs).tolist()  # the one read-back
+        # training time: the host waits here for the device to finish the queued steps
+        self.train_clock += time.perf_counter() - started
         self.pending = []
         out = []
         for step, (loss, norm) in zip(steps, values):
