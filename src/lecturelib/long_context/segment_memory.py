@@ -274,9 +274,6 @@ def train_recall(
         steps=steps,
         optimizer=opt,
         clip=1.0,
-        # fp32 for now: the CUDA stand-in runs fp16 as slow CPU half precision, and
-        # chapter 18's capped gpu run is near its 600 s budget (646 s on a busy machine)
-        amp=False,
         progress=False,
     )
     model.eval()
