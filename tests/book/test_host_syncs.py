@@ -407,3 +407,17 @@ def test_the_sft_loss_reads_nothing_back_and_equals_the_selected_mean():
     torch.testing.assert_close(loss.cpu(), selected)
     with pytest.raises(RuntimeError, match="mask marks no token"):
         chat.masked_loss(on_device, targets.to(CUDA), torch.zeros_like(mask).to(CUDA))
+
+
+def test_a_classification_step_reads_nothing_back():
+    """BERT fine-tuning: the padding mask's and the labels' checks run on the device."""
+    model, (ids,) = forward_bert()
+    lengths = torch.tensor([8, 5]).to(CUDA)
+    with count_syncs() as syncs:
+        bert.classify_loss(model, (ids, lengths, torch.tensor([0, 1]).to(CUDA))).backward()
+    assert syncs.n == 0, syncs.where
+    with pytest.raises(RuntimeError, match=r"labels must be class ids in 0\.\.1"):
+        bert.classify_loss(model, (ids, lengths, torch.tensor([0, 2]).to(CUDA)))
+    with pytest.raises(RuntimeError, match=r"integer lengths in 1\.\.8"):
+        bert.classify_loss(model, (ids, torch.tensor([8, 0]).to(CUDA),
+                                   torch.tensor([0, 1]).to(CUDA)))

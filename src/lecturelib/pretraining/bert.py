@@ -446,8 +446,14 @@ def check_labels(labels, n: int, n_classes: int | None = None) -> None:
     if labels.dim() != 1 or len(labels) != n:
         raise ValueError(f"labels must be ({n},) class ids; got {describe(labels)}")
     high = n_classes - 1 if n_classes is not None else None
+    bound = ">= 0" if high is None else f"in 0..{high}"
+    if n and labels.device.type != "cpu":  # checked where the labels are
+        ok = labels.min() >= 0
+        if high is not None:
+            ok = ok & (labels.max() <= high)
+        check_on_device(ok, f"labels must be class ids {bound}")
+        return
     if n and (labels.min() < 0 or (high is not None and labels.max() > high)):
-        bound = ">= 0" if high is None else f"in 0..{high}"
         raise ValueError(
             f"labels must be class ids {bound}; got labels from "
             f"{int(labels.min())} to {int(labels.max())}"

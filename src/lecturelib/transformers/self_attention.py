@@ -34,6 +34,7 @@ from lecturelib.validate import (
     check_ids,
     check_int,
     check_number,
+    check_on_device,
     check_sizes,
     check_tensor,
     check_type,
@@ -135,11 +136,15 @@ def check_padding_mask(lengths, s) -> None:
             f"lengths must be a 1-d integer tensor (b,); got shape "
             f"{tuple(lengths.shape)}"
         )
+    at_least_one = "lengths must be at least 1 (a sequence needs a key to attend to)"
+    if len(lengths) and lengths.device.type != "cpu":  # checked where the lengths are
+        check_on_device(lengths.min() >= 1, at_least_one)
+        if s is not None:
+            check_int(s, "s", 1)
+            check_on_device(lengths.max() <= s, f"s must be >= every length; got {s}")
+        return
     if len(lengths) == 0 or lengths.min() < 1:
-        raise ValueError(
-            f"lengths must be at least 1 (a sequence needs a key to "
-            f"attend to); got {lengths.tolist()}"
-        )
+        raise ValueError(f"{at_least_one}; got {lengths.tolist()}")
     if s is not None:
         check_int(s, "s", int(lengths.max()))
 
