@@ -432,3 +432,21 @@ def test_segment_models_train_with_only_the_logging_reads(kind):
     with count_syncs() as syncs:
         segment_memory.train_recall(model, 2, 4, 3)
     assert syncs.n == 2, syncs.where  # one logging read per step (log_every=1)
+
+
+def test_a_packed_sft_step_reads_nothing_back():
+    """The segments' order check runs on the device (it read back once per step)."""
+    from lecturelib.posttraining import instructions, sft
+
+    torch.manual_seed(0)
+    config = gpt.GPTConfig(vocab_size=len(chat.VOCAB), seq_len=64, d_model=16,
+                           n_layers=1, n_heads=2)
+    model = gpt.GPT(config).to(CUDA)
+    examples = [chat.chat(p, a) for p, a in instructions.problems("add", 6, seed=0)]
+    batch = tuple(t.to(CUDA) for t in chat.pack(examples, 64))
+    with count_syncs() as syncs:
+        sft.sft_loss(model, batch).backward()
+    assert syncs.n == 0, syncs.where
+    ids, targets, segments, mask = batch
+    with pytest.raises(RuntimeError, match="segments must be non-decreasing"):
+        model(ids, segments.flip(1))

@@ -43,6 +43,7 @@ from lecturelib.validate import (
     check_ids,
     check_int,
     check_number,
+    check_on_device,
     check_sizes,
     check_type,
     describe,
@@ -301,11 +302,11 @@ def check_segments(segments, ids) -> None:
             f"segments must have the shape of ids {tuple(ids.shape)}; got shape "
             f"{tuple(segments.shape)}"
         )
-    if (segments[:, 1:] < segments[:, :-1]).any():
-        raise ValueError(
-            "segments must be non-decreasing along each row (each example one run of "
-            "equal ids)"
-        )
+    check_on_device(  # no read-back on an accelerator
+        (segments[:, 1:] >= segments[:, :-1]).all(),
+        "segments must be non-decreasing along each row (each example one run of "
+        "equal ids)",
+    )
 
 
 def check_gpt(model, name: str = "model") -> None:
