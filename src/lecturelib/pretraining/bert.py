@@ -402,11 +402,7 @@ def check_mlm_batch(model, batch) -> None:
     inputs, targets = batch
     check_ids(inputs, "inputs", dims=2)
     check_type(targets, "targets", torch.Tensor, "an integer tensor like inputs")
-    if (
-        targets.is_floating_point()
-        or targets.is_complex()
-        or targets.dtype == torch.bool
-    ):
+    if not is_int_tensor(targets):
         raise TypeError(
             f"targets must be an integer (long) tensor of token ids; got "
             f"{describe(targets)}"
